@@ -1,0 +1,1 @@
+"""Learning methods: one module per method, each exposing ``SPEC`` (see ``base``)."""

@@ -1,0 +1,88 @@
+"""The contract every method module fulfils.
+
+A method module (``app/methods/<name>.py``) defines a scikit-learn-style estimator and a module
+level ``SPEC: MethodSpec``. The catalog (``app.methods.catalog``) discovers every module that has
+a ``SPEC``, so adding a method means adding one module and nothing else.
+
+Estimator interface by task (all take dense float64 ``X`` of shape (n, d)):
+
+* ``multilabel`` (classifiers): ``fit(X, Y)`` with ``Y`` 0/1 of shape (n, q);
+  ``decision_function(X) -> (n, q)`` scores, higher = more relevant (the ranking is score
+  descending); ``predict(X, threshold=None) -> (n, q)`` 0/1 label sets (``threshold=None`` uses
+  the method's own rule). A classifier may also define
+  ``predict_details(X, threshold=None) -> tuple[ndarray, list[dict]]``: the label sets plus extra
+  per-sample fields for the API response (label references given as column indices; the router
+  maps them to names).
+* ``distribution`` (label distribution learners): ``fit(X, D)`` with ``D`` rows summing to 1;
+  ``predict(X) -> (n, c)`` rows summing to 1.
+* ``selection`` (feature selectors): ``fit(X, Y)``; fitted ``feature_scores_`` (d,) and
+  ``ranking_`` (d,) (feature indices best first); ``transform(X)``; ``get_support(k)``.
+
+``fit`` accepts an optional keyword ``progress: ProgressCallback``. Call it as
+``progress(stage, fraction)`` with ``fraction`` in [0, 1] over the whole fit; the job runner
+stores it and may raise ``JobCancelled`` from inside it, so call it only at points where
+stopping is safe. Never store the callback on the estimator (it must stay picklable).
+
+Predict paths are hot (one request = one call): validate shapes at the API boundary and keep
+per-call scikit-learn input validation out of ``predict``/``decision_function``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+Task = Literal["multilabel", "distribution", "selection"]
+Output = Literal["labels", "ranking", "distribution", "features"]
+DatasetKind = Literal["multilabel", "distribution"]
+
+
+class ProgressCallback(Protocol):
+    def __call__(self, stage: str, fraction: float) -> None: ...
+
+
+def no_progress(stage: str, fraction: float) -> None:
+    """Default progress callback: does nothing."""
+
+
+class JobCancelled(Exception):
+    """Raised from a progress callback when the job was cancelled."""
+
+
+class MethodParams(BaseModel):
+    """Base of every method's hyperparameter model: unknown keys are rejected (422)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What the catalog, ``GET /methods``, ``POST /train`` and ``POST /predict`` need to know.
+
+    ``params`` is a pydantic model (subclass of ``MethodParams``) whose fields are exactly the
+    estimator's constructor arguments; its JSON schema is what ``GET /methods`` shows.
+    ``estimator`` is the class, built as ``estimator(**params.model_dump())``.
+    """
+
+    id: str
+    task: Task
+    outputs: tuple[Output, ...]
+    params: type[MethodParams]
+    estimator: type
+    summary: str
+    paper: str = ""
+    dataset_kind: DatasetKind = "multilabel"
+    stages: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def default_output(self) -> Output:
+        return self.outputs[0]
+
+    def build(self, params: dict[str, Any]) -> Any:
+        """Validate ``params`` (raises pydantic.ValidationError) and build an unfitted estimator."""
+        return self.estimator(**self.params.model_validate(params).model_dump())
+
+
+ProgressFn = Callable[[str, float], None]
