@@ -1,0 +1,44 @@
+"""Service configuration, read from ``LABELSERVE_*`` environment variables (or a ``.env`` file).
+
+Defaults are the embedded set-up: SQLite and the artifact store under ``models/``, jobs in a
+local process pool. Nothing else needs to be running.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LABELSERVE_", env_file=".env", extra="ignore")
+
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: SQLite file `labelserve.db` in the model dir"
+    )
+    model_dir: Path = Field(Path("models"), description="Artifact and dataset store")
+    api_key: str | None = Field(None, description="When set, required on every route but ops/docs")
+    max_upload_mb: float = Field(200, gt=0, description="Largest accepted upload")
+    workers: int = Field(1, ge=1, description="Training processes of the local job backend")
+    job_backend: Literal["local", "celery"] = "local"
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")
+    batch_job_rows: int = Field(
+        50_000, ge=1, description="Datasets with more rows are predicted as a background job"
+    )
+    log_level: str = "INFO"
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.model_dir / 'labelserve.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

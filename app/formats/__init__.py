@@ -1,0 +1,86 @@
+"""Dataset upload parsers: ARFF, CSV, multi-label LIBSVM and MATLAB .mat.
+
+``parse_dataset(content, filename=..., labels_file=..., options=...)`` returns a validated
+:class:`ParsedDataset` or raises :class:`DatasetFormatError` (a ``ValueError`` whose message
+names the problem and its line/row/column; the HTTP layer returns it as a 422). The benchmarks
+load the real datasets through the same function, so they exercise the service's parser.
+
+Format detection (``format="auto"``): the file name extension (``.arff``; ``.csv``/``.tsv``;
+``.svm``/``.libsvm``/``.svmlight``; ``.mat``), else the content: a MATLAB header, an ARFF
+``@relation`` line, a LIBSVM first line (``[labels] idx:val ...``), otherwise CSV.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+from .arff_format import parse_arff
+from .common import DatasetFormatError, DatasetKind, ParsedDataset, ParseOptions
+from .csv_format import parse_csv
+from .libsvm_format import parse_libsvm
+from .mat_format import parse_mat
+
+__all__ = [
+    "DatasetFormatError",
+    "DatasetKind",
+    "ParseOptions",
+    "ParsedDataset",
+    "detect_format",
+    "parse_dataset",
+]
+
+_EXTENSIONS = {
+    ".arff": "arff",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".svm": "libsvm",
+    ".libsvm": "libsvm",
+    ".svmlight": "libsvm",
+    ".mat": "mat",
+}
+_LIBSVM_LINE = re.compile(rb"^\s*(-?\d+(\.\d*)?(\s*,\s*-?\d+(\.\d*)?)*)?(\s+\d+:\S+)+\s*$")
+
+
+def detect_format(content: bytes, filename: str | None) -> str:
+    """``arff``, ``csv``, ``libsvm`` or ``mat`` for an upload (see the module docstring)."""
+    if filename:
+        by_ext = _EXTENSIONS.get(PurePath(filename).suffix.lower())
+        if by_ext:
+            return by_ext
+    if content[:6] == b"MATLAB" or content[:4] == b"\x00\x00\x00\x00":
+        return "mat"
+    head = content[:65536].lstrip(b"\xef\xbb\xbf")
+    for raw in head.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(b"%"):
+            continue
+        if line[:9].lower() == b"@relation":
+            return "arff"
+        if _LIBSVM_LINE.match(line):
+            return "libsvm"
+        break
+    return "csv"
+
+
+def parse_dataset(
+    content: bytes,
+    *,
+    filename: str | None = None,
+    labels_file: bytes | None = None,
+    options: ParseOptions | None = None,
+) -> ParsedDataset:
+    """Parse and validate one uploaded dataset."""
+    options = options or ParseOptions()
+    if not content:
+        raise DatasetFormatError("the uploaded file is empty")
+    fmt = options.format if options.format != "auto" else detect_format(content, filename)
+    if labels_file is not None and fmt != "arff":
+        raise DatasetFormatError(f"labels_file (Mulan XML) applies to ARFF only, not {fmt}")
+    if fmt == "arff":
+        return parse_arff(content, labels_file=labels_file, options=options)
+    if fmt == "csv":
+        return parse_csv(content, options=options)
+    if fmt == "libsvm":
+        return parse_libsvm(content, options=options)
+    return parse_mat(content, options=options)

@@ -1,0 +1,273 @@
+"""ARFF (Mulan / MEKA / WEKA), dense and sparse, read with liac-arff.
+
+Which attributes are labels, in order of precedence:
+
+1. a Mulan XML labels file (``<label name="...">`` elements, nested ones included); labels are
+   matched to attributes **by name** (the XML order may differ from the ARFF order, as in yeast)
+   after normalising the escaped quotes ``\\'`` and ``\\"`` that some ARFF headers keep in names
+   (birds' ``'Swainson\\'s Thrush'``);
+2. ``label_columns`` (attribute names);
+3. ``label_count`` + ``label_location`` (the last / first attributes);
+4. a MEKA header, ``@relation 'name: -C N'``: N > 0 means the first N attributes are the labels,
+   N < 0 the last |N| (MEKA's convention).
+
+Label columns keep the ARFF attribute order.
+
+Attribute encoding:
+
+* numeric / integer / real: as is;
+* nominal: if every declared value is a number (``{0,1}``, flags' integer codes), the number;
+  else if the two declared values are a yes/no pair (``{YES,NO}``, ``{true,false}``, ...), 1 for
+  the yes-like value and 0 for the other; else the 0-based position in the declaration (ordinal,
+  with a warning);
+* string attributes are dropped with a warning, and so is an identifier-like nominal feature (no
+  numeric values, more than two declared values, at least ``ID_MIN_ROWS`` rows and a different
+  value in every row, as genbase's ``protein``);
+* missing values (``?``) are rejected, naming the line and the attribute;
+* sparse rows: omitted values are 0 for numeric attributes and the first declared value for
+  nominal ones (WEKA's rule, as liac-arff implements it).
+
+Rows are streamed (liac-arff's generator mode) into numpy blocks, so memory is about the size
+of the final float64 matrix, not of a list of Python objects per value.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import xml.etree.ElementTree as ET
+from operator import itemgetter
+from typing import Iterator
+
+import arff
+import numpy as np
+
+from .common import DatasetFormatError, ParseOptions, ParsedDataset
+from .validation import finalize
+
+ID_MIN_ROWS = 10
+BLOCK_ROWS = 4096
+
+_BOOLEAN_PAIRS = {
+    frozenset({"yes", "no"}): "yes",
+    frozenset({"y", "n"}): "y",
+    frozenset({"true", "false"}): "true",
+    frozenset({"t", "f"}): "t",
+    frozenset({"positive", "negative"}): "positive",
+    frozenset({"pos", "neg"}): "pos",
+    frozenset({"on", "off"}): "on",
+}
+_MEKA_C = re.compile(r"(?:^|[\s:])-C\s+(-?\d+)\b")
+
+
+def normalise_name(name: str) -> str:
+    """Undo the backslash escapes liac-arff leaves in quoted attribute names."""
+    return name.replace("\\'", "'").replace('\\"', '"').strip()
+
+
+def _nominal_codes(values: list[str]) -> tuple[np.ndarray, str]:
+    """Numeric value of each declared nominal value, and how it was obtained."""
+    try:
+        return np.array([float(v) for v in values], dtype=np.float64), "numeric"
+    except ValueError:
+        pass
+    lowered = [v.strip().lower() for v in values]
+    truthy = _BOOLEAN_PAIRS.get(frozenset(lowered)) if len(values) == 2 else None
+    if truthy is not None:
+        return np.array([1.0 if v == truthy else 0.0 for v in lowered]), "boolean"
+    return np.arange(len(values), dtype=np.float64), "ordinal"
+
+
+def _lines(content: bytes, encoding: str) -> Iterator[str]:
+    return iter(io.TextIOWrapper(io.BytesIO(content), encoding=encoding, newline=None))
+
+
+def parse_mulan_xml(labels_file: bytes) -> list[str]:
+    """Label names of a Mulan XML labels file, in document order."""
+    try:
+        root = ET.fromstring(labels_file)
+    except ET.ParseError as exc:
+        raise DatasetFormatError(f"labels file is not valid XML: {exc}") from exc
+    names = [
+        normalise_name(el.attrib["name"])
+        for el in root.iter()
+        if el.tag.rsplit("}", 1)[-1] == "label" and "name" in el.attrib
+    ]
+    if not names:
+        raise DatasetFormatError("labels file lists no <label name=...> element")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise DatasetFormatError(f"labels file lists {dupes[0]!r} more than once")
+    return names
+
+
+def _label_indices(
+    names: list[str], relation: str, labels_file: bytes | None, options: ParseOptions
+) -> tuple[list[int], str]:
+    """Attribute indices of the labels (ARFF order) and where that choice came from."""
+    n_attr = len(names)
+    position = {name: j for j, name in enumerate(names)}
+
+    def by_name(wanted: list[str], source: str) -> list[int]:
+        missing = [w for w in wanted if w not in position]
+        if missing:
+            raise DatasetFormatError(
+                f"{source} names {len(missing)} label(s) that are not attributes of the ARFF "
+                f"file: {', '.join(repr(m) for m in missing[:5])}"
+            )
+        return sorted(position[w] for w in wanted)
+
+    def by_count(count: int, at_end: bool, source: str) -> list[int]:
+        if count >= n_attr:
+            raise DatasetFormatError(
+                f"{source} asks for {count} label attributes but the file has only {n_attr} "
+                "attributes (at least one must remain a feature)"
+            )
+        return list(range(n_attr - count, n_attr)) if at_end else list(range(count))
+
+    if labels_file is not None:
+        return by_name(parse_mulan_xml(labels_file), "the labels file"), "labels file"
+    if options.label_columns:
+        wanted = [normalise_name(c) for c in options.label_columns]
+        return by_name(wanted, "label_columns"), "label_columns"
+    if options.label_count is not None:
+        indices = by_count(options.label_count, options.label_location == "end", "label_count")
+        return indices, "label_count"
+    match = _MEKA_C.search(relation)
+    if match:
+        c = int(match.group(1))
+        if c == 0:
+            raise DatasetFormatError("MEKA header '-C 0' declares no label attributes")
+        return by_count(abs(c), c < 0, f"the MEKA header (-C {c})"), "MEKA header"
+    raise DatasetFormatError(
+        "cannot tell which ARFF attributes are labels: upload a Mulan XML labels_file, give "
+        "label_count (with label_location) or label_columns, or use a MEKA header "
+        "(@relation 'name: -C N')"
+    )
+
+
+def _read_rows(
+    rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stream decoded rows into a float64 matrix of the ``keep`` columns; also return each
+    row's line number (for error messages)."""
+    pick = itemgetter(*keep) if len(keep) > 1 else (lambda row: (row[keep[0]],))
+    blocks: list[np.ndarray] = []
+    lines: list[int] = []
+    block: list[tuple] = []
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except arff.ArffException as exc:
+            exc.line = decoder._current_line
+            raise DatasetFormatError(f"ARFF data: {exc}") from exc
+        except (ValueError, TypeError) as exc:  # liac-arff lets a few conversion errors through
+            raise DatasetFormatError(
+                f"ARFF data: {exc} at line {decoder._current_line}"
+            ) from exc
+        block.append(pick(row))
+        lines.append(decoder._current_line)
+        if len(block) == BLOCK_ROWS:
+            blocks.append(np.array(block, dtype=np.float64))
+            block = []
+    if block:
+        blocks.append(np.array(block, dtype=np.float64))
+    if not blocks:
+        return np.empty((0, len(keep))), np.empty(0, dtype=np.int64)
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0], np.array(lines)
+
+
+def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.ndarray, list[int]]:
+    """Header and numeric matrix (string attributes left out), retrying as Latin-1 when the
+    file is not UTF-8."""
+    for encoding in ("utf-8-sig", "latin-1"):
+        decoder = arff.ArffDecoder()
+        try:
+            obj = decoder.decode(
+                _lines(content, encoding), encode_nominal=True, return_type=arff.DENSE_GEN
+            )
+            keep = [j for j, (_, kind) in enumerate(obj["attributes"]) if kind != "STRING"]
+            if not keep:
+                raise DatasetFormatError("the ARFF file has no numeric or nominal attribute")
+            matrix, lines = _read_rows(obj["data"], decoder, keep)
+        except UnicodeDecodeError:
+            continue
+        except arff.ArffException as exc:
+            raise DatasetFormatError(f"ARFF header: {exc}") from exc
+        if encoding == "latin-1":
+            warnings.append("the file is not valid UTF-8; it was read as Latin-1")
+        return obj, matrix, lines, keep
+    raise AssertionError("latin-1 decodes any byte string")
+
+
+def parse_arff(
+    content: bytes, *, labels_file: bytes | None, options: ParseOptions
+) -> ParsedDataset:
+    warnings: list[str] = []
+    obj, matrix, lines, keep = _decode(content, warnings)
+    attributes = obj["attributes"]
+    names = [normalise_name(name) for name, _ in attributes]
+    label_idx, _source = _label_indices(names, obj["relation"], labels_file, options)
+    label_set = set(label_idx)
+
+    dropped = [names[j] for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+    for name in dropped:
+        if names.index(name) in label_set:
+            raise DatasetFormatError(f"label attribute {name!r} is a string attribute")
+    if dropped:
+        warnings.append(f"dropped string attribute(s): {', '.join(dropped)}")
+
+    def describe_row(i: int) -> str:
+        return f"data row {i + 1} (line {int(lines[i])})" if i < len(lines) else f"row {i + 1}"
+
+    column = {j: c for c, j in enumerate(keep)}  # attribute index -> matrix column
+    missing = np.isnan(matrix)
+    if missing.any():
+        i, c = (int(v) for v in np.argwhere(missing)[0])
+        raise DatasetFormatError(
+            f"missing value '?' for attribute {names[keep[c]]!r} at {describe_row(i)}; missing "
+            "values are not supported"
+        )
+
+    ordinal: list[str] = []
+    identifiers: list[int] = []
+    n_rows = matrix.shape[0]
+    for j, (_, kind) in enumerate(attributes):
+        if not isinstance(kind, list):
+            continue
+        codes, how = _nominal_codes(kind)
+        c = column[j]
+        matrix[:, c] = codes[matrix[:, c].astype(np.intp)]
+        if how != "ordinal" or j in label_set:
+            continue
+        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(matrix[:, c]).size == n_rows:
+            identifiers.append(j)
+        else:
+            ordinal.append(names[j])
+    for j in identifiers:
+        warnings.append(
+            f"dropped identifier attribute {names[j]!r} (nominal with a different value in "
+            "every row)"
+        )
+    if ordinal:
+        shown = ", ".join(ordinal[:10]) + (f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else "")
+        warnings.append(
+            f"nominal attribute(s) encoded as the 0-based position of their value in the "
+            f"declaration: {shown}"
+        )
+
+    excluded = label_set | set(identifiers)
+    feature_idx = [j for j in keep if j not in excluded]
+    X = matrix[:, [column[j] for j in feature_idx]]
+    Y = matrix[:, [column[j] for j in label_idx]]
+    del matrix
+    return finalize(
+        X,
+        Y,
+        [names[j] for j in feature_idx],
+        [names[j] for j in label_idx],
+        warnings,
+        describe_row,
+    )

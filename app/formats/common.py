@@ -1,0 +1,100 @@
+"""Types shared by every format parser: options, the parsed result and the error."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DatasetKind = Literal["multilabel", "distribution"]
+FormatName = Literal["auto", "arff", "csv", "libsvm", "mat"]
+
+
+class DatasetFormatError(ValueError):
+    """The upload cannot be read as a dataset. The message names the problem and, where
+    possible, where it is (line, row, column); the HTTP layer returns it as a 422."""
+
+
+class ParseOptions(BaseModel):
+    """Format options of ``POST /datasets`` (every field optional).
+
+    * ``format``: ``auto`` detects by file name extension, then by content.
+    * ``label_count`` / ``label_location``: the labels are the last (``end``) or first
+      (``start``) ``label_count`` columns (ARFF without a labels file or MEKA header; CSV).
+    * ``label_columns``: label column names (CSV; also accepted for ARFF). A list, or a string
+      holding a JSON array or comma-separated names (as a multipart form sends it).
+    * ``n_features``: number of features of a LIBSVM file (default: the largest index seen).
+    * ``part``: ``train`` or ``test`` half of a MAT file in the train/test layout.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: FormatName = "auto"
+    label_count: int | None = Field(default=None, ge=1)
+    label_location: Literal["end", "start"] = "end"
+    label_columns: list[str] | None = None
+    n_features: int | None = Field(default=None, ge=1)
+    part: Literal["train", "test"] = "train"
+
+    @field_validator("label_columns", mode="before")
+    @classmethod
+    def _split_label_columns(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return None
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"label_columns is not a valid JSON array: {exc}") from exc
+            return parsed
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+    @field_validator("label_columns")
+    @classmethod
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            return None
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("label_columns lists a name more than once")
+        return value
+
+
+@dataclass
+class ParsedDataset:
+    """A validated dataset: dense float64 features and labels plus names.
+
+    ``Y`` is 0/1 for ``kind == "multilabel"`` and has rows summing to 1 for
+    ``kind == "distribution"``. ``warnings`` are what the parser changed or dropped (shown to
+    the user in the upload response).
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    feature_names: list[str]
+    label_names: list[str]
+    kind: DatasetKind
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.Y.shape[1])
+
+
+def generated_names(prefix: str, count: int) -> list[str]:
+    """Names for formats without any (LIBSVM, MAT): ``f0, f1, ...`` and ``l0, l1, ...``,
+    0-based like the feature indices of the API."""
+    return [f"{prefix}{j}" for j in range(count)]

@@ -1,0 +1,119 @@
+"""CSV with a header row: every column numeric; labels chosen by ``label_columns`` (names) or
+``label_count`` (the last columns, or the first with ``label_location="start"``).
+
+The delimiter is a comma unless the header has none and holds a tab or a semicolon. Values
+are read by numpy's C ``loadtxt`` (memory about the size of the result); when it fails, the file
+is re-scanned with the ``csv`` module only to name the offending line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+
+from .common import DatasetFormatError, ParseOptions, ParsedDataset
+from .validation import finalize
+
+
+def _header(content: bytes) -> tuple[list[str], str, int]:
+    """Column names, delimiter and the byte offset where the data starts."""
+    end = content.find(b"\n")
+    line = content[: end if end >= 0 else len(content)]
+    try:
+        text = line.decode("utf-8-sig").rstrip("\r")
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(f"CSV header (line 1) is not valid UTF-8: {exc}") from exc
+    if not text.strip():
+        raise DatasetFormatError("CSV: line 1 must be a header row with the column names")
+    delimiter = ","
+    if "," not in text:
+        delimiter = "\t" if "\t" in text else ";" if ";" in text else ","
+    names = [name.strip() for name in next(csv.reader([text], delimiter=delimiter))]
+    for j, name in enumerate(names):
+        if not name:
+            raise DatasetFormatError(f"CSV header: column {j + 1} has no name")
+    return names, delimiter, (end + 1 if end >= 0 else len(content))
+
+
+def _locate_error(content: bytes, delimiter: str, names: list[str]) -> str:
+    """Slow path, only after loadtxt failed: find the first bad line and column."""
+    text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8-sig", errors="replace", newline="")
+    reader = csv.reader(text, delimiter=delimiter)
+    next(reader, None)
+    for fields in reader:
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        line = reader.line_num
+        if len(fields) != len(names):
+            return f"CSV line {line} has {len(fields)} values, the header has {len(names)} columns"
+        for j, value in enumerate(fields):
+            try:
+                float(value)
+            except ValueError:
+                return (
+                    f"CSV line {line}, column {names[j]!r} (column {j + 1}): {value.strip()!r} "
+                    "is not a number"
+                )
+    return ""
+
+
+def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
+    names, delimiter, start = _header(content)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise DatasetFormatError(f"CSV header: column name {dupes[0]!r} appears more than once")
+
+    if options.label_columns:
+        missing = [c for c in options.label_columns if c not in names]
+        if missing:
+            raise DatasetFormatError(
+                f"label_columns names column(s) not in the CSV header: "
+                f"{', '.join(repr(m) for m in missing[:5])}"
+            )
+        wanted = set(options.label_columns)
+        label_idx = [j for j, name in enumerate(names) if name in wanted]
+    elif options.label_count is not None:
+        if options.label_count >= len(names):
+            raise DatasetFormatError(
+                f"label_count={options.label_count} but the CSV has only {len(names)} columns "
+                "(at least one must remain a feature)"
+            )
+        q = options.label_count
+        label_idx = list(range(len(names) - q, len(names))) if options.label_location == "end" \
+            else list(range(q))
+    else:
+        raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
+
+    try:
+        data = np.loadtxt(
+            io.BytesIO(content[start:]) if start else io.BytesIO(b""),
+            delimiter=delimiter,
+            dtype=np.float64,
+            ndmin=2,
+            comments=None,
+            quotechar='"',
+            encoding="utf-8",
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
+    if data.size == 0:
+        data = np.empty((0, len(names)))
+    if data.shape[1] != len(names):
+        raise DatasetFormatError(
+            f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns"
+        )
+
+    label_set = set(label_idx)
+    feature_idx = [j for j in range(len(names)) if j not in label_set]
+    X, Y = data[:, feature_idx], data[:, label_idx]
+    del data
+    return finalize(
+        X,
+        Y,
+        [names[j] for j in feature_idx],
+        [names[j] for j in label_idx],
+        [],
+        lambda i: f"data row {i + 1}",
+    )

@@ -1,0 +1,62 @@
+"""Multi-label LIBSVM / svmlight (``l1,l2 idx:val idx:val ...``), read with scikit-learn's
+``load_svmlight_file(multilabel=True)``.
+
+Feature indices may be 0- or 1-based (scikit-learn's ``zero_based="auto"``). Label ids must be
+non-negative integers and are 0-based label columns: ``q`` is ``label_count`` when given, else
+the largest id + 1. A line with no label id is an empty label set. Names are generated:
+``f0, f1, ...`` for features and ``l0, l1, ...`` for labels (``l<id>``).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from sklearn.datasets import load_svmlight_file
+
+from .common import DatasetFormatError, ParseOptions, ParsedDataset, generated_names
+from .validation import finalize
+
+
+def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
+    try:
+        X, y = load_svmlight_file(
+            io.BytesIO(content),
+            n_features=options.n_features,
+            multilabel=True,
+            dtype=np.float64,
+            zero_based="auto",
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise DatasetFormatError(f"LIBSVM: {exc}") from exc
+
+    n = X.shape[0]
+    lengths = np.fromiter((len(labels) for labels in y), dtype=np.int64, count=n)
+    ids = np.fromiter((v for labels in y for v in labels), dtype=np.float64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(n), lengths)
+    if ids.size:
+        bad = (ids < 0) | (ids != np.round(ids))
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise DatasetFormatError(
+                f"LIBSVM line {int(rows[k]) + 1}: label id {ids[k]!r} is not a non-negative integer"
+            )
+    q = int(ids.max()) + 1 if ids.size else 0
+    if options.label_count is not None:
+        if q > options.label_count:
+            k = int(np.argmax(ids >= options.label_count))
+            raise DatasetFormatError(
+                f"LIBSVM line {int(rows[k]) + 1}: label id {int(ids[k])} is out of range for "
+                f"label_count={options.label_count} (ids are 0-based)"
+            )
+        q = options.label_count
+    Y = np.zeros((n, q), dtype=np.float64)
+    Y[rows, ids.astype(np.intp)] = 1.0
+    return finalize(
+        X.toarray(),
+        Y,
+        generated_names("f", X.shape[1]),
+        generated_names("l", q),
+        [],
+        lambda i: f"line {i + 1}",
+    )

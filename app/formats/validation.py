@@ -1,0 +1,146 @@
+"""Checks every parsed dataset passes before it is stored.
+
+Each format parser builds ``X``, ``Y`` and the names, then calls :func:`finalize`, so the rules
+are the same whatever the format: at least 2 samples, 1 feature and 1 label; finite numbers;
+unique names; labels either 0/1 (``-1/+1`` is mapped to 0/1) or non-negative rows summing to 1
+(``kind = "distribution"``; rows within ``SUM_TOLERANCE`` of 1 are renormalised exactly).
+Every rejection names the row and column (1-based rows; the parser may describe rows better,
+e.g. with their ARFF line, through ``describe_row``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .common import DatasetFormatError, DatasetKind, ParsedDataset
+
+SUM_TOLERANCE = 1e-6
+
+RowDescriber = Callable[[int], str]
+
+
+def default_row(i: int) -> str:
+    """1-based data row number."""
+    return f"row {i + 1}"
+
+
+def _check_names(names: list[str], what: str) -> None:
+    seen: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if name in seen:
+            raise DatasetFormatError(
+                f"duplicate {what} name {name!r} ({what}s {seen[name] + 1} and {j + 1})"
+            )
+        seen[name] = j
+
+
+def _first_bad(mask: np.ndarray) -> tuple[int, int]:
+    i, j = np.argwhere(mask)[0]
+    return int(i), int(j)
+
+
+def check_features(X: np.ndarray, feature_names: list[str], describe_row: RowDescriber) -> None:
+    if X.ndim != 2:
+        raise DatasetFormatError(f"features must form a table, got an array of shape {X.shape}")
+    n, d = X.shape
+    if n < 2:
+        raise DatasetFormatError(f"a dataset needs at least 2 samples, found {n}")
+    if d < 1:
+        raise DatasetFormatError("a dataset needs at least 1 feature, found none")
+    if len(feature_names) != d:
+        raise DatasetFormatError(f"{len(feature_names)} feature names for {d} feature columns")
+    _check_names(feature_names, "feature")
+    if not np.isfinite(X).all():
+        i, j = _first_bad(~np.isfinite(X))
+        raise DatasetFormatError(
+            f"feature {feature_names[j]!r} (column {j + 1}) at {describe_row(i)} is "
+            f"{_show(X[i, j])}; every feature value must be a finite number"
+        )
+
+
+def _show(value: float) -> str:
+    return "missing" if np.isnan(value) else repr(float(value))
+
+
+def check_labels(
+    Y: np.ndarray, label_names: list[str], describe_row: RowDescriber, warnings: list[str]
+) -> tuple[np.ndarray, DatasetKind]:
+    """Return the label matrix in canonical form (0/1, or rows summing to 1) and its kind."""
+    if Y.ndim != 2:
+        raise DatasetFormatError(f"labels must form a table, got an array of shape {Y.shape}")
+    q = Y.shape[1]
+    if q < 1:
+        raise DatasetFormatError("a dataset needs at least 1 label, found none")
+    if len(label_names) != q:
+        raise DatasetFormatError(f"{len(label_names)} label names for {q} label columns")
+    _check_names(label_names, "label")
+
+    def where(i: int, j: int) -> str:
+        return f"label {label_names[j]!r} (label column {j + 1}) at {describe_row(i)}"
+
+    if not np.isfinite(Y).all():
+        i, j = _first_bad(~np.isfinite(Y))
+        raise DatasetFormatError(f"{where(i, j)} is {_show(Y[i, j])}; labels must be finite")
+
+    is_zero, is_one = Y == 0, Y == 1
+    if (is_zero | is_one).all():
+        return Y, "multilabel"
+    is_minus = Y == -1
+    if (is_minus | is_one).all():
+        warnings.append("labels given as -1/+1 were mapped to 0/1")
+        return is_one.astype(np.float64), "multilabel"
+    if is_minus.any():
+        i, j = _first_bad(is_minus)
+        k, m = _first_bad(~(is_minus | is_one))
+        raise DatasetFormatError(
+            f"{where(i, j)} is -1 but {where(k, m)} is {float(Y[k, m])!r}; labels must be all "
+            "0/1, all -1/+1, or non-negative rows summing to 1"
+        )
+    if (Y < 0).any():
+        i, j = _first_bad(Y < 0)
+        raise DatasetFormatError(
+            f"{where(i, j)} is {float(Y[i, j])!r}; labels must be 0/1, -1/+1, or a "
+            "non-negative distribution"
+        )
+    sums = Y.sum(axis=1)
+    off = np.abs(sums - 1.0) > SUM_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        not01 = ~(is_zero[i] | is_one[i])
+        j = int(np.argmax(not01)) if not01.any() else int(np.argmax(Y[i]))
+        raise DatasetFormatError(
+            f"labels are neither 0/1 nor distributions: {describe_row(i)} sums to "
+            f"{float(sums[i])!r}, not 1 (e.g. label {label_names[j]!r} = {float(Y[i, j])!r}); "
+            "multi-label targets must be 0/1 or -1/+1, distribution rows must sum to 1"
+        )
+    return Y / sums[:, None], "distribution"
+
+
+def finalize(
+    X: np.ndarray,
+    Y: np.ndarray,
+    feature_names: list[str],
+    label_names: list[str],
+    warnings: list[str],
+    describe_row: RowDescriber = default_row,
+) -> ParsedDataset:
+    """Validate and wrap a parsed dataset (float64, C-contiguous arrays)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    check_features(X, feature_names, describe_row)
+    if Y.ndim == 2 and Y.shape[0] != X.shape[0]:
+        raise DatasetFormatError(
+            f"{X.shape[0]} feature rows but {Y.shape[0]} label rows; both must have one row per "
+            "sample"
+        )
+    Y, kind = check_labels(Y, label_names, describe_row, warnings)
+    return ParsedDataset(
+        X=X,
+        Y=Y,
+        feature_names=list(feature_names),
+        label_names=list(label_names),
+        kind=kind,
+        warnings=warnings,
+    )

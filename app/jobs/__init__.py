@@ -1,0 +1,1 @@
+"""Background jobs: the runner interface, its backends, and the work a job does."""

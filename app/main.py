@@ -1,0 +1,62 @@
+"""The ASGI application: ``app.main:app``.
+
+Start-up applies the migrations, opens the store, starts the job runner and settles jobs a
+previous process left unfinished. Every route but the operations ones and the docs sits behind
+the optional API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+import app as package
+from app.config import Settings, get_settings
+from app.db import migrate
+from app.deps import require_api_key
+from app.jobs.runner import make_runner
+from app.observability import Metrics, RequestMetrics, configure_logging
+from app.registry import ModelCache
+from app.routers import datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.store import Store
+from app.uploads import UploadLimit
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level)
+        settings.model_dir.mkdir(parents=True, exist_ok=True)
+        migrate(settings.resolved_database_url)
+        api.state.store = Store(settings.model_dir)
+        api.state.model_cache = ModelCache(api.state.store, settings.model_cache_size)
+        api.state.runner = make_runner(settings)
+        api.state.runner.recover()
+        try:
+            yield
+        finally:
+            api.state.runner.shutdown()
+
+    api = FastAPI(
+        title="labelserve",
+        version=package.__version__,
+        description="Multi-label classification, label distribution learning and multi-label "
+        "feature selection behind a REST API, with a versioned model registry.",
+        lifespan=lifespan,
+    )
+    api.state.settings = settings
+    api.state.metrics = Metrics(settings.resolved_database_url)
+    api.add_middleware(UploadLimit)
+    api.add_middleware(RequestMetrics)
+    api.include_router(ops.router)
+    guarded = [Depends(require_api_key)]
+    for module in (methods, datasets, training, jobs, models, predict, evaluate):
+        api.include_router(module.router, dependencies=guarded)
+    return api
+
+
+app = create_app()

@@ -1,0 +1,356 @@
+"""DMKNN: dual-modal label-correlation k-nearest-neighbour multi-label classifier.
+
+QIAN Long, ZHAO Jing, HAN Jingyu, MAO Yi, "K-Nearest Neighbor Multi-Label Learning Based on
+Label Correlation" (基于标签相关性的K近邻多标签学习), Computer Engineering 2022, 48(6):73-78,88,
+DOI 10.19678/j.issn.1000-3428.0063270 (seed 002; spec ``002-dual-modal-knn.md``).
+
+A lazy Bayesian kNN with two modes of label correlation over one leave-one-out neighbourhood
+graph (Euclidean on normalised features):
+
+* **high-order mode** (Algorithm 1): every frequent label combination ("item") P_j gets an
+  ML-kNN-style posterior s_x(P_j) = p(label set of x is exactly P_j | how many of x's K
+  neighbours have exactly P_j), with prior (s + n_j) / (s + m);
+* **independent mode** (eqs. 7-8): every label gets the ML-kNN posterior s_x(l_j) (this
+  module reuses :class:`app.methods.mlknn.MLkNN`).
+
+Each item gets an association threshold CT(P_j) and each label an independence threshold
+IT(l_j): the mean of a Beta(alpha_0, beta_0) updated with ``alpha += 100 s``, ``beta +=
+100 (1 - s)`` over the in-sample scores of the training samples that *are* that item (resp.
+carry that label) (Algorithms 2-3). Prediction (Algorithm 4): if some items beat their CT, the
+label set is exactly one item, the passing item with the largest score; otherwise it is
+{l_j : s_x(l_j) > IT(l_j)}.
+
+Every ambiguity listed in the spec's section 6 is a constructor parameter whose default is the
+spec's recommendation; see the parameter docs of :class:`DMKNN`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+from scipy.stats import beta as beta_dist
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.itemsets import frequent_label_sets, support_count
+from app.methods.mlknn import MLkNN, lookup, minmax_fit, neighbour_counts, posterior_table, validate_xy
+
+Strategy = Literal["combined", "itemset_only", "independent_only"]
+Selection = Literal["max_score", "max_ratio", "global_max"]
+
+
+def beta_threshold(
+    score_sum: np.ndarray, complement_sum: np.ndarray, prior: tuple[float, float], scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Algorithms 2-3 in closed form: ``(alpha, beta, mean)`` per item or label.
+
+    ``alpha = alpha_0 + scale * sum(s)`` and ``beta = beta_0 + scale * sum(1 - s)`` over the
+    positives' scores; the sequential updates of the paper add the same terms, so the order of
+    the samples does not matter. The threshold is the Beta mean (spec 002, 3.6). With no
+    positives the threshold is the prior mean (0.5 for Beta(1, 1)).
+    """
+    alpha = prior[0] + scale * np.asarray(score_sum, dtype=np.float64)
+    beta_ = prior[1] + scale * np.asarray(complement_sum, dtype=np.float64)
+    return alpha, beta_, np.atleast_1d(beta_dist.mean(alpha, beta_))
+
+
+class DMKNN(BaseEstimator):
+    """Dual-modal label-correlation kNN (Qian et al. 2022).
+
+    Parameters (spec 002, sections 3.8 and 6)
+    ----------
+    k : neighbours K, 1 <= K <= m - 1 (A2; usual ML-kNN value 10).
+    s : smoothing, > 0 (A2; Laplace 1).
+    min_support : sigma. A fraction in (0, 1) means max(2, ceil(f m)) samples; an integer >= 2
+        is a count (A1, A2; default 0.01).
+    min_itemset_size : smallest number of labels in a frequent item (A1; default 2: items carry
+        *high-order* relations, and the paper's Scene remarks rule out singletons).
+    support_mode : ``"containment"`` (FP-growth's support, the paper's named algorithm; default)
+        or ``"exact"`` (samples whose label set equals the item) (A1).
+    beta_prior : (alpha_0, beta_0) of the threshold Betas (paper: (1, 1)).
+    beta_scale : lambda, the pseudo-count per training score (paper: 100; A14).
+    normalization : ``"minmax"`` per-feature to [0, 1] on the training set, test values not
+        clipped, constant features -> 0 (A7; default); ``"zscore"``; ``"none"``.
+    itemset_selection : among items passing their CT, take the largest score (``"max_score"``,
+        Algorithm 4; default), the largest score/CT (``"max_ratio"``, eq. 1), or the global
+        top-scoring item only if it passes (``"global_max"``, the text after eq. 2) (A3). Ties:
+        larger score/CT, then larger n_j, then canonical item order (A4).
+    itemset_prior_denominator : ``"s+m"`` (Algorithm 1 as printed; default) or ``"2s+m"``
+        (ML-kNN's form; A6).
+    strategy : ``"combined"`` (Algorithm 4, the method; default), ``"itemset_only"`` (Strategy 1
+        of Tables 5-6: empty set when no item passes) or ``"independent_only"`` (Strategy 2).
+    ensure_nonempty : when the output would be empty, return the single label with the largest
+        s(l)/IT(l) instead (A8; not in the paper; default off).
+    include_self_in_training_neighbours : count each training sample as its own first neighbour
+        when building the tables and thresholds, as scikit-multilearn does by default (A5;
+        default off, faithful to ML-kNN, the paper's ref. [19]).
+
+    Neighbour distance ties go to the lower training index; threshold tests are strict ">".
+
+    Fitted attributes: ``n_features_in_``, ``offset_`` / ``factor_`` (normalisation),
+    ``label_model_`` (the per-label :class:`MLkNN`, which also owns the neighbour index),
+    ``min_support_count_``, ``itemsets_`` (M, q) uint8 in canonical order, ``itemset_n_`` and
+    ``itemset_support_`` (M,), ``row_item_`` (m,), ``item_prior_``, ``item_kappa_``,
+    ``item_kappa_bar_``, ``item_table_`` (M, K+1), ``association_threshold_`` (M,) with
+    ``ct_alpha_`` / ``ct_beta_``, ``independence_threshold_`` (q,) with ``it_alpha_`` /
+    ``it_beta_``.
+    """
+
+    def __init__(
+        self,
+        k: int = 10,
+        s: float = 1.0,
+        min_support: float = 0.01,
+        min_itemset_size: int = 2,
+        support_mode: Literal["containment", "exact"] = "containment",
+        beta_prior: tuple[float, float] = (1.0, 1.0),
+        beta_scale: float = 100.0,
+        normalization: Literal["minmax", "zscore", "none"] = "minmax",
+        itemset_selection: Selection = "max_score",
+        itemset_prior_denominator: Literal["s+m", "2s+m"] = "s+m",
+        strategy: Strategy = "combined",
+        ensure_nonempty: bool = False,
+        include_self_in_training_neighbours: bool = False,
+    ) -> None:
+        self.k = k
+        self.s = s
+        self.min_support = min_support
+        self.min_itemset_size = min_itemset_size
+        self.support_mode = support_mode
+        self.beta_prior = beta_prior
+        self.beta_scale = beta_scale
+        self.normalization = normalization
+        self.itemset_selection = itemset_selection
+        self.itemset_prior_denominator = itemset_prior_denominator
+        self.strategy = strategy
+        self.ensure_nonempty = ensure_nonempty
+        self.include_self_in_training_neighbours = include_self_in_training_neighbours
+
+    # ------------------------------------------------------------------------------ fitting
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> DMKNN:
+        progress = progress or no_progress
+        X, Y = validate_xy(X, Y)
+        self._check_params()
+        m, q = Y.shape
+        k, s = int(self.k), float(self.s)
+        self.min_support_count_ = support_count(self.min_support, m)
+
+        progress("neighbours", 0.0)
+        self.offset_, self.factor_ = self._normaliser(X)
+        self.n_features_in_ = X.shape[1]
+        self.label_model_ = MLkNN(k=k, s=s, scale="none")
+        neighbours = self.label_model_.fit_scaled(self._transform(X), Y, self.include_self_in_training_neighbours)
+
+        progress("itemsets", 0.7)
+        found = frequent_label_sets(Y, self.min_support_count_, int(self.min_itemset_size), self.support_mode)
+        self.itemsets_, self.itemset_n_, self.itemset_support_ = found.sets, found.n_exact, found.support
+        self.row_item_ = found.row_item
+
+        progress("scores", 0.8)
+        M = len(self.itemsets_)
+        item_counts = self._item_counts(neighbours)
+        member = self.row_item_[:, None] == np.arange(M)[None, :]
+        denominator = s + m if self.itemset_prior_denominator == "s+m" else 2.0 * s + m
+        self.item_prior_, self.item_kappa_, self.item_kappa_bar_, self.item_table_ = posterior_table(
+            member, item_counts, k, s, denominator
+        )
+
+        progress("thresholds", 0.9)
+        prior = (float(self.beta_prior[0]), float(self.beta_prior[1]))
+        lam = float(self.beta_scale)
+        # Algorithm 2: in-sample item scores of each item's own members D_{P_j}.
+        own = np.flatnonzero(self.row_item_ >= 0)
+        j = self.row_item_[own]
+        sc = self.item_table_[j, item_counts[own, j]] if M else np.zeros(0)
+        self.ct_alpha_, self.ct_beta_, self.association_threshold_ = beta_threshold(
+            np.bincount(j, weights=sc, minlength=M), np.bincount(j, weights=1.0 - sc, minlength=M), prior, lam
+        )
+        # Algorithm 3: in-sample label scores of each label's positives D_{l_j}.
+        lab = lookup(self.label_model_.posterior_table_, neighbour_counts(self.label_model_.Y_fit_, neighbours))
+        pos = Y.astype(bool)
+        self.it_alpha_, self.it_beta_, self.independence_threshold_ = beta_threshold(
+            np.where(pos, lab, 0.0).sum(axis=0), np.where(pos, 1.0 - lab, 0.0).sum(axis=0), prior, lam
+        )
+        if M == 0:
+            self.association_threshold_ = np.zeros(0)
+        progress("thresholds", 1.0)
+        return self
+
+    def _check_params(self) -> None:
+        choices = {
+            "support_mode": ("containment", "exact"),
+            "normalization": ("minmax", "zscore", "none"),
+            "itemset_selection": ("max_score", "max_ratio", "global_max"),
+            "itemset_prior_denominator": ("s+m", "2s+m"),
+            "strategy": ("combined", "itemset_only", "independent_only"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if int(self.min_itemset_size) != self.min_itemset_size or self.min_itemset_size < 1:
+            raise ValueError(f"min_itemset_size must be an integer >= 1, got {self.min_itemset_size}")
+        if len(self.beta_prior) != 2 or not all(v > 0 for v in self.beta_prior):
+            raise ValueError(f"beta_prior must be two positive numbers, got {self.beta_prior}")
+        if not self.beta_scale > 0:
+            raise ValueError(f"beta_scale must be > 0, got {self.beta_scale}")
+
+    def _normaliser(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.normalization == "minmax":
+            return minmax_fit(X)
+        if self.normalization == "zscore":
+            std = X.std(axis=0)
+            factor = np.zeros_like(std)
+            np.divide(1.0, std, out=factor, where=std > 0)
+            return X.mean(axis=0), factor
+        return np.zeros(X.shape[1]), np.ones(X.shape[1])
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray((np.asarray(X, dtype=np.float64) - self.offset_) * self.factor_)
+
+    def _item_counts(self, neighbours: np.ndarray) -> np.ndarray:
+        """C_{P_j}(x) (n, M): neighbours whose label set is exactly item j (at most one per neighbour)."""
+        n, M = neighbours.shape[0], len(self.itemsets_)
+        items = self.row_item_[neighbours]
+        r, t = np.nonzero(items >= 0)
+        flat = np.bincount(r * M + items[r, t], minlength=n * M) if M else np.zeros(0, dtype=np.int64)
+        return flat.reshape(n, M)
+
+    # --------------------------------------------------------------------------- prediction
+    def scores(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(label_scores (n, q), itemset_scores (n, M))``: s_x(l_j) and s_x(P_j)."""
+        check_is_fitted(self, "independence_threshold_")
+        neighbours = self.label_model_.index_.kneighbors(self._transform(X), int(self.k))
+        label_scores = lookup(self.label_model_.posterior_table_, neighbour_counts(self.label_model_.Y_fit_, neighbours))
+        return label_scores, lookup(self.item_table_, self._item_counts(neighbours))
+
+    def _choose_items(self, item_scores: np.ndarray) -> np.ndarray:
+        """Index of the frequent item that gives each sample's label set, -1 for none (Alg. 4 steps 2-4)."""
+        n, M = item_scores.shape
+        if M == 0 or self.strategy == "independent_only":
+            return np.full(n, -1, dtype=np.intp)
+        ct = self.association_threshold_
+        passing = item_scores > ct[None, :]
+        ratio = item_scores / ct[None, :]
+        if self.itemset_selection == "max_ratio":
+            keys = (ratio, item_scores)
+        else:
+            keys = (item_scores, ratio)
+        eligible = passing if self.itemset_selection != "global_max" else np.ones_like(passing)
+        # lexicographic argmax over (key1, key2, n_j), first (canonical) index on full ties
+        best = eligible.copy()
+        for key in (*keys, np.broadcast_to(self.itemset_n_.astype(np.float64), (n, M))):
+            masked = np.where(best, key, -np.inf)
+            best &= masked == masked.max(axis=1, keepdims=True)
+        chosen = np.argmax(best, axis=1)
+        ok = passing[np.arange(n), chosen] & eligible.any(axis=1)
+        return np.where(ok, chosen, -1)
+
+    def predict_details(self, X: np.ndarray, threshold: float | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Label sets (n, q) int8 and, per sample, ``{"branch", "itemset"}``.
+
+        ``branch`` is ``"itemset"`` when the set is a frequent item (``itemset`` then lists its
+        label column indices) and ``"independent"`` when it came from the per-label rule
+        (``itemset`` is None). Under ``strategy="itemset_only"`` a sample with no passing
+        item gets the empty set with branch ``"itemset"`` and itemset None. ``threshold``,
+        when given, replaces every learned independence threshold IT(l_j) by that one value
+        (threshold=0.5 turns the fallback into ML-kNN's MAP rule); the itemset stage keeps its
+        learned thresholds.
+        """
+        Yhat, chosen, _, filled = self._decide(X, threshold)
+        fallback = "itemset" if self.strategy == "itemset_only" else "independent"
+        item_labels = [np.flatnonzero(row).tolist() for row in self.itemsets_]
+        extras: list[dict[str, Any]] = []
+        for c, f in zip(chosen.tolist(), filled.tolist()):
+            if c >= 0:
+                extras.append({"branch": "itemset", "itemset": list(item_labels[c])})
+            else:
+                extras.append({"branch": "independent" if f else fallback, "itemset": None})
+        return Yhat, extras
+
+    def _decide(self, X: np.ndarray, threshold: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(Yhat, chosen item or -1, label scores, rows filled by ensure_nonempty)``."""
+        label_scores, item_scores = self.scores(X)
+        n, q = label_scores.shape
+        chosen = self._choose_items(item_scores)
+        it = self.independence_threshold_ if threshold is None else np.full(q, float(threshold))
+        Yhat = (label_scores > it[None, :]).astype(np.int8)
+        if self.strategy == "itemset_only":
+            Yhat[:] = 0
+        hit = np.flatnonzero(chosen >= 0)
+        Yhat[hit] = self.itemsets_[chosen[hit]]
+        filled = np.zeros(n, dtype=bool)
+        if self.ensure_nonempty and q:
+            filled = ~Yhat.any(axis=1)
+            ratio = label_scores / np.maximum(it, np.finfo(float).tiny)[None, :]
+            Yhat[np.flatnonzero(filled), np.argmax(ratio, axis=1)[filled]] = 1
+        return Yhat, chosen, label_scores, filled
+
+    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        return self._decide(X, threshold)[0]
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Ranking scores following spec 002, section 1: predicted labels first.
+
+        Each label's score is its ML-kNN posterior s_x(l_j) in (0, 1), plus 1 when the label is
+        in the predicted set, so sorting by score descending (ties by label index) puts the
+        predicted labels first and orders each group by posterior. Use :meth:`scores` for the
+        raw posteriors.
+        """
+        Yhat, _, label_scores, _ = self._decide(X, None)
+        return label_scores + Yhat
+
+
+class DMKNNParams(MethodParams):
+    k: int = Field(10, ge=1, description="Number of nearest neighbours K (at most m - 1).")
+    s: float = Field(1.0, gt=0, description="Laplace smoothing of priors and count likelihoods.")
+    min_support: float = Field(
+        0.01, gt=0, description="Minimum support sigma: a fraction in (0, 1) of the training samples, or an integer count >= 2."
+    )
+    min_itemset_size: int = Field(2, ge=1, description="Smallest number of labels in a frequent label combination.")
+    support_mode: Literal["containment", "exact"] = Field(
+        "containment", description="Support of a label combination: samples containing it (FP-growth) or having exactly it."
+    )
+    beta_prior: tuple[float, float] = Field((1.0, 1.0), description="Initial (alpha, beta) of the threshold Beta distributions.")
+    beta_scale: float = Field(100.0, gt=0, description="Pseudo-count added per training score in the Beta updates (paper: 100).")
+    normalization: Literal["minmax", "zscore", "none"] = Field("minmax", description="Feature normalisation before Euclidean distances.")
+    itemset_selection: Selection = Field(
+        "max_score", description="Choice among passing items: largest score (Alg. 4), largest score/threshold (eq. 1), or global maximum only."
+    )
+    itemset_prior_denominator: Literal["s+m", "2s+m"] = Field("s+m", description="Denominator of the itemset prior (Alg. 1 prints s+m).")
+    strategy: Strategy = Field("combined", description="combined (the method), itemset_only (Strategy 1) or independent_only (Strategy 2).")
+    ensure_nonempty: bool = Field(False, description="Return the best label by score/threshold instead of an empty set.")
+    include_self_in_training_neighbours: bool = Field(
+        False, description="Count each training sample as its own neighbour when learning tables and thresholds."
+    )
+
+    @field_validator("beta_prior")
+    @classmethod
+    def _positive(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(x > 0 for x in v):
+            raise ValueError("beta_prior entries must be > 0")
+        return v
+
+    @field_validator("min_support")
+    @classmethod
+    def _support(cls, v: float) -> float:
+        if not (0 < v < 1 or (v >= 2 and v == int(v))):
+            raise ValueError("min_support must be a fraction in (0, 1) or an integer count >= 2")
+        return v
+
+
+SPEC = MethodSpec(
+    id="dmknn",
+    task="multilabel",
+    outputs=("labels", "ranking"),
+    params=DMKNNParams,
+    estimator=DMKNN,
+    summary="Dual-modal label-correlation kNN: predicts a frequent label combination when its ML-kNN-style "
+    "posterior beats a Beta-learned association threshold, else each label whose ML-kNN posterior beats its "
+    "Beta-learned independence threshold.",
+    paper="Qian L., Zhao J., Han J., Mao Y. K-Nearest Neighbor Multi-Label Learning Based on Label Correlation. "
+    "Computer Engineering 48(6):73-78,88, 2022. doi:10.19678/j.issn.1000-3428.0063270",
+    stages=("neighbours", "itemsets", "scores", "thresholds"),
+)

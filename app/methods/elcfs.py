@@ -1,0 +1,305 @@
+"""ELCFS: multi-label feature selection with cluster-enhanced label-correlation learning (seed 001).
+
+Teng Shaohua, Lu Jianlei, Teng Luyao, Zhang Wei, "Multi-label feature selection method with
+enhanced learning of label correlations" (增强学习标签相关性的多标签特征选择方法), Application
+Research of Computers 41(7):2079-2086, 2024. The source text lost its display equations; the model
+below is the reconstruction of ``shared/methods/001-label-correlation-feature-selection.md``
+(section 3), which is pinned by the prose's term list and the one surviving equation (15).
+
+Model. Training samples are clustered with K-means; each cluster contributes a representative
+instance (h_i, t_i) = (mean features, mean label vector) of its members. With H (k x d) and
+T (k x q) stacking them, ELCFS solves, over W >= 0 (d x q) and Z >= 0 (q x q),
+
+    min ||XW - YZ||^2 + l1 ||HW - TZ||^2 + l2 (||YZ - Y||^2 + ||TZ - T||^2)
+        + l3 ||Z||_{2,1} + l4 ||W||_{2,1}
+
+(Z: label self-representation / label correlations; W: projection of features onto the
+reconstructed label space). Features are ranked by the l2 norms of the rows of W.
+
+Optimisation is the paper's alternating multiplicative (KKT) updates, eq. (15)/(16) for W and the
+analogous rule for Z, with the l2,1 norms re-weighted (u_i = 1 / (2 sqrt(||w^i||^2 + eps))).
+As printed, "2 l4 U W" is the half-gradient of 2 l4 ||W||_{2,1}; the objective that the updates
+provably decrease (``objective_``) therefore carries 2 l3 and 2 l4 (spec A4; a re-parametrisation
+of the grid-searched lambdas). Every data product goes through Gram matrices computed once, so an
+iteration costs O(d^2 q + d q^2 + q^3) independently of n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+from sklearn.base import BaseEstimator
+from sklearn.cluster import KMeans
+
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+
+_DELTA = 1e-12  # guards zero denominators of the multiplicative updates (not in the paper)
+
+
+class ELCFSParams(MethodParams):
+    """Hyperparameters of ELCFS. The paper tunes l1..l4 in {0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0}."""
+
+    lambda1: float = Field(0.1, ge=0, description="Weight of the cluster-centre regression ||HW - TZ||^2.")
+    lambda2: float = Field(0.1, ge=0, description="Weight of both label self-representation terms.")
+    lambda3: float = Field(0.1, ge=0, description="l2,1 row sparsity of the label-correlation matrix Z.")
+    lambda4: float = Field(0.1, ge=0, description="l2,1 row sparsity of the projection W (feature selection).")
+    n_clusters: int | None = Field(
+        None, ge=1, description="K-means clusters; None = number of labels q (the paper writes 'q clusters', A2)."
+    )
+    zero_diag_z: bool = Field(
+        False,
+        description="Start Z with a zero diagonal (kept at 0 by the multiplicative updates) so a label "
+        "is represented only by the other labels and Z = I is excluded (A7; off = literal objective).",
+    )
+    cluster_terms: bool = Field(
+        True, description="False drops ||HW - TZ|| and ||TZ - T||: the paper's ablation, eq. (22)."
+    )
+    scale: bool = Field(
+        True, description="Min-max scale features to [0, 1] on the training data (the updates need X >= 0, A8)."
+    )
+    ratio: float = Field(
+        0.2, gt=0, le=1, description="Fraction of features kept by transform / get_support() (paper: top 20%)."
+    )
+    max_iter: int = Field(300, ge=1, description="Iteration cap.")
+    tol: float = Field(1e-5, ge=0, description="Stop when the objective's relative change falls below tol.")
+    eps: float = Field(1e-8, gt=0, description="Smoothing in the l2,1 re-weighting sqrt(||row||^2 + eps).")
+    kmeans_n_init: int = Field(10, ge=1, description="K-means++ restarts (A3).")
+    random_state: int | None = Field(0, description="Seed of K-means and of the uniform(0,1) initial W, Z.")
+
+
+class ELCFS(BaseEstimator):
+    """Embedded multi-label feature selector with cluster-enhanced label correlations.
+
+    Parameters are documented on :class:`ELCFSParams` (same names, same defaults).
+
+    Fitted attributes: ``feature_scores_`` (d,) row norms of W; ``ranking_`` (d,) feature indices
+    best first (ties by lower index); ``W_`` (d, q); ``Z_`` (q, q); ``cluster_centers_`` H (k, d)
+    on the scaled features; ``cluster_labels_`` T (k, q); ``cluster_assignment_`` (n,);
+    ``objective_`` monitored objective before the first and after every iteration (non-increasing);
+    ``n_iter_``; ``converged_``; ``data_min_``, ``data_range_`` of the scaling;
+    ``n_features_in_``.
+    """
+
+    def __init__(
+        self,
+        lambda1: float = 0.1,
+        lambda2: float = 0.1,
+        lambda3: float = 0.1,
+        lambda4: float = 0.1,
+        n_clusters: int | None = None,
+        zero_diag_z: bool = False,
+        cluster_terms: bool = True,
+        scale: bool = True,
+        ratio: float = 0.2,
+        max_iter: int = 300,
+        tol: float = 1e-5,
+        eps: float = 1e-8,
+        kmeans_n_init: int = 10,
+        random_state: int | None = 0,
+    ) -> None:
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.lambda3 = lambda3
+        self.lambda4 = lambda4
+        self.n_clusters = n_clusters
+        self.zero_diag_z = zero_diag_z
+        self.cluster_terms = cluster_terms
+        self.scale = scale
+        self.ratio = ratio
+        self.max_iter = max_iter
+        self.tol = tol
+        self.eps = eps
+        self.kmeans_n_init = kmeans_n_init
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> ELCFS:
+        progress = progress or no_progress
+        X, Y = self._validate(X, Y)
+        n, d = X.shape
+        q = Y.shape[1]
+        for name in ("lambda1", "lambda2", "lambda3", "lambda4"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+        if self.scale:
+            self.data_min_ = X.min(axis=0)
+            rng_ = X.max(axis=0) - self.data_min_
+            self.data_range_ = np.where(rng_ > 0, rng_, 1.0)
+            Xs = (X - self.data_min_) / self.data_range_
+            Xs[:, rng_ == 0] = 0.0  # constant features carry no information: map to 0
+        else:
+            if (X < 0).any():
+                raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
+            self.data_min_ = np.zeros(d)
+            self.data_range_ = np.ones(d)
+            Xs = X
+
+        progress("clustering", 0.0)
+        H, T, assign = self._cluster(Xs, Y)
+        self.cluster_centers_, self.cluster_labels_, self.cluster_assignment_ = H, T, assign
+
+        grams = self._grams(Xs, Y, H, T)
+        rng = np.random.default_rng(self.random_state)
+        W = rng.uniform(size=(d, q))
+        Z = rng.uniform(size=(q, q))
+        if self.zero_diag_z:
+            np.fill_diagonal(Z, 0.0)
+
+        progress("iterations", 0.0)
+        objective, GW, BZ = self._objective(grams, W, Z)
+        history = [objective]
+        self.converged_ = False
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            W = self._update_w(W, GW, BZ)
+            Z = self._update_z(grams, W, Z)
+            objective, GW, BZ = self._objective(grams, W, Z)
+            history.append(objective)
+            progress("iterations", it / self.max_iter)
+            prev = history[-2]
+            if abs(prev - objective) / max(abs(prev), 1e-12) < self.tol:
+                self.converged_ = True
+                break
+        progress("iterations", 1.0)
+
+        self.W_, self.Z_ = W, Z
+        self.objective_ = np.asarray(history)
+        self.n_iter_ = it
+        self.feature_scores_ = np.sqrt((W * W).sum(axis=1))
+        self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
+        self.n_features_in_ = d
+        return self
+
+    def _validate(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = np.asarray(X, dtype=np.float64)
+        Y = np.asarray(Y)
+        if X.ndim != 2 or Y.ndim != 2:
+            raise ValueError("X and Y must be 2-D")
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+        if X.shape[0] < 2 or X.shape[1] < 1 or Y.shape[1] < 1:
+            raise ValueError("need at least 2 samples, 1 feature and 1 label")
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinite values")
+        if not np.isin(Y, (0, 1)).all():
+            raise ValueError("Y must be a 0/1 label matrix")
+        return X, Y.astype(np.float64)
+
+    def _cluster(self, Xs: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """K-means on the scaled features (A3); centres' features and labels are member means."""
+        n = Xs.shape[0]
+        k = Y.shape[1] if self.n_clusters is None else self.n_clusters
+        if k > n:
+            raise ValueError(f"n_clusters={k} exceeds the number of samples {n}")
+        km = KMeans(n_clusters=k, init="k-means++", n_init=self.kmeans_n_init, random_state=self.random_state)
+        assign = km.fit_predict(Xs)
+        # Member means (eqs. (1), (2)); clusters that ended empty are dropped.
+        used, assign = np.unique(assign, return_inverse=True)
+        counts = np.bincount(assign, minlength=used.size).astype(np.float64)
+        onehot = np.zeros((n, used.size))
+        onehot[np.arange(n), assign] = 1.0
+        H = (onehot.T @ Xs) / counts[:, None]
+        T = (onehot.T @ Y) / counts[:, None]
+        return H, T, assign
+
+    def _grams(self, Xs: np.ndarray, Y: np.ndarray, H: np.ndarray, T: np.ndarray) -> dict[str, np.ndarray | float]:
+        """G_X = X'X + l1 H'H, B = X'Y + l1 H'T, G_Y = (1+l2) Y'Y + (l1+l2) T'T, C = l2 (Y'Y + T'T).
+
+        With ``cluster_terms=False`` every H/T product is dropped (eq. (22)).
+        """
+        l1, l2 = float(self.lambda1), float(self.lambda2)
+        YY = Y.T @ Y
+        if self.cluster_terms:
+            TT = T.T @ T
+            GX = Xs.T @ Xs + l1 * (H.T @ H)
+            B = Xs.T @ Y + l1 * (H.T @ T)
+        else:
+            TT = np.zeros_like(YY)
+            l1 = 0.0
+            GX = Xs.T @ Xs
+            B = Xs.T @ Y
+        return {
+            "GX": GX,
+            "B": B,
+            "GY": (1.0 + l2) * YY + (l1 + l2) * TT,
+            "C": l2 * (YY + TT),
+            "const": l2 * (np.trace(YY) + np.trace(TT)),
+        }
+
+    def _reweight(self, M: np.ndarray) -> np.ndarray:
+        """Diagonal of the l2,1 re-weighting matrix: 1 / (2 sqrt(||row||^2 + eps))."""
+        return 0.5 / np.sqrt((M * M).sum(axis=1) + self.eps)
+
+    def _w_terms(self, W: np.ndarray, GW: np.ndarray, BZ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Numerator and denominator of eq. (16): X'YZ + l1 H'TZ and X'XW + l1 H'HW + 2 l4 U W.
+
+        ``GW`` = G_X W and ``BZ`` = B Z for the current W, Z (left over from the objective
+        evaluation, so the d x d product is formed once per iteration). den - num is half the
+        gradient of the monitored objective with respect to W.
+        """
+        return BZ, GW + (2.0 * self.lambda4) * self._reweight(W)[:, None] * W
+
+    def _z_terms(self, g: dict, W: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Numerator and denominator of eq. (21): Y'XW + l1 T'HW + l2 Y'Y + l2 T'T and G_Y Z + 2 l3 V Z."""
+        num = g["B"].T @ W + g["C"]
+        return num, g["GY"] @ Z + (2.0 * self.lambda3) * self._reweight(Z)[:, None] * Z
+
+    def _update_w(self, W: np.ndarray, GW: np.ndarray, BZ: np.ndarray) -> np.ndarray:
+        """Multiplicative W step, eq. (16)."""
+        num, den = self._w_terms(W, GW, BZ)
+        return W * (num / (den + _DELTA))
+
+    def _update_z(self, g: dict, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """Multiplicative Z step, eq. (21) (a zero entry, e.g. the diagonal with zero_diag_z, stays zero)."""
+        num, den = self._z_terms(g, W, Z)
+        return Z * (num / (den + _DELTA))
+
+    def _objective(self, g: dict, W: np.ndarray, Z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Monitored objective J_mon (spec 3.5) in Gram form; also returns G_X W and B Z."""
+        GW = g["GX"] @ W
+        BZ = g["B"] @ Z
+        data = (
+            np.vdot(W, GW) - 2.0 * np.vdot(W, BZ) + np.vdot(Z, g["GY"] @ Z) - 2.0 * np.vdot(Z, g["C"]) + g["const"]
+        )
+        reg = 2.0 * self.lambda3 * np.sqrt((Z * Z).sum(axis=1) + self.eps).sum()
+        reg += 2.0 * self.lambda4 * np.sqrt((W * W).sum(axis=1) + self.eps).sum()
+        return float(data + reg), GW, BZ
+
+    # ------------------------------------------------------------------ selection
+    def _n_selected(self, k: int | None) -> int:
+        d = self.n_features_in_
+        if k is None:
+            return max(1, int(round(self.ratio * d)))
+        if not 1 <= k <= d:
+            raise ValueError(f"k must be in [1, {d}], got {k}")
+        return int(k)
+
+    def get_support(self, k: int | None = None, indices: bool = False) -> np.ndarray:
+        """Top-``k`` features (default ``max(1, round(ratio * d))``): boolean mask, or the indices
+        best first when ``indices=True``."""
+        top = self.ranking_[: self._n_selected(k)]
+        if indices:
+            return top
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[top] = True
+        return mask
+
+    def transform(self, X: np.ndarray, k: int | None = None) -> np.ndarray:
+        """Columns of ``X`` for the top-``k`` features, in original column order (as scikit-learn)."""
+        return np.asarray(X)[:, self.get_support(k)]
+
+
+SPEC = MethodSpec(
+    id="elcfs",
+    task="selection",
+    outputs=("features",),
+    params=ELCFSParams,
+    estimator=ELCFS,
+    summary="Multi-label feature selection with K-means-enhanced label-correlation learning "
+    "(non-negative l2,1-sparse projection onto a self-represented label space; features ranked by row norms of W).",
+    paper="Teng S., Lu J., Teng L., Zhang W. Multi-label feature selection method with enhanced learning of "
+    "label correlations. Application Research of Computers 41(7):2079-2086, 2024. "
+    "doi:10.19734/j.issn.1001-3695.2023.11.0550",
+    stages=("clustering", "iterations"),
+)

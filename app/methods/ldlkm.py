@@ -1,0 +1,373 @@
+"""LDLKM: label distribution learning based on k-means.
+
+SHAO Dongheng, YANG Wenyuan, ZHAO Hong, "Label distribution learning based on k-means
+algorithm" (应用k-means算法实现标记分布学习), CAAI Transactions on Intelligent Systems 2017,
+12(3): 325-332, DOI 10.11992/tis.201704024.
+
+A prototype method. Batch (Lloyd) k-means with Euclidean distance splits the training feature
+vectors into ``k`` clusters (eqs. 2-5); each cluster keeps its feature mean mu_i and the mean u_i
+of its members' label distributions. A test sample x is predicted as
+``P(x) = sum_b softmax_b(1 / ||x - mu_b||_p) * u_b`` (eqs. 6-9): nearer prototypes get larger
+weights, and the output is a convex combination of valid distributions, so it is one as well.
+The paper fixes k = 5, max_iter = 20, p = 5 and applies eq. (8) to raw features, so the scale of
+the features alone decides how sharp the weights are (spec 003, section 6 item 1).
+``standardize`` and ``temperature`` are opt-in extensions beyond the paper; their defaults
+(off, 1.0) reproduce the paper exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+
+#: Rows of D whose sums differ from 1 by more than this are renormalised (spec 3.1, 6 item 12).
+_ROW_SUM_TOL = 1e-9
+
+
+def _order(p: float | str) -> float:
+    """The Minkowski order as a float (``math.inf`` for ``"inf"``), validated."""
+    if isinstance(p, str):
+        if p.strip().lower() != "inf":
+            raise ValueError(f"p must be a number >= 1 or 'inf', got {p!r}")
+        return math.inf
+    value = float(p)
+    if not value >= 1.0:  # also rejects NaN
+        raise ValueError(f"p must be >= 1 or 'inf', got {p!r}")
+    return value
+
+
+def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.ndarray:
+    """Minkowski distances of order ``p`` from every row of X to every center, shape (n, k).
+
+    Vectorised over samples; the Python loop runs over the k centers only, so the largest
+    temporary is one (n, d) array (never an (n, k, d) broadcast; spec section 5). For
+    1 < p < inf each row is scaled by its largest absolute difference before raising to the
+    power p, so large p and large coordinates cannot overflow; the result is the same
+    distance up to rounding, and an exact 0 stays an exact 0.
+    """
+    n, k = X.shape[0], centers.shape[0]
+    T = np.empty((n, k))
+    for b in range(k):
+        diff = np.abs(X - centers[b])
+        if p == 1.0:
+            T[:, b] = diff.sum(axis=1)
+            continue
+        scale = diff.max(axis=1) if diff.shape[1] else np.zeros(n)
+        if p == math.inf:
+            T[:, b] = scale
+            continue
+        safe = np.where(scale > 0.0, scale, 1.0)
+        diff /= safe[:, None]
+        if p == 2.0:
+            norm = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        else:
+            norm = np.power(np.power(diff, p).sum(axis=1), 1.0 / p)
+        T[:, b] = norm * scale
+    return T
+
+
+def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Row-wise softmax of ``1 / T / temperature`` (eqs. 7-8), numerically stable.
+
+    The row maximum is subtracted before exponentiating, which is exactly eq. (8). Where a row
+    has a distance of exactly 0 (or so small that 1/T overflows), the limit of eq. (8) as those
+    distances go to 0+ is used: the clusters at zero distance share the weight equally and the
+    others get 0 (spec section 4). No epsilon clamping.
+    """
+    with np.errstate(divide="ignore", over="ignore"):
+        Tp = 1.0 / T
+        if temperature != 1.0:
+            Tp = Tp / temperature
+    hit = np.isinf(Tp)
+    W = np.empty_like(Tp)
+    limit_rows = hit.any(axis=1)
+    if limit_rows.any():
+        h = hit[limit_rows].astype(float)
+        W[limit_rows] = h / h.sum(axis=1, keepdims=True)
+    regular = ~limit_rows
+    if regular.any():
+        Z = Tp[regular]
+        Z = Z - Z.max(axis=1, keepdims=True)
+        E = np.exp(Z)
+        W[regular] = E / E.sum(axis=1, keepdims=True)
+    return W
+
+
+def _sq_euclidean(Xc: np.ndarray, x_sq: np.ndarray, centers_c: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances (m, k) by the expansion |x|^2 - 2 x.mu + |mu|^2 (eq. 3).
+
+    Callers pass data centred on the training mean, which keeps the expansion accurate.
+    """
+    D2 = x_sq[:, None] - 2.0 * (Xc @ centers_c.T) + np.einsum("ij,ij->i", centers_c, centers_c)
+    np.maximum(D2, 0.0, out=D2)
+    return D2
+
+
+def _has_k_distinct_rows(X: np.ndarray, k: int) -> bool:
+    """Whether X has at least k distinct rows.
+
+    Rows with distinct projections on a fixed direction are distinct, so counting distinct
+    projections (O(m d)) settles the usual case; only when that count falls short is the exact
+    but costlier row-wise ``np.unique`` (a lexicographic sort) needed.
+    """
+    direction = np.random.default_rng(0).standard_normal(X.shape[1])
+    if len(np.unique(X @ direction)) >= k:
+        return True
+    return len(np.unique(X, axis=0)) >= k
+
+
+class LDLKM(BaseEstimator):
+    """Label distribution learning based on k-means (Shao, Yang, Zhao 2017).
+
+    Parameters
+    ----------
+    k : number of clusters (paper: 5). Must not exceed the number of distinct training rows.
+    max_iter : maximum number of k-means iterations, one assignment plus one update each
+        (paper: 20).
+    p : Minkowski order used at prediction only (paper: 5); a float >= 1 or ``"inf"``
+        (Chebyshev). Clustering always uses the Euclidean distance (eq. 3).
+    random_state : seed for the initial choice of k distinct training samples (one
+        initialisation, no restarts, as in the paper). ``None`` is not reproducible.
+    standardize : extension, off in the paper. z-score the features with the training mean and
+        standard deviation (a constant feature gets scale 1) before clustering and prediction.
+    temperature : extension; 1.0 is the paper's eq. (8). Weights are
+        ``softmax(1 / (temperature * T))``: below 1 sharpens them towards the nearest
+        prototype, above 1 flattens them towards the unweighted mean of the u_b.
+
+    Fitted attributes
+    -----------------
+    cluster_centers_ : (k, d) feature means mu_i, in the (possibly standardized) feature space.
+    label_means_ : (k, c) matrix U of the clusters' mean label distributions.
+    labels_ : (m,) cluster index of each training sample (the final partition).
+    cluster_sizes_ : (k,) members per cluster, all >= 1.
+    n_iter_ : assignment steps run (<= max_iter); when converged, the last one only confirmed
+        that nothing moved.
+    objective_history_ : eq. (2) objective E after each update step, in the clustering
+        feature space; never increases.
+    converged_ : whether the assignments stopped changing before max_iter was reached.
+    n_empty_fixes_ : how many times the empty-cluster rule moved a sample.
+    mean_, scale_ : (d,) standardization parameters (zeros and ones when standardize=False).
+    n_features_in_ : d.
+    """
+
+    def __init__(
+        self,
+        k: int = 5,
+        max_iter: int = 20,
+        p: float | str = 5.0,
+        random_state: int | None = None,
+        standardize: bool = False,
+        temperature: float = 1.0,
+    ) -> None:
+        self.k = k
+        self.max_iter = max_iter
+        self.p = p
+        self.random_state = random_state
+        self.standardize = standardize
+        self.temperature = temperature
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, D: Any, progress: ProgressFn | None = None) -> "LDLKM":
+        """Cluster X by batch k-means and store the cluster feature and label means."""
+        report = progress or no_progress
+        X, D = self._check_training_data(X, D)
+        _order(self.p)
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0
+                and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        k, max_iter = int(self.k), int(self.max_iter)
+        if k < 1 or max_iter < 1:
+            raise ValueError("k and max_iter must be >= 1")
+        m, d = X.shape
+        if k > 1 and not _has_k_distinct_rows(X, k):
+            raise ValueError(
+                f"k={k} exceeds the number of distinct training rows; empty clusters could not "
+                "be avoided"
+            )
+
+        if self.standardize:
+            self.mean_ = X.mean(axis=0)
+            std = X.std(axis=0)
+            self.scale_ = np.where(std > 0.0, std, 1.0)
+            H = (X - self.mean_) / self.scale_
+        else:
+            self.mean_, self.scale_ = np.zeros(d), np.ones(d)
+            H = X
+
+        report("kmeans", 0.0)
+        rng = check_random_state(self.random_state)
+        init = rng.choice(m, size=k, replace=False)
+        labels, centers = self._lloyd(H, H[init].copy(), max_iter, report)
+
+        self.labels_ = labels
+        self.cluster_centers_ = centers
+        self.cluster_sizes_ = np.bincount(labels, minlength=k)
+        self.label_means_ = self._group_means(D, labels, self.cluster_sizes_)
+        self.n_features_in_ = d
+        report("kmeans", 1.0)
+        return self
+
+    def _lloyd(
+        self, H: np.ndarray, centers: np.ndarray, max_iter: int, report: ProgressFn
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Batch k-means from the given initial means (Algorithm steps 2-5).
+
+        Each iteration assigns every sample to its nearest mean (Euclidean, ties to the lowest
+        index), repairs empty clusters, and recomputes all means from the new partition. It
+        stops when an assignment equals the previous one (then the means would not change:
+        the paper's "mean vectors not updated", tested without a tolerance) or after max_iter
+        iterations. The returned means are always the means of the returned partition.
+        """
+        k = centers.shape[0]
+        offset = H.mean(axis=0)
+        Hc = H - offset
+        h_sq = np.einsum("ij,ij->i", Hc, Hc)
+        prev: np.ndarray | None = None
+        history: list[float] = []
+        self.n_empty_fixes_ = 0
+        self.converged_ = False
+        self.n_iter_ = 0
+        for it in range(max_iter):
+            self.n_iter_ = it + 1
+            D2 = _sq_euclidean(Hc, h_sq, centers - offset)
+            labels = self._fix_empty(np.argmin(D2, axis=1), D2, k)
+            if prev is not None and np.array_equal(labels, prev):
+                self.converged_ = True
+                break
+            centers = self._group_means(H, labels, np.bincount(labels, minlength=k))
+            history.append(float(((H - centers[labels]) ** 2).sum()))
+            prev = labels
+            report("kmeans", (it + 1) / max_iter)
+        self.objective_history_ = np.asarray(history)
+        return prev, centers
+
+    def _fix_empty(self, labels: np.ndarray, D2: np.ndarray, k: int) -> np.ndarray:
+        """Singleton rule (spec 3.2): refill each empty cluster with the sample farthest from
+        its assigned mean, taken from a cluster that keeps at least one member."""
+        counts = np.bincount(labels, minlength=k)
+        empty = np.flatnonzero(counts == 0)
+        if empty.size == 0:
+            return labels
+        labels = labels.copy()
+        far = D2[np.arange(len(labels)), labels].copy()
+        for j in empty:
+            far_eligible = np.where(counts[labels] > 1, far, -1.0)
+            i = int(np.argmax(far_eligible))
+            counts[labels[i]] -= 1
+            labels[i] = j
+            counts[j] = 1
+            far[i] = -1.0  # a moved sample is never moved again
+            self.n_empty_fixes_ += 1
+        return labels
+
+    @staticmethod
+    def _group_means(A: np.ndarray, labels: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Per-cluster arithmetic means of the rows of A, as one (k, m) x (m, d) product."""
+        member = np.zeros((len(sizes), len(labels)))
+        member[labels, np.arange(len(labels))] = 1.0
+        return (member @ A) / sizes[:, None]
+
+    @staticmethod
+    def _check_training_data(X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Shapes, finiteness, and valid label distributions (spec 3.1; 6 item 12)."""
+        X = np.asarray(X, dtype=np.float64)
+        D = np.asarray(D, dtype=np.float64)
+        if X.ndim != 2 or D.ndim != 2 or X.shape[0] != D.shape[0]:
+            raise ValueError(f"X must be (m, d) and D (m, c) with the same m; got {X.shape}, {D.shape}")
+        if X.shape[0] < 1 or X.shape[1] < 1 or D.shape[1] < 1:
+            raise ValueError("need at least one sample, one feature and one label")
+        if not (np.isfinite(X).all() and np.isfinite(D).all()):
+            raise ValueError("X and D must be finite")
+        if (D < 0).any():
+            raise ValueError("label distributions must be non-negative")
+        sums = D.sum(axis=1)
+        if (sums <= 0).any():
+            raise ValueError(f"label distribution row {int(np.argmin(sums))} sums to 0")
+        off = np.abs(sums - 1.0) > _ROW_SUM_TOL
+        if off.any():
+            D = D.copy()
+            D[off] /= sums[off, None]
+        return X, D
+
+    # -------------------------------------------------------------- predict
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        """Check the test features (two cheap NumPy checks, no scikit-learn validation) and
+        map them into the clustering space."""
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must have shape (n, {self.n_features_in_}), got {X.shape}")
+        if not np.isfinite(X).all():
+            raise ValueError("X must be finite")
+        if self.standardize:
+            return (X - self.mean_) / self.scale_
+        return X
+
+    def distances(self, X: Any) -> np.ndarray:
+        """Matrix T (n, k) of Minkowski-p distances to the cluster means (eq. 6)."""
+        return minkowski_to_centers(self._features(np.asarray(X, dtype=np.float64)),
+                                    self.cluster_centers_, _order(self.p))
+
+    def weights(self, X: Any) -> np.ndarray:
+        """Weight matrix W (n, k) of eqs. (7)-(8); rows sum to 1."""
+        return reciprocal_softmax(self.distances(X), float(self.temperature))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted label distributions P = W U (eq. 9), shape (n, c); rows sum to 1."""
+        return self.weights(X) @ self.label_means_
+
+
+class LDLKMParams(MethodParams):
+    k: int = Field(5, ge=1, description="Number of clusters (paper: 5).")
+    max_iter: int = Field(20, ge=1, description="Maximum k-means iterations (paper: 20).")
+    p: Annotated[float, Field(ge=1)] | Literal["inf"] = Field(
+        5.0, description="Minkowski order at prediction (paper: 5): a number >= 1 or 'inf'."
+    )
+    random_state: int | None = Field(
+        None, ge=0, lt=2**32, description="Seed for the initial cluster means; null = random."
+    )
+    standardize: bool = Field(
+        False, description="Extension (not in the paper): z-score features on the training data."
+    )
+    temperature: float = Field(
+        1.0, gt=0, allow_inf_nan=False,
+        description="Extension: softmax temperature on 1/distance; 1.0 is the paper's eq. (8).",
+    )
+
+    @field_validator("p", mode="before")
+    @classmethod
+    def _inf_as_string(cls, value: Any) -> Any:
+        """Keep infinity as the JSON-safe string "inf"; reject NaN."""
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("p must be >= 1 or 'inf'")
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return "inf"
+        if isinstance(value, str) and value.strip().lower() in {"inf", "infinity"}:
+            return "inf"
+        return value
+
+
+SPEC = MethodSpec(
+    id="ldlkm",
+    task="distribution",
+    outputs=("distribution",),
+    params=LDLKMParams,
+    estimator=LDLKM,
+    summary=(
+        "Label distribution learning based on k-means: batch k-means on the features; a test "
+        "sample's distribution is the softmax(1/Minkowski distance)-weighted mean of the "
+        "clusters' mean label distributions."
+    ),
+    paper=(
+        "SHAO Dongheng, YANG Wenyuan, ZHAO Hong. Label distribution learning based on k-means "
+        "algorithm. CAAI Transactions on Intelligent Systems, 2017, 12(3): 325-332. "
+        "DOI 10.11992/tis.201704024"
+    ),
+    dataset_kind="distribution",
+    stages=("kmeans",),
+)

@@ -1,0 +1,319 @@
+"""Every evaluation metric of the service, in one place.
+
+Multi-label metrics take ``Y`` (n, q) true label sets (0/1; anything > 0 counts as relevant),
+``Yhat`` (n, q) predicted label sets, and/or ``S`` (n, q) real-valued scores (higher = more
+relevant). Label distribution metrics take ``D`` (n, c) true and ``Dhat`` (n, c) predicted
+distributions. Every function returns the mean over samples as a Python ``float``.
+
+Definitions follow the papers (Zhang & Zhou's ML-kNN evaluation, the specs in
+``shared/methods/``). Where scikit-learn has the same definition it is used (Hamming loss, subset
+accuracy, the three F1 scores, coverage). The ranking metrics are vectorised here because
+scikit-learn's ``label_ranking_loss`` and ``label_ranking_average_precision_score`` loop over
+samples in Python and treat degenerate rows differently (see below); on the rows we keep, their
+values are identical to scikit-learn's (tested).
+
+Conventions (decided here, used everywhere in the service and the benchmarks):
+
+* **Ties in scores** are resolved pessimistically: ``rank(l)`` is the number of labels whose
+  score is >= the score of ``l`` (1 = top). A tie between a relevant and an irrelevant label
+  counts as a ranking error (ranking loss ``<=``, as the papers write it), and coverage and
+  average precision use the pessimistic rank, as scikit-learn does.
+* **Degenerate rows.** ``ranking_loss``, ``one_error`` and ``average_precision`` skip rows whose
+  label set is empty or full (every label relevant): ranking loss is 0/0 there and the other two
+  are trivially perfect whatever the scores. This is the convention of the ML-kNN authors' MATLAB
+  evaluation code used by the papers. ``coverage`` skips only rows with an empty label set (the
+  max over an empty set is undefined; spec 000 §7). Hamming loss, subset accuracy and the F1
+  scores use every row. When every row is skipped the metric is undefined and the function
+  returns ``nan`` (JSON layers must map it to ``null``).
+* **One-error ties**: when several labels share the top score, the sample counts as correct if
+  any of them is relevant (the MATLAB evaluation code's rule, spec 004 §7).
+* **Coverage** is the papers' definition, ``max_{l in Y_i} rank(l) - 1`` in ``[0, q-1]``;
+  scikit-learn's ``coverage_error`` is one higher.
+* **F1 with a zero denominator** (no true and no predicted positive: per label for macro-F1, per
+  sample for example-F1, overall for micro-F1) scores ``zero_division``, default 0.0, as the specs
+  state (scikit-learn ``zero_division=0``). Mulan scores such cases 1.0; pass
+  ``zero_division=1.0`` to get that reading.
+* **LDL metrics** (spec 003 §7.3, plus Kullback-Leibler from Geng's LDL toolbox): Clark and
+  Canberra terms with ``d_l + d̂_l = 0`` are 0 (0/0 := 0); cosine with a zero-norm row is 0;
+  KL is ``sum_l d_l log(d_l / max(d̂_l, eps))`` with terms ``d_l = 0`` equal to 0 and
+  ``eps = 1e-12`` (finite when a predicted probability is exactly 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.metrics import accuracy_score, coverage_error, f1_score
+from sklearn.metrics import hamming_loss as _sk_hamming_loss
+
+__all__ = [
+    "hamming_loss",
+    "ranking_loss",
+    "one_error",
+    "coverage",
+    "average_precision",
+    "subset_accuracy",
+    "micro_f1",
+    "macro_f1",
+    "example_f1",
+    "multilabel_metrics",
+    "MULTILABEL_METRICS",
+    "chebyshev",
+    "clark",
+    "canberra",
+    "kl_divergence",
+    "cosine",
+    "intersection",
+    "ldl_metrics",
+    "LDL_METRICS",
+    "LOWER_IS_BETTER",
+]
+
+KL_EPS = 1e-12
+
+#: metric names whose best value is the smallest one (every other metric: higher is better)
+LOWER_IS_BETTER = frozenset(
+    {"hamming_loss", "ranking_loss", "one_error", "coverage",
+     "chebyshev", "clark", "canberra", "kl_divergence"}
+)
+
+
+# --------------------------------------------------------------------------- input checks
+
+def _as_2d(a: object, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_labels), got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    return arr
+
+
+def _labels(Y: object, name: str = "Y") -> np.ndarray:
+    """Boolean label matrix: anything > 0 is relevant (so 0/1 and -1/+1 both work)."""
+    arr = _as_2d(Y, name)
+    return arr > 0
+
+
+def _scores(S: object, shape: tuple[int, int]) -> np.ndarray:
+    arr = _as_2d(S, "S").astype(np.float64, copy=False)
+    if arr.shape != shape:
+        raise ValueError(f"S has shape {arr.shape}, expected {shape} (the shape of Y)")
+    if not np.isfinite(arr).all():
+        raise ValueError("S contains non-finite scores")
+    return arr
+
+
+def _pair(Y: object, Yhat: object) -> tuple[np.ndarray, np.ndarray]:
+    y = _labels(Y, "Y")
+    p = _labels(Yhat, "Yhat")
+    if y.shape != p.shape:
+        raise ValueError(f"Yhat has shape {p.shape}, expected {y.shape} (the shape of Y)")
+    return y, p
+
+
+def _pessimistic_ranks(Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry: ``rank`` = #{labels with score >= this one}; ``relrank`` = the same count
+    restricted to relevant labels (meaningful for relevant entries only)."""
+    rank = rankdata(-S, method="max", axis=1)
+    relrank = rankdata(np.where(Y, -S, np.inf), method="max", axis=1)
+    return rank, relrank
+
+
+def _mean_or_nan(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else math.nan
+
+
+# --------------------------------------------------------------------------- multi-label
+
+def hamming_loss(Y: object, Yhat: object) -> float:
+    """Fraction of misclassified (sample, label) pairs: (1/nq) sum_i |Y_i xor Yhat_i|."""
+    y, p = _pair(Y, Yhat)
+    return float(_sk_hamming_loss(y, p))
+
+
+def subset_accuracy(Y: object, Yhat: object) -> float:
+    """Fraction of samples whose predicted label set equals the true one exactly."""
+    y, p = _pair(Y, Yhat)
+    return float(accuracy_score(y, p))
+
+
+def micro_f1(Y: object, Yhat: object, *, zero_division: float = 0.0) -> float:
+    """2 sum TP / (2 sum TP + sum FP + sum FN), counts pooled over samples and labels."""
+    y, p = _pair(Y, Yhat)
+    return float(f1_score(y, p, average="micro", zero_division=zero_division))
+
+
+def macro_f1(Y: object, Yhat: object, *, zero_division: float = 0.0) -> float:
+    """Mean over labels of 2 TP_l / (2 TP_l + FP_l + FN_l) (a label with 0/0 scores
+    ``zero_division``)."""
+    y, p = _pair(Y, Yhat)
+    return float(f1_score(y, p, average="macro", zero_division=zero_division))
+
+
+def example_f1(Y: object, Yhat: object, *, zero_division: float = 0.0) -> float:
+    """Mean over samples of 2 |Y_i & Yhat_i| / (|Y_i| + |Yhat_i|) (a sample with both sets
+    empty scores ``zero_division``)."""
+    y, p = _pair(Y, Yhat)
+    return float(f1_score(y, p, average="samples", zero_division=zero_division))
+
+
+def ranking_loss(Y: object, S: object) -> float:
+    """Mean over samples of the fraction of (relevant, irrelevant) label pairs ordered wrongly,
+    ``|{(a, b) in Y_i x Ybar_i : s_a <= s_b}| / (|Y_i| |Ybar_i|)``; rows with an empty or full
+    label set are skipped."""
+    y = _labels(Y)
+    s = _scores(S, y.shape)
+    n_pos = y.sum(axis=1)
+    keep = (n_pos > 0) & (n_pos < y.shape[1])
+    y, s, n_pos = y[keep], s[keep], n_pos[keep]
+    if not y.shape[0]:
+        return math.nan
+    rank, relrank = _pessimistic_ranks(y, s)
+    # rank - relrank = number of irrelevant labels scored >= this relevant label
+    wrong = np.where(y, rank - relrank, 0.0).sum(axis=1)
+    return float(np.mean(wrong / (n_pos * (y.shape[1] - n_pos))))
+
+
+def one_error(Y: object, S: object) -> float:
+    """Fraction of samples whose top-scored label is irrelevant (a tie at the top counts as
+    correct if any tied label is relevant); rows with an empty or full label set are skipped."""
+    y = _labels(Y)
+    s = _scores(S, y.shape)
+    n_pos = y.sum(axis=1)
+    keep = (n_pos > 0) & (n_pos < y.shape[1])
+    y, s = y[keep], s[keep]
+    top = s == s.max(axis=1, keepdims=True)
+    return _mean_or_nan(~(top & y).any(axis=1))
+
+
+def coverage(Y: object, S: object) -> float:
+    """Mean over samples of ``max_{l in Y_i} rank(l) - 1``: how far down the ranking one must go
+    to cover every relevant label (papers' definition; scikit-learn's ``coverage_error`` minus
+    one). Rows with an empty label set are skipped."""
+    y = _labels(Y)
+    s = _scores(S, y.shape)
+    keep = y.any(axis=1)
+    if not keep.any():
+        return math.nan
+    return float(coverage_error(y[keep], s[keep])) - 1.0
+
+
+def average_precision(Y: object, S: object) -> float:
+    """Mean over samples of ``(1/|Y_i|) sum_{l in Y_i} |{l' in Y_i : rank(l') <= rank(l)}| /
+    rank(l)``; rows with an empty or full label set are skipped."""
+    y = _labels(Y)
+    s = _scores(S, y.shape)
+    n_pos = y.sum(axis=1)
+    keep = (n_pos > 0) & (n_pos < y.shape[1])
+    y, s, n_pos = y[keep], s[keep], n_pos[keep]
+    if not y.shape[0]:
+        return math.nan
+    rank, relrank = _pessimistic_ranks(y, s)
+    precision = np.where(y, relrank / rank, 0.0).sum(axis=1) / n_pos
+    return float(precision.mean())
+
+
+#: the multi-label metric names, in the order of the API contract
+MULTILABEL_METRICS = (
+    "hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision",
+    "subset_accuracy", "micro_f1", "macro_f1", "example_f1",
+)
+
+
+def multilabel_metrics(Y: object, Yhat: object, S: object | None) -> dict[str, float]:
+    """Every multi-label metric of the API contract. ``S`` may be ``None`` for a method that
+    predicts label sets only; the ranking metrics are then left out."""
+    y, p = _pair(Y, Yhat)
+    out: dict[str, float] = {"hamming_loss": hamming_loss(y, p)}
+    if S is not None:
+        out["ranking_loss"] = ranking_loss(y, S)
+        out["one_error"] = one_error(y, S)
+        out["coverage"] = coverage(y, S)
+        out["average_precision"] = average_precision(y, S)
+    out["subset_accuracy"] = subset_accuracy(y, p)
+    out["micro_f1"] = micro_f1(y, p)
+    out["macro_f1"] = macro_f1(y, p)
+    out["example_f1"] = example_f1(y, p)
+    return out
+
+
+# --------------------------------------------------------------------------- LDL
+
+def _dists(D: object, Dhat: object) -> tuple[np.ndarray, np.ndarray]:
+    d = _as_2d(D, "D").astype(np.float64, copy=False)
+    h = _as_2d(Dhat, "Dhat").astype(np.float64, copy=False)
+    if d.shape != h.shape:
+        raise ValueError(f"Dhat has shape {h.shape}, expected {d.shape} (the shape of D)")
+    if not (np.isfinite(d).all() and np.isfinite(h).all()):
+        raise ValueError("D and Dhat must be finite")
+    return d, h
+
+
+def _safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den with 0/0 := 0 (den is never negative here)."""
+    out = np.zeros_like(num)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def chebyshev(D: object, Dhat: object) -> float:
+    """Mean of max_l |d_l - d̂_l| (lower is better)."""
+    d, h = _dists(D, Dhat)
+    return float(np.abs(d - h).max(axis=1).mean())
+
+
+def clark(D: object, Dhat: object) -> float:
+    """Mean of sqrt(sum_l (d_l - d̂_l)^2 / (d_l + d̂_l)^2), 0/0 terms = 0 (lower is better)."""
+    d, h = _dists(D, Dhat)
+    terms = _safe_ratio((d - h) ** 2, (d + h) ** 2)
+    return float(np.sqrt(terms.sum(axis=1)).mean())
+
+
+def canberra(D: object, Dhat: object) -> float:
+    """Mean of sum_l |d_l - d̂_l| / (d_l + d̂_l), 0/0 terms = 0 (lower is better)."""
+    d, h = _dists(D, Dhat)
+    return float(_safe_ratio(np.abs(d - h), d + h).sum(axis=1).mean())
+
+
+def kl_divergence(D: object, Dhat: object, *, eps: float = KL_EPS) -> float:
+    """Mean of sum_l d_l log(d_l / max(d̂_l, eps)); terms with d_l = 0 are 0 (lower is
+    better)."""
+    d, h = _dists(D, Dhat)
+    pos = d > 0
+    terms = np.zeros_like(d)
+    terms[pos] = d[pos] * (np.log(d[pos]) - np.log(np.maximum(h[pos], eps)))
+    return float(terms.sum(axis=1).mean())
+
+
+def cosine(D: object, Dhat: object) -> float:
+    """Mean of <d, d̂> / (|d| |d̂|), 0 for a zero-norm row (higher is better)."""
+    d, h = _dists(D, Dhat)
+    num = np.einsum("ij,ij->i", d, h)
+    den = np.linalg.norm(d, axis=1) * np.linalg.norm(h, axis=1)
+    return float(_safe_ratio(num, den).mean())
+
+
+def intersection(D: object, Dhat: object) -> float:
+    """Mean of sum_l min(d_l, d̂_l) (higher is better)."""
+    d, h = _dists(D, Dhat)
+    return float(np.minimum(d, h).sum(axis=1).mean())
+
+
+#: the LDL metric names, in the order of the API contract
+LDL_METRICS = ("chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection")
+
+
+def ldl_metrics(D: object, Dhat: object) -> dict[str, float]:
+    """Every label distribution metric of the API contract."""
+    d, h = _dists(D, Dhat)
+    return {
+        "chebyshev": chebyshev(d, h),
+        "clark": clark(d, h),
+        "canberra": canberra(d, h),
+        "kl_divergence": kl_divergence(d, h),
+        "cosine": cosine(d, h),
+        "intersection": intersection(d, h),
+    }

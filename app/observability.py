@@ -1,0 +1,111 @@
+"""Prometheus metrics (per app instance) and JSON structured logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.db import session_scope
+from app.orm import Job
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+class JobCounts(Collector):
+    """Job counts by status, read from the database at scrape time (it is the source of truth)."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("labelserve_jobs", "Jobs by status", labels=["status"])
+        with session_scope(self.database_url) as session:
+            counts = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
+        for status in JOB_STATUSES:
+            family.add_metric([status], counts.get(status, 0))
+        yield family
+
+
+class Metrics:
+    def __init__(self, database_url: str) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "labelserve_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "labelserve_request_seconds", "HTTP request latency", ["method", "route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.cache = Counter(
+            "labelserve_model_cache_lookups", "Model cache lookups", ["result"], registry=self.registry
+        )
+        self.registry.register(JobCounts(database_url))
+
+    def cache_lookup(self, hit: bool) -> None:
+        self.cache.labels(result="hit" if hit else "miss").inc()
+
+
+class RequestMetrics:
+    """ASGI middleware: count and time requests by route template (not raw path)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            metrics: Metrics = scope["app"].state.metrics
+            metrics.requests.labels(scope["method"], template, str(status)).inc()
+            metrics.latency.labels(scope["method"], template).observe(time.perf_counter() - start)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, with any ``extra=`` fields (such as ``job_id``) included."""
+
+    _standard = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in self._standard})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("labelserve")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False

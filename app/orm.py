@@ -1,0 +1,108 @@
+"""The registry's tables, as SQLAlchemy 2.0 typed ORM classes.
+
+The database is the single source of truth for datasets, model versions, aliases and jobs: the
+API, local worker processes and (later) remote workers all read and write it, so job state and
+progress live here rather than in any process's memory.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, list[Any]: JSON}
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    format: Mapped[str] = mapped_column(String(16))
+    n_samples: Mapped[int] = mapped_column(Integer)
+    n_features: Mapped[int] = mapped_column(Integer)
+    n_labels: Mapped[int] = mapped_column(Integer)
+    feature_names: Mapped[list[str]]
+    label_names: Mapped[list[str]]
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    warnings: Mapped[list[str]]
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    versions: Mapped[list[ModelVersion]] = relationship(
+        back_populates="model", cascade="all, delete-orphan", order_by="ModelVersion.version"
+    )
+    aliases: Mapped[list[Alias]] = relationship(
+        back_populates="model", cascade="all, delete-orphan", order_by="Alias.alias"
+    )
+
+
+class ModelVersion(Base):
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_name", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_name: Mapped[str] = mapped_column(ForeignKey("models.name", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    method: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]]
+    dataset_id: Mapped[str | None] = mapped_column(String(64))
+    dataset_sha256: Mapped[str] = mapped_column(String(64))
+    feature_names: Mapped[list[str]]
+    label_names: Mapped[list[str]]
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    training_seconds: Mapped[float] = mapped_column(Float)
+    library_versions: Mapped[dict[str, Any]]
+    artifact_sha256: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    model: Mapped[Model] = relationship(back_populates="versions")
+
+
+class Alias(Base):
+    __tablename__ = "aliases"
+
+    model_name: Mapped[str] = mapped_column(
+        ForeignKey("models.name", ondelete="CASCADE"), primary_key=True
+    )
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+    model: Mapped[Model] = relationship(back_populates="aliases")
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="train")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    stage: Mapped[str] = mapped_column(String(64), default="queued")
+    method: Mapped[str | None] = mapped_column(String(32))
+    dataset_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    model_name: Mapped[str | None] = mapped_column(String(255))
+    model_version: Mapped[int | None] = mapped_column(Integer)
+    request: Mapped[dict[str, Any]]
+    result_path: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

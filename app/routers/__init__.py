@@ -1,0 +1,1 @@
+"""One router per resource; each stays thin: validate, delegate, shape the response."""

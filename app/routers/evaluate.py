@@ -1,0 +1,73 @@
+"""``POST /evaluate``: the standard metrics of a model's task on a stored dataset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, HTTPException, Request
+
+from app import metrics
+from app.deps import CacheDep, SessionDep, StoreDep
+from app.methods.mlknn import MLkNN
+from app.orm import Dataset, ModelVersion
+from app.pipeline import top_features
+from app.routers.predict import dataset_for, load_model, resolve_or_404
+from app.schemas import EvaluateRequest, EvaluateResponse, ModelInfo
+
+router = APIRouter(tags=["evaluation"])
+
+SELECTOR_DEFAULT_FRACTION = 0.2  # ELCFS's protocol: ML-kNN on the top 20% of features
+
+
+def label_columns(dataset: Dataset, version: ModelVersion) -> np.ndarray:
+    """Columns of the dataset's labels in the model's label order (names must match as sets)."""
+    if sorted(dataset.label_names) != sorted(version.label_names):
+        raise HTTPException(
+            422, f"dataset_id: labels {dataset.label_names[:5]}... do not match the model's "
+            f"{len(version.label_names)} labels"
+        )
+    position = {name: j for j, name in enumerate(dataset.label_names)}
+    return np.array([position[name] for name in version.label_names], dtype=np.intp)
+
+
+@router.post("/evaluate", response_model=EvaluateResponse, response_model_exclude_none=True)
+def evaluate(
+    body: EvaluateRequest, request: Request, session: SessionDep, store: StoreDep, cache: CacheDep
+) -> EvaluateResponse:
+    version, spec = resolve_or_404(session, body.model)
+    dataset = dataset_for(session, body.dataset_id, version)
+    if dataset.kind != spec.dataset_kind:
+        raise HTTPException(422, f"dataset_id: a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}")
+    model = load_model(request, cache, version)
+    X, Y = store.load_dataset(dataset.sha256)
+    Y = Y[:, label_columns(dataset, version)]
+    downstream: dict[str, Any] | None = None
+    if spec.task == "distribution":
+        scores = metrics.ldl_metrics(Y, model.predict(X))
+    elif spec.task == "multilabel":
+        scores = metrics.multilabel_metrics(
+            Y, model.predict(X, threshold=body.threshold), model.decision_function(X)
+        )
+    else:
+        train_id = body.train_dataset_id or version.dataset_id
+        train = session.get(Dataset, train_id) if train_id else None
+        if train is None:
+            raise HTTPException(404, f"train_dataset_id: dataset '{train_id}' not found (the selector's training data was deleted?)")
+        train = dataset_for(session, train.id, version)
+        Xtr, Ytr = store.load_dataset(train.sha256)
+        Ytr = Ytr[:, label_columns(train, version)]
+        keep = top_features(model, body.top_k, None if body.top_k else SELECTOR_DEFAULT_FRACTION)
+        classifier = MLkNN(k=10).fit(Xtr[:, keep], Ytr)
+        Xsel = X[:, keep]
+        scores = metrics.multilabel_metrics(
+            Y, classifier.predict(Xsel, threshold=body.threshold), classifier.decision_function(Xsel)
+        )
+        downstream = {"method": "mlknn", "k": 10, "top_k": int(keep.size), "train_dataset_id": train.id}
+    scores = {name: float(value) for name, value in scores.items()}
+    version.metrics = {**(version.metrics or {}), dataset.id: scores}
+    session.commit()
+    return EvaluateResponse(
+        model=ModelInfo(name=version.model_name, version=version.version, method=spec.id),
+        dataset_id=dataset.id, n_samples=int(X.shape[0]), metrics=scores, downstream=downstream,
+    )

@@ -1,0 +1,42 @@
+"""Operations: liveness, readiness and Prometheus metrics (never behind the API key)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app.db import session_scope
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/health")
+def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def _database_ok(url: str) -> bool:
+    try:
+        with session_scope(url) as session:
+            session.execute(text("SELECT 1"))
+        return True
+    except Exception:  # any failure to reach the database means "not ready"
+        return False
+
+
+@router.get("/ready")
+async def ready(request: Request, response: Response) -> dict[str, str]:
+    state = request.app.state
+    database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
+    store = await run_in_threadpool(state.store.writable)
+    checks = {"database": "ok" if database else "unreachable", "model_store": "ok" if store else "not writable"}
+    if not (database and store):
+        response.status_code = 503
+    return {"status": "ready" if database and store else "not ready", **checks}
+
+
+@router.get("/metrics")
+def prometheus_metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

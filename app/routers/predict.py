@@ -1,0 +1,97 @@
+"""``POST /predict``: label sets, rankings, distributions or selected features."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from app.deps import CacheDep, RunnerDep, SessionDep, SettingsDep, StoreDep
+from app.jobs.queue import enqueue, job_out
+from app.methods.base import MethodSpec
+from app.methods.catalog import get_method
+from app.orm import Dataset, ModelVersion
+from app.prediction import InstanceError, instances_to_matrix, predict_items, selected_features
+from app.registry import RegistryError, resolve
+from app.schemas import JobOut, ModelInfo, PredictRequest, PredictResponse
+from app.store import ArtifactIntegrityError
+
+router = APIRouter(tags=["prediction"])
+
+
+def resolve_or_404(session: SessionDep, ref: str) -> tuple[ModelVersion, MethodSpec]:
+    try:
+        version = resolve(session, ref)
+    except ValueError as exc:
+        raise HTTPException(422, f"model: {exc}") from None
+    except RegistryError as exc:
+        raise HTTPException(404, f"model: {exc}") from None
+    spec = get_method(version.method)
+    if spec is None:
+        raise HTTPException(409, f"model: method '{version.method}' is not available in this server")
+    return version, spec
+
+
+def load_model(request: Request, cache: CacheDep, version: ModelVersion) -> Any:
+    try:
+        model, hit = cache.get(version.artifact_sha256)
+    except FileNotFoundError:
+        raise HTTPException(409, f"model: the artifact of {version.model_name}@{version.version} is missing from the store") from None
+    except ArtifactIntegrityError as exc:
+        raise HTTPException(409, f"model: {exc}") from None
+    request.app.state.metrics.cache_lookup(hit)
+    return model
+
+
+def dataset_for(session: SessionDep, dataset_id: str, version: ModelVersion) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise HTTPException(404, f"dataset_id: dataset '{dataset_id}' not found")
+    if dataset.feature_names != version.feature_names:
+        raise HTTPException(
+            422,
+            f"dataset_id: expected the model's {len(version.feature_names)} features in training "
+            f"order; dataset '{dataset_id}' has {dataset.n_features} features that differ",
+        )
+    return dataset
+
+
+@router.post(
+    "/predict", response_model=PredictResponse, response_model_exclude_none=True,
+    responses={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}},
+)
+def predict(
+    body: PredictRequest, request: Request, session: SessionDep, store: StoreDep,
+    cache: CacheDep, runner: RunnerDep, settings: SettingsDep,
+) -> Any:
+    version, spec = resolve_or_404(session, body.model)
+    output = body.output or spec.default_output
+    if output not in spec.outputs:
+        raise HTTPException(422, f"output: a {spec.id} model gives {', '.join(spec.outputs)}; not '{output}'")
+    info = ModelInfo(name=version.model_name, version=version.version, method=spec.id)
+    model = load_model(request, cache, version)
+    if output == "features":
+        features = selected_features(model, version.feature_names, body.top_k)
+        return PredictResponse(model=info, output=output, features=features)
+    if (body.instances is None) == (body.dataset_id is None):
+        raise HTTPException(422, "give exactly one of instances and dataset_id")
+    if body.dataset_id is not None:
+        dataset = dataset_for(session, body.dataset_id, version)
+        if dataset.n_samples > settings.batch_job_rows:
+            job_request = body.model_dump() | {
+                "model": f"{version.model_name}@{version.version}", "output": output,
+            }
+            job = enqueue(session, runner, "predict", job_request, method=spec.id, dataset_id=dataset.id)
+            return JSONResponse(job_out(job).model_dump(mode="json"), status_code=202)
+        X, _ = store.load_dataset(dataset.sha256)
+    else:
+        try:
+            X = instances_to_matrix(body.instances, version.feature_names)  # type: ignore[arg-type]
+        except InstanceError as exc:
+            raise HTTPException(422, str(exc)) from None
+    predictions = predict_items(
+        model, output, X, version.label_names,
+        threshold=body.threshold, top_k=body.top_k, include_scores=body.include_scores,
+    )
+    return PredictResponse(model=info, output=output, predictions=predictions)

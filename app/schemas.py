@@ -1,0 +1,195 @@
+"""Request and response bodies of the HTTP API (see API.md for the contract)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.registry import NAME_PATTERN
+
+T = TypeVar("T")
+OutputName = Literal["labels", "ranking", "distribution", "features"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_offset: int | None
+
+
+# datasets ---------------------------------------------------------------------------------
+class DatasetOut(BaseModel):
+    id: str
+    name: str
+    kind: Literal["multilabel", "distribution"]
+    format: str
+    n_samples: int
+    n_features: int
+    n_labels: int
+    feature_names: list[str]
+    label_names: list[str]
+    sha256: str
+    warnings: list[str]
+    created_at: datetime
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+# methods ----------------------------------------------------------------------------------
+class MethodOut(BaseModel):
+    id: str
+    task: str
+    outputs: list[str]
+    dataset_kind: str
+    summary: str
+    paper: str
+    stages: list[str]
+    params: dict[str, Any] = Field(description="JSON schema of the hyperparameters")
+
+
+# training and jobs ------------------------------------------------------------------------
+class InlineData(Strict):
+    X: list[list[float]] = Field(min_length=2)
+    Y: list[list[float]] = Field(min_length=2)
+    feature_names: list[str] | None = None
+    label_names: list[str] | None = None
+
+
+class FeatureSelection(Strict):
+    """Train on the features a selector model chose (its best ``top_k`` or ``top_fraction``)."""
+
+    model: str = Field(description="selector model reference: name, name@version or name@alias")
+    top_k: int | None = Field(None, ge=1)
+    top_fraction: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> FeatureSelection:
+        if (self.top_k is None) == (self.top_fraction is None):
+            raise ValueError("give exactly one of top_k and top_fraction")
+        return self
+
+
+class TrainRequest(Strict):
+    method: str
+    dataset_id: str | None = None
+    data: InlineData | None = None
+    model_name: str = Field(pattern=NAME_PATTERN)
+    params: dict[str, Any] = Field(default_factory=dict)
+    random_state: int | None = Field(None, ge=0)
+    feature_selector: FeatureSelection | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrainRequest:
+        if (self.dataset_id is None) == (self.data is None):
+            raise ValueError("give exactly one of dataset_id and data")
+        return self
+
+
+class TrainAccepted(BaseModel):
+    job_id: str
+    status: str
+    status_url: str
+
+
+class ModelPointer(BaseModel):
+    name: str
+    version: int
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: float
+    stage: str
+    method: str | None
+    dataset_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    model: ModelPointer | None
+    error: str | None
+    result_url: str | None = None
+
+
+# registry ---------------------------------------------------------------------------------
+class VersionOut(BaseModel):
+    name: str
+    version: int
+    method: str
+    params: dict[str, Any]
+    dataset_id: str | None
+    dataset_sha256: str
+    feature_names: list[str]
+    label_names: list[str]
+    metrics: dict[str, Any] | None
+    training_seconds: float
+    library_versions: dict[str, str]
+    artifact_sha256: str
+    job_id: str | None
+    created_at: datetime
+
+
+class ModelOut(BaseModel):
+    name: str
+    latest_version: int | None
+    aliases: dict[str, int]
+    versions: list[VersionOut]
+
+
+class AliasIn(Strict):
+    version: int = Field(ge=1)
+
+
+# prediction and evaluation ----------------------------------------------------------------
+class PredictRequest(Strict):
+    model: str
+    instances: list[list[float]] | list[dict[str, float]] | None = None
+    dataset_id: str | None = None
+    output: OutputName | None = None
+    threshold: float | None = None
+    top_k: int | None = Field(None, ge=1)
+    include_scores: bool = False
+    format: Literal["jsonl", "csv"] = Field(
+        "jsonl", description="result file format when a large dataset is predicted as a job"
+    )
+
+
+class ModelInfo(BaseModel):
+    name: str
+    version: int
+    method: str
+
+
+class PredictResponse(BaseModel):
+    model: ModelInfo
+    output: OutputName
+    predictions: list[dict[str, Any]] | None = None
+    features: list[dict[str, Any]] | None = None
+
+
+class EvaluateRequest(Strict):
+    model: str
+    dataset_id: str
+    threshold: float | None = None
+    downstream: Literal["mlknn"] = Field(
+        "mlknn", description="selectors: the classifier trained on the selected features"
+    )
+    top_k: int | None = Field(None, ge=1, description="selectors: how many features to keep")
+    train_dataset_id: str | None = Field(
+        None, description="selectors: training data for the downstream classifier "
+        "(default: the selector's own training dataset)"
+    )
+
+
+class EvaluateResponse(BaseModel):
+    model: ModelInfo
+    dataset_id: str
+    n_samples: int
+    metrics: dict[str, float]
+    downstream: dict[str, Any] | None = None

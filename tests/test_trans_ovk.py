@@ -1,0 +1,329 @@
+"""TRANS-OVK (paper 000): the spec's section 9 invariants on generated data."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from app.methods import ovk_kernels as ok
+from app.methods.trans_ovk import SPEC, TransOVK, TransOVKParams
+
+
+def _data(n=60, d=6, q=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    W = rng.normal(size=(d, q))
+    Y = (X @ W + 0.5 * rng.normal(size=(n, q)) > 0.2).astype(int)
+    return X, Y
+
+
+def _scaled(X):
+    lo, span = ok.minmax_fit(X)
+    return (X - lo) / span
+
+
+def _dense_kernels(Xs, sigma2):
+    """All per-feature kernels (d, n, n): the naive object the solver never builds."""
+    D = Xs.T[:, :, None] - Xs.T[:, None, :]
+    return np.exp(-(D**2) / sigma2)
+
+
+def _brute_qp(H, a):
+    """Exact simplex-QP oracle for small d: best KKT-feasible face minimiser over all faces."""
+    d = len(a)
+    best, best_f = None, np.inf
+    for k in range(1, d + 1):
+        for S in combinations(range(d), k):
+            S = list(S)
+            K = np.block([[H[np.ix_(S, S)], np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
+            try:
+                m = np.linalg.solve(K, np.r_[a[S], 1.0])[:k]
+            except np.linalg.LinAlgError:
+                continue
+            if m.min() < -1e-12:
+                continue
+            mu = np.zeros(d)
+            mu[S] = m
+            f = 0.5 * mu @ H @ mu - a @ mu
+            if f < best_f:
+                best, best_f = mu, f
+    return best
+
+
+def _objective(H, a, mu):
+    return 0.5 * mu @ H @ mu - a @ mu
+
+
+# ---------------------------------------------------------------------------- kernels and G
+
+
+def test_feature_kernels_and_alignment_stats_match_dense():
+    X, Y = _data()
+    Xs = _scaled(X)
+    n, d = Xs.shape
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    s2 = ok.median_sigma2(Xs)
+    Ks = _dense_kernels(Xs, s2)
+    # invariant 2: normalisation
+    assert Xs.min() == 0.0 and np.allclose(Xs.max(0), 1.0)
+    # invariant 3: per-feature kernels; the streamed rows equal the dense kernels
+    E = ok.kernel_rows(Xs, np.arange(n), s2)
+    assert np.allclose(E.transpose(2, 0, 1), Ks, atol=1e-15)
+    for K in Ks:
+        assert np.allclose(K, K.T) and np.allclose(np.diag(K), 1.0)
+        assert K.min() > 0 and K.max() <= 1.0
+        assert np.linalg.eigvalsh(K).min() >= -1e-10
+    # invariant 4: G and a (returned scaled by 1/n^2)
+    G, A = ok.alignment_stats(Xs, Ys, s2)
+    G_dense = np.einsum("hij,tij->ht", Ks, Ks)
+    A_dense = np.einsum("tij,ia,ja->ta", Ks, Ys, Ys)
+    assert np.allclose(G * n**2, G_dense, rtol=1e-12)
+    assert np.allclose(A * n**2, A_dense, rtol=1e-12, atol=1e-9)
+    assert np.allclose(G, G.T) and np.linalg.eigvalsh(G).min() >= -1e-10
+    assert G.max() <= 1.0 and (np.diag(G) * n**2 >= n - 1e-9).all()
+    assert (A >= -1e-12).all() and (A <= 1.0).all()
+    # threaded run is the same computation
+    G2, A2 = ok.alignment_stats(Xs, Ys, s2, n_jobs=2)
+    assert np.allclose(G, G2, rtol=1e-13) and np.allclose(A, A2, rtol=1e-13)
+
+
+def test_constant_label_alignment_is_kernel_sum():
+    X, _ = _data()
+    Xs = _scaled(X)
+    Ys = np.ones((Xs.shape[0], 1))
+    s2 = ok.median_sigma2(Xs)
+    _, A = ok.alignment_stats(Xs, Ys, s2)
+    Ks = _dense_kernels(Xs, s2)
+    assert np.allclose(A[:, 0] * Xs.shape[0] ** 2, Ks.sum(axis=(1, 2)))
+
+
+# ------------------------------------------------------------------------------------- QPs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_simplex_qp_matches_exact_oracle(seed):
+    rng = np.random.default_rng(seed)
+    d = 6
+    B = rng.normal(size=(d, 3 + seed % 4))
+    H = B @ B.T + 1e-3 * np.eye(d)
+    a = rng.normal(size=d)
+    mus, _ = ok.solve_global(H / 2.0, a[:, None], 1.0, 1e-12, 200)
+    mu = mus[0]
+    ref = _brute_qp(H, a)
+    assert np.abs(mu - ref).max() < 1e-8
+    assert mu.min() >= -1e-12 and abs(mu.sum() - 1) < 1e-9
+    f = _objective(H, a, mu)
+    assert f <= _objective(H, a, np.full(d, 1 / d)) + 1e-12
+    assert all(f <= _objective(H, a, e) + 1e-12 for e in np.eye(d))
+    g = H @ mu - a  # KKT: equal gradient on the support, not smaller off it
+    S = mu > 0
+    assert np.ptp(g[S]) < 1e-9 and (g[~S] >= g[S].mean() - 1e-9).all()
+
+
+def test_lambda_a_limits():
+    X, Y = _data(q=3)
+    Xs = _scaled(X)
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    G, A = ok.alignment_stats(Xs, Ys, ok.median_sigma2(Xs))
+    small, _ = ok.solve_global(G, A, 1e-9, 1e-12, 1000)
+    for al in range(3):
+        assert small[al].argmax() == A[:, al].argmax() and small[al].max() > 1 - 1e-6
+    large, _ = ok.solve_global(G, A, 1e9, 1e-14, 1000)
+    assert np.abs(large - large[0]).max() < 1e-6
+
+
+# ------------------------------------------------------------------------------- leave-one-out
+
+
+def test_loo_corrections_and_distributions_equal_recomputation():
+    X, Y = _data(n=40, d=5, q=3, seed=3)
+    Xs = _scaled(X)
+    n, d = Xs.shape
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    s2 = ok.median_sigma2(Xs)
+    lam = 0.5
+    G, A = ok.alignment_stats(Xs, Ys, s2)
+    Mu, _ = ok.solve_global(G, A, lam, 1e-12, 500)
+    L, fails = ok.loo_distributions(Xs, Ys, s2, G, A, Mu, lam, 1e-12, 500)
+    assert fails == 0 and L.shape == (n, 3, d)
+    E = ok.kernel_rows(Xs, np.arange(n), s2)
+    for i in (0, 7, 21, n - 1):
+        keep = np.arange(n) != i
+        G_i, A_i = ok.alignment_stats(Xs[keep], Ys[keep], s2)  # same sigma, recomputed
+        dG, dA = ok.loo_corrections(E[i], Ys[i], Ys)
+        assert np.allclose(G * n**2 + dG, G_i * (n - 1) ** 2, rtol=1e-9)
+        assert np.allclose(A * n**2 + dA, A_i * (n - 1) ** 2, rtol=1e-9, atol=1e-9)
+        Mu_i, _ = ok.solve_global(G_i, A_i, lam, 1e-12, 500)
+        assert np.abs(L[i] - Mu_i).max() < 1e-8
+    assert (L >= -1e-12).all() and np.allclose(L.sum(-1), 1.0, atol=1e-9)
+
+
+# ------------------------------------------------------------------------ PCA and normaliser
+
+
+def test_pca_and_normaliser_invariants():
+    rng = np.random.default_rng(1)
+    q, d, n = 3, 8, 5
+    Mu = rng.dirichlet(np.ones(d), size=q)
+    Mu[:, 0] = 0
+    Mu /= Mu.sum(1, keepdims=True)
+    L = np.clip(Mu[None] + 0.02 * rng.normal(size=(n, q, d)), 0, None)
+    L /= L.sum(-1, keepdims=True)
+    v, P = ok.pca_combine(Mu, L, "row")
+    assert np.allclose(np.linalg.norm(P, axis=-1), 1.0)
+    assert (P.sum(-1) >= 0).all()
+    assert np.allclose(v.sum(-1), 0.0, atol=1e-14)
+    # P is the leading eigenvector of C = B* B*^T
+    B = np.stack([np.broadcast_to(Mu, L.shape), L], axis=-2) - 1.0 / d
+    C = B @ B.transpose(0, 1, 3, 2)
+    w, V = np.linalg.eigh(C)
+    lead = V[..., -1]
+    assert np.allclose(np.abs((lead * P).sum(-1)), 1.0)
+    for mode in ("minmax_sum", "softmax"):
+        N = ok.normalize(v, mode)
+        assert (N >= 0).all() and np.allclose(N.sum(-1), 1.0)
+    # identical rows: the sample-level distribution equals the global one (min mu = 0)
+    v0, _ = ok.pca_combine(Mu, np.broadcast_to(Mu, L.shape).copy(), "row")
+    assert np.allclose(ok.normalize(v0, "minmax_sum"), Mu[None], atol=1e-12)
+    vc, Pc = ok.pca_combine(Mu, L, "column")
+    assert np.allclose(vc, (Mu[None] - L) / np.sqrt(2))
+
+
+# --------------------------------------------------------------------- kernel and KRR algebra
+
+
+def _fitted(n=30, d=5, q=3, **kw):
+    X, Y = _data(n=n, d=d, q=q, seed=5)
+    m = TransOVK(**kw).fit(X, Y)
+    Xs = (X - m.x_min_) / m.x_span_
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    Mu, L = m._alignment(Xs, Ys, m.sigma2_, lambda s, f: None)
+    M = m._sample_distributions(Mu, L)
+    return m, X, Ys, M
+
+
+def test_label_correlation_and_operator_kernel_identities():
+    m, X, Ys, M = _fitted()
+    n, q, d = M.shape
+    Kx = ok.label_correlation(M)
+    for K in Kx:
+        assert np.allclose(K, K.T) and K.min() >= 0
+        assert np.linalg.eigvalsh(K).min() >= -1e-12
+        assert np.linalg.matrix_rank(K) <= min(q, d)
+        assert (np.diag(K) >= 1 / d - 1e-12).all() and (np.diag(K) <= 1 + 1e-12).all()
+    i, j = 2, 9
+    Kij = Kx[i].T @ Kx[j]
+    assert np.allclose(Kij, (Kx[j].T @ Kx[i]).T)
+    Mij = sum(np.outer(M[i, c], M[j, c]) for c in range(q))
+    expansion = np.array([[M[i, a] @ Mij @ M[j, b] for b in range(q)] for a in range(q)])
+    transform = Kx[i] @ Kx[j].T  # rows phi_h(x_i) . phi_l(x_j)
+    trace = np.array([[np.trace(np.outer(M[j, b], M[i, a]) @ Mij) for b in range(q)]
+                      for a in range(q)])
+    for other in (expansion, transform, trace):
+        assert np.allclose(Kij, other, rtol=1e-12, atol=1e-15)
+    # block matrix: symmetric PSD, rank <= q, equal to Phi^T Phi
+    Kbig = np.block([[Kx[a] @ Kx[b] for b in range(n)] for a in range(n)])
+    Phi = np.concatenate(list(Kx), axis=1)
+    assert np.allclose(Kbig, Kbig.T) and np.allclose(Kbig, Phi.T @ Phi)
+    ev = np.linalg.eigvalsh(Kbig)
+    assert ev.min() >= -1e-10 * np.abs(ev).max()
+    assert np.linalg.matrix_rank(Kbig, tol=1e-10 * ev.max()) <= q
+    u = np.random.default_rng(0).normal(size=n * q)
+    assert u @ Kbig @ u >= -1e-12
+
+
+@pytest.mark.parametrize("k_order,self_factor", [("literal", True), ("standard", False)])
+def test_rank_q_solve_equals_naive_solve(k_order, self_factor):
+    m, X, Ys, M = _fitted(k_order=k_order, self_factor=self_factor, lambda_k=0.05)
+    n, q, _ = M.shape
+    Kx = ok.label_correlation(M)
+    Kbig = np.block([[Kx[a] @ Kx[b] for b in range(n)] for a in range(n)])
+    C_dense = np.linalg.solve(Kbig + n * 0.05 * np.eye(n * q), Ys.reshape(-1)).reshape(n, q)
+    assert np.allclose(m.coef_, C_dense, rtol=1e-8, atol=1e-10 * np.abs(C_dense).max())
+    # predictions equal the dense formula g = K(x,x)^T k_x^T C
+    Xt = np.random.default_rng(9).normal(size=(4, X.shape[1]))
+    Kt = ok.label_correlation(m.predict_distributions(Xt))
+    for p in range(4):
+        blocks = [Kx[i] @ Kt[p] if k_order == "literal" else Kt[p] @ Kx[i] for i in range(n)]
+        h = np.concatenate(blocks, axis=1) @ C_dense.reshape(-1)
+        g = Kt[p] @ Kt[p] @ h if self_factor else h
+        assert np.allclose(m.decision_function(Xt[p : p + 1])[0], g, rtol=1e-8, atol=1e-14)
+
+
+def test_ridge_map_matches_closed_form_both_forms():
+    for n, d in ((30, 5), (12, 20)):  # primal (d <= n) and dual (d > n) storage
+        X, Y = _data(n=n, d=d, q=2, seed=2)
+        m = TransOVK(pca_centering="column").fit(X, Y)
+        Xs = (X - m.x_min_) / m.x_span_
+        Mu, L = m._alignment(Xs, np.where(Y > 0, 1.0, -1.0), m.sigma2_, lambda s, f: None)
+        M = m._sample_distributions(Mu, L)
+        Xt = np.random.default_rng(1).normal(size=(3, d))
+        Xts = (Xt - m.x_min_) / m.x_span_
+        F = Xs.T
+        inv = np.linalg.inv(F @ F.T + n * m.lambda_w * np.eye(d))
+        for al in range(2):
+            W = M[:, al, :].T @ F.T @ inv
+            ref = ok.normalize((Xts @ W.T)[:, None, :], "minmax_sum")[:, 0]
+            assert np.allclose(m.predict_distributions(Xt)[:, al], ref, atol=1e-10)
+        D = m.predict_distributions(Xt)
+        assert (D >= 0).all() and np.allclose(D.sum(-1), 1.0)
+
+
+# ------------------------------------------------------------------------- estimator contract
+
+
+def test_outputs_depend_on_input_and_threshold_rule():
+    X, Y = _data(n=120, d=8, q=4, seed=7)
+    for cen in ("row", "column"):
+        m = TransOVK(pca_centering=cen).fit(X[:90], Y[:90])
+        S = m.decision_function(X[90:])
+        assert S.shape == (30, 4) and np.isfinite(S).all()
+        assert np.ptp(S, axis=0).max() > 0  # scores vary with the input
+        assert m.distribution_spread_ > 0
+        assert np.array_equal(m.predict(X[90:]), (S > 0).astype(int))
+        assert np.array_equal(m.predict(X[90:], threshold=-1e9), np.ones_like(S))
+    assert m.n_qp_unconverged_ == 0
+
+
+def test_determinism_and_permutation_symmetry():
+    X, Y = _data(n=50, d=6, q=3, seed=11)
+    Xt = np.random.default_rng(2).normal(size=(10, 6))
+    kw = dict(sigma=0.4, pca_centering="column", lambda_k=0.1)
+    S = TransOVK(**kw).fit(X, Y).decision_function(Xt)
+    assert np.array_equal(S, TransOVK(**kw).fit(X, Y).decision_function(Xt))
+    perm = np.random.default_rng(3).permutation(50)
+    assert np.allclose(TransOVK(**kw).fit(X[perm], Y[perm]).decision_function(Xt), S,
+                       rtol=1e-7, atol=1e-12)
+    lp = np.array([2, 0, 1])
+    assert np.allclose(TransOVK(**kw).fit(X, Y[:, lp]).decision_function(Xt), S[:, lp],
+                       rtol=1e-7, atol=1e-12)
+    fp = np.random.default_rng(4).permutation(6)
+    assert np.allclose(TransOVK(**kw).fit(X[:, fp], Y).decision_function(Xt[:, fp]), S,
+                       rtol=1e-7, atol=1e-12)
+
+
+def test_pickle_roundtrip_and_params_contract():
+    X, Y = _data()
+    m = TransOVK(pca_centering="column").fit(X, Y)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert np.array_equal(m.decision_function(X), m2.decision_function(X))
+    ctor = set(inspect.signature(TransOVK.__init__).parameters) - {"self"}
+    assert ctor == set(TransOVKParams.model_fields)
+    assert SPEC.id == "trans-ovk" and SPEC.task == "multilabel"
+    built = SPEC.build({"lambda_k": 0.5})
+    assert built.get_params()["lambda_k"] == 0.5
+    assert built.get_params() == {**TransOVKParams().model_dump(), "lambda_k": 0.5}
+
+
+def test_progress_reports_every_stage_in_order():
+    X, Y = _data()
+    calls = []
+    TransOVK(n_jobs=2).fit(X, Y, progress=lambda s, f: calls.append((s, f)))
+    stages = [s for s, _ in calls]
+    assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == list(SPEC.stages)
+    fr = [f for _, f in calls]
+    assert all(0 <= f <= 1 for f in fr) and fr == sorted(fr) and fr[-1] == 1.0
