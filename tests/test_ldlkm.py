@@ -145,7 +145,7 @@ def test_9_iteration_bound_and_monotone_objective(data, max_iter):
     E = est.objective_history_
     assert len(E) >= 1 and (np.diff(E) <= 1e-9 * E[0]).all()
     final = ((X - est.cluster_centers_[est.labels_]) ** 2).sum()
-    assert math.isclose(E[-1], final, rel_tol=1e-12)
+    assert math.isclose(E[-1], final, rel_tol=1e-9)
 
 
 def test_10_k_equal_1_predicts_the_training_mean(data, X_test):
@@ -416,3 +416,29 @@ def test_spec_and_params_model():
             SPEC.params.model_validate(bad)
     est = SPEC.build({"k": 3, "p": "inf", "random_state": 1})
     assert isinstance(est, LDLKM) and est.p == "inf" and est.k == 3
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@pytest.mark.realdata
+def test_reproduces_paper_table_3_on_yeast_alpha():
+    """Spec 9 item 22 with the issue's tolerance: 10-fold CV at the paper's settings is within
+    2% of every LDLKM cell of Table 3 (raw features, no option switched on)."""
+    from sklearn.model_selection import KFold
+
+    from benchmarks.datasets import data_dir, load_ldl
+
+    if data_dir() is None:
+        pytest.skip("no ../shared/data")
+    ds = load_ldl("Yeast_alpha")
+    X, D = np.asarray(ds.X, dtype=float), np.asarray(ds.Y, dtype=float)
+    folds = []
+    for f, (tr, te) in enumerate(KFold(10, shuffle=True, random_state=0).split(X)):
+        P = LDLKM(k=5, max_iter=20, p=5, random_state=f).fit(X[tr], D[tr]).predict(X[te])
+        folds.append(metrics.ldl_metrics(D[te], P))
+    paper = {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812, "cosine": 0.9946,
+             "intersection": 0.9624}
+    for name, ref in paper.items():
+        ours = float(np.mean([f[name] for f in folds]))
+        assert abs(ours - ref) / ref <= 0.02, (name, ours, ref)

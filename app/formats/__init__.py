@@ -39,7 +39,8 @@ _EXTENSIONS = {
     ".svmlight": "libsvm",
     ".mat": "mat",
 }
-_LIBSVM_LINE = re.compile(rb"^\s*(-?\d+(\.\d*)?(\s*,\s*-?\d+(\.\d*)?)*)?(\s+\d+:\S+)+\s*$")
+# optional label list ("0,3" or "1"), then idx:val pairs; matched on the stripped line
+_LIBSVM_LINE = re.compile(rb"^(-?\d+(\.\d*)?(\s*,\s*-?\d+(\.\d*)?)*\s+)?\d+:\S+(\s+\d+:\S+)*$")
 
 
 def detect_format(content: bytes, filename: str | None) -> str:

@@ -78,6 +78,16 @@ def _nominal_codes(values: list[str]) -> tuple[np.ndarray, str]:
     return np.arange(len(values), dtype=np.float64), "ordinal"
 
 
+def _describe(exc: Exception, line: int) -> str:
+    """liac-arff's message with the line filled in (its own ``str()`` fails when the offending
+    row holds a '%'), or the exception text plus the line."""
+    message = getattr(exc, "message", None)
+    if isinstance(exc, arff.ArffException) and isinstance(message, str):
+        head, sep, tail = message.partition("%d")
+        return head + (str(line) if sep else "") + tail if sep else f"{message} at line {line}"
+    return f"{exc} (line {line})"
+
+
 def _lines(content: bytes, encoding: str) -> Iterator[str]:
     return iter(io.TextIOWrapper(io.BytesIO(content), encoding=encoding, newline=None))
 
@@ -160,12 +170,9 @@ def _read_rows(
             row = next(rows)
         except StopIteration:
             break
-        except arff.ArffException as exc:
-            exc.line = decoder._current_line
-            raise DatasetFormatError(f"ARFF data: {exc}") from exc
-        except (ValueError, TypeError) as exc:  # liac-arff lets a few conversion errors through
+        except Exception as exc:  # liac-arff also lets ValueError/TypeError/... through
             raise DatasetFormatError(
-                f"ARFF data: {exc} at line {decoder._current_line}"
+                f"ARFF data: {_describe(exc, decoder._current_line)}"
             ) from exc
         block.append(pick(row))
         lines.append(decoder._current_line)
@@ -194,8 +201,12 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.n
             matrix, lines = _read_rows(obj["data"], decoder, keep)
         except UnicodeDecodeError:
             continue
-        except arff.ArffException as exc:
-            raise DatasetFormatError(f"ARFF header: {exc}") from exc
+        except DatasetFormatError:
+            raise
+        except Exception as exc:  # untrusted text: any library error is a format error
+            raise DatasetFormatError(
+                f"ARFF header: {_describe(exc, decoder._current_line)}"
+            ) from exc
         if encoding == "latin-1":
             warnings.append("the file is not valid UTF-8; it was read as Latin-1")
         return obj, matrix, lines, keep
@@ -237,6 +248,10 @@ def parse_arff(
     for j, (_, kind) in enumerate(attributes):
         if not isinstance(kind, list):
             continue
+        if any(value is None for value in kind):
+            raise DatasetFormatError(
+                f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value"
+            )
         codes, how = _nominal_codes(kind)
         c = column[j]
         matrix[:, c] = codes[matrix[:, c].astype(np.intp)]

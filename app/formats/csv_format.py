@@ -96,7 +96,7 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             quotechar='"',
             encoding="utf-8",
         )
-    except (ValueError, UnicodeDecodeError) as exc:
+    except Exception as exc:  # untrusted text: any loader error is a format error
         raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
     if data.size == 0:
         data = np.empty((0, len(names)))

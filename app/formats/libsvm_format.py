@@ -27,7 +27,7 @@ def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             dtype=np.float64,
             zero_based="auto",
         )
-    except (ValueError, TypeError, IndexError) as exc:
+    except Exception as exc:  # untrusted text: any loader error is a format error
         raise DatasetFormatError(f"LIBSVM: {exc}") from exc
 
     n = X.shape[0]
@@ -39,7 +39,7 @@ def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         if bad.any():
             k = int(np.argmax(bad))
             raise DatasetFormatError(
-                f"LIBSVM line {int(rows[k]) + 1}: label id {ids[k]!r} is not a non-negative integer"
+                f"LIBSVM line {int(rows[k]) + 1}: label id {ids[k]:g} is not a non-negative integer"
             )
     q = int(ids.max()) + 1 if ids.size else 0
     if options.label_count is not None:

@@ -57,8 +57,10 @@ def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         raise DatasetFormatError(
             f"MAT: {exc}; save the file with MATLAB's -v7 option"
         ) from exc
-    except (ValueError, TypeError, OSError, EOFError) as exc:
-        raise DatasetFormatError(f"MAT: not a readable MATLAB file ({exc})") from exc
+    except Exception as exc:  # untrusted binary: scipy raises many types on corrupt input
+        raise DatasetFormatError(
+            f"MAT: not a readable MATLAB file ({type(exc).__name__}: {exc})"
+        ) from exc
 
     warnings: list[str] = []
     if "features" in variables and "labels" in variables:

@@ -506,6 +506,7 @@ class GHCDR(BaseEstimator):
         # dense phase: M, |gap|, R_t and a boolean mask per row of n entries
         rows = self._block_rows(4 * 8 * n)
         chunk = int(budget_elems // 4)
+        progress("similarity", 0.05)
         blocks = self._run_blocks(
             lambda s, e: _membership_block(Xs, self.xi_, order, Y, s, e, chunk),
             n, rows, "similarity", 0.05, 0.6, progress,
@@ -518,6 +519,7 @@ class GHCDR(BaseEstimator):
         smallest = positives[positives > 0].min() if (positives > 0).any() else 1.0
         k = max(1, matlab_round(0.1 * smallest)) if self.k_dt is None else self.k_dt
         self.k_dt_ = k = min(k, n - 1)
+        progress("dependency", 0.6)
         A = centred_unit_rows(L)
         DT = np.vstack(
             self._run_blocks(

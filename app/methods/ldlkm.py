@@ -43,6 +43,24 @@ def _order(p: float | str) -> float:
     return value
 
 
+def _power_inplace(a: np.ndarray, p: float) -> np.ndarray:
+    """``a ** p`` for a >= 0, overwriting ``a``. An integer p (the paper's p = 5) uses binary
+    exponentiation, a few multiplications instead of one ``pow`` call per element (about 8x
+    faster; the same value up to a few ulp)."""
+    if p.is_integer() and p <= 64:
+        n = int(p)
+        base = a.copy()
+        n -= 1
+        while n:
+            if n & 1:
+                a *= base
+            n >>= 1
+            if n:
+                base *= base
+        return a
+    return np.power(a, p, out=a)
+
+
 def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.ndarray:
     """Minkowski distances of order ``p`` from every row of X to every center, shape (n, k).
 
@@ -68,7 +86,7 @@ def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.nda
         if p == 2.0:
             norm = np.sqrt(np.einsum("ij,ij->i", diff, diff))
         else:
-            norm = np.power(np.power(diff, p).sum(axis=1), 1.0 / p)
+            norm = np.power(_power_inplace(diff, p).sum(axis=1), 1.0 / p)
         T[:, b] = norm * scale
     return T
 
@@ -241,8 +259,12 @@ class LDLKM(BaseEstimator):
             if prev is not None and np.array_equal(labels, prev):
                 self.converged_ = True
                 break
-            centers = self._group_means(H, labels, np.bincount(labels, minlength=k))
-            history.append(float(((H - centers[labels]) ** 2).sum()))
+            sizes = np.bincount(labels, minlength=k)
+            centers = self._group_means(H, labels, sizes)
+            # eq. (2) for the new means, by sum |h - mu|^2 = sum |h|^2 - sum_i |C_i| |mu_i|^2
+            # on the centred data (no (m, d) temporary)
+            mc = centers - offset
+            history.append(float(h_sq.sum() - sizes @ np.einsum("ij,ij->i", mc, mc)))
             prev = labels
             report("kmeans", (it + 1) / max_iter)
         self.objective_history_ = np.asarray(history)
@@ -277,8 +299,8 @@ class LDLKM(BaseEstimator):
     @staticmethod
     def _check_training_data(X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
         """Shapes, finiteness, and valid label distributions (spec 3.1; 6 item 12)."""
-        X = np.asarray(X, dtype=np.float64)
-        D = np.asarray(D, dtype=np.float64)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        D = np.ascontiguousarray(D, dtype=np.float64)
         if X.ndim != 2 or D.ndim != 2 or X.shape[0] != D.shape[0]:
             raise ValueError(f"X must be (m, d) and D (m, c) with the same m; got {X.shape}, {D.shape}")
         if X.shape[0] < 1 or X.shape[1] < 1 or D.shape[1] < 1:

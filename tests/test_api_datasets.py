@@ -1,0 +1,131 @@
+"""``/datasets`` over HTTP: uploads in every format, de-duplication, listing, deletion, and
+every rejection path (4xx naming the problem, nothing stored)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import scipy.io
+
+from app.orm import Job
+from app.db import session_scope
+from tests.conftest import csv_bytes, make_distribution, make_multilabel, upload_csv
+
+
+def stored_files(settings) -> list[str]:
+    return sorted(p.name for p in (settings.model_dir / "datasets").glob("*"))
+
+
+def test_csv_upload_describes_the_dataset(client):
+    X, Y = make_multilabel(n=30, d=4, q=2)
+    body = upload_csv(client, X, Y, "small")
+    assert body["kind"] == "multilabel"
+    assert (body["n_samples"], body["n_features"], body["n_labels"]) == (30, 4, 2)
+    assert body["feature_names"] == ["f0", "f1", "f2", "f3"]
+    assert body["label_names"] == ["label0", "label1"]
+    assert len(body["sha256"]) == 64 and body["id"]
+
+
+def test_same_upload_twice_returns_the_existing_dataset(client, settings):
+    X, Y = make_multilabel(n=20)
+    files = {"file": ("a.csv", csv_bytes(X, Y), "text/csv")}
+    first = client.post("/datasets", files=files, data={"label_count": "3"})
+    second = client.post("/datasets", files=files, data={"label_count": "3"})
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert len(stored_files(settings)) == 1
+    # other options make another dataset (the id covers files and options)
+    third = client.post("/datasets", files=files, data={"label_count": "2"})
+    assert third.status_code == 201 and third.json()["id"] != first.json()["id"]
+
+
+def test_distribution_kind_is_detected(client):
+    X, D = make_distribution(n=25)
+    assert upload_csv(client, X, D)["kind"] == "distribution"
+
+
+def test_arff_with_mulan_xml_and_minus_one_plus_one_mat(client):
+    arff = b"""@relation toy
+@attribute a numeric
+@attribute b numeric
+@attribute sad {0,1}
+@attribute happy {0,1}
+@data
+0.1,0.2,1,0
+0.3,0.1,0,1
+0.5,0.9,1,1
+"""
+    xml = b"""<?xml version="1.0" encoding="utf-8"?>
+<labels xmlns="http://mulan.sourceforge.net/labels"><label name="happy"></label><label name="sad"></label></labels>"""
+    r = client.post("/datasets", files={"file": ("toy.arff", arff), "labels_file": ("toy.xml", xml)})
+    assert r.status_code == 201, r.text
+    assert r.json()["feature_names"] == ["a", "b"]
+    assert sorted(r.json()["label_names"]) == ["happy", "sad"]
+
+    buffer = io.BytesIO()
+    rng = np.random.default_rng(0)
+    scipy.io.savemat(buffer, {
+        "train_data": rng.random((6, 3)), "train_target": np.where(rng.random((2, 6)) > 0.5, 1, -1),
+        "test_data": rng.random((4, 3)), "test_target": np.where(rng.random((2, 4)) > 0.5, 1, -1),
+    })
+    r = client.post("/datasets", files={"file": ("y.mat", buffer.getvalue())}, data={"part": "test"})
+    assert r.status_code == 201, r.text
+    assert (r.json()["n_samples"], r.json()["n_features"], r.json()["n_labels"]) == (4, 3, 2)
+
+
+def test_libsvm_upload(client):
+    content = b"0,2 1:0.5 3:1.0\n1 2:0.25\n 1:1 2:1 3:1\n"
+    r = client.post("/datasets", files={"file": ("d.svm", content)}, data={"format": "libsvm"})
+    assert r.status_code == 201, r.text
+    assert r.json()["n_samples"] == 3 and r.json()["n_labels"] == 3
+
+
+def test_rejections_name_the_problem_and_store_nothing(client, settings):
+    cases = [
+        (b"f0,f1,l0\n0.1,0.2,1\n0.3,nan,0\n", {"label_count": "1"}, "row"),
+        (b"f0,f1,l0\n0.1,0.2,1\n0.3,0.4\n", {"label_count": "1"}, "line"),
+        (b"f0,f1,l0\n0.1,0.2,1\n0.3,0.4,2\n", {"label_count": "1"}, "label"),
+        (b"f0,f1,l0\n0.1,0.2,1\n", {"label_count": "1"}, "sample"),
+        (b"l0,l1\n1,0\n0,1\n", {"label_count": "2"}, "feature"),
+        (b"f0,f1,l0\n0.1,0.2,1\n0.3,0.4,0\n", {"label_columns": "nope"}, "nope"),
+    ]
+    for content, form, word in cases:
+        r = client.post("/datasets", files={"file": ("bad.csv", content)}, data=form)
+        assert r.status_code == 422, (content, r.text)
+        assert word in r.text.lower(), (word, r.text)
+    r = client.post("/datasets", files={"file": ("x.csv", b"f0,l0\n1,0\n0,1\n")}, data={"format": "xml"})
+    assert r.status_code == 422
+    assert stored_files(settings) == []
+    assert client.get("/datasets").json()["items"] == []
+
+
+def test_upload_larger_than_the_limit_is_413(client, settings):
+    big = b"f0,l0\n" + b"0.123456789,1\n" * 120_000  # ~1.7 MB > 1 MB limit of the test settings
+    r = client.post("/datasets", files={"file": ("big.csv", big)}, data={"label_count": "1"})
+    assert r.status_code == 413
+    assert "LABELSERVE_MAX_UPLOAD_MB" in r.json()["detail"]
+    assert stored_files(settings) == []
+
+
+def test_list_get_page_and_delete(client, settings):
+    ids = [upload_csv(client, *make_multilabel(n=20, seed=s), f"d{s}")["id"] for s in range(3)]
+    first = client.get("/datasets?limit=2").json()
+    assert [d["id"] for d in first["items"]] == ids[:2] and first["next_offset"] == 2
+    rest = client.get("/datasets?limit=2&offset=2").json()
+    assert [d["id"] for d in rest["items"]] == ids[2:] and rest["next_offset"] is None
+    assert client.get(f"/datasets/{ids[0]}").json()["name"] == "d0"
+    assert client.get("/datasets?limit=0").status_code == 422
+    assert client.delete(f"/datasets/{ids[0]}").status_code == 204
+    assert client.get(f"/datasets/{ids[0]}").status_code == 404
+    assert client.delete(f"/datasets/{ids[0]}").status_code == 404
+    assert len(stored_files(settings)) == 2
+
+
+def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, multilabel_dataset):
+    with session_scope(settings.resolved_database_url) as session:
+        session.add(Job(id="j-queued", kind="train", status="queued", request={},
+                        dataset_id=multilabel_dataset["id"]))
+    r = client.delete(f"/datasets/{multilabel_dataset['id']}")
+    assert r.status_code == 409 and "j-queued" in r.json()["detail"]
+    assert client.get(f"/datasets/{multilabel_dataset['id']}").status_code == 200

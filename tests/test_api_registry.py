@@ -1,0 +1,43 @@
+"""``/models`` over HTTP: versions, aliases, references and deletion."""
+
+from __future__ import annotations
+
+from tests.conftest import make_multilabel, train
+
+
+def test_versions_aliases_and_references(client, multilabel_dataset):
+    for k in (3, 5):
+        train(client, "mlknn", multilabel_dataset["id"], "m", k=k)
+    model = client.get("/models/m").json()
+    assert model["latest_version"] == 2 and [v["version"] for v in model["versions"]] == [1, 2]
+    assert client.put("/models/m/aliases/prod", json={"version": 1}).json()["aliases"] == {"prod": 1}
+    X, _ = make_multilabel()
+    for ref, version in (("m", 2), ("m@1", 1), ("m@prod", 1)):
+        r = client.post("/predict", json={"model": ref, "instances": X[:1].tolist()})
+        assert r.json()["model"]["version"] == version
+    assert client.put("/models/m/aliases/prod", json={"version": 9}).status_code == 404
+    assert client.put("/models/m/aliases/7", json={"version": 1}).status_code == 422
+    assert client.put("/models/m/aliases/prod", json={"version": 0}).status_code == 422
+    assert client.delete("/models/m/aliases/prod").status_code == 204
+    assert client.delete("/models/m/aliases/prod").status_code == 404
+    listing = client.get("/models").json()
+    assert [m["name"] for m in listing["items"]] == ["m"] and listing["next_offset"] is None
+
+
+def test_deleting_versions_and_models(client, settings, multilabel_dataset):
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=4)
+    client.put("/models/m/aliases/prod", json={"version": 2})
+    assert client.delete("/models/m/versions/2").status_code == 204
+    model = client.get("/models/m").json()
+    assert model["latest_version"] == 1 and model["aliases"] == {}
+    assert client.get("/models/m/versions/2").status_code == 404
+    assert len(list((settings.model_dir / "artifacts").glob("*.joblib"))) == 1
+    assert client.delete("/models/m").status_code == 204
+    assert client.get("/models/m").status_code == 404
+    assert list((settings.model_dir / "artifacts").glob("*.joblib")) == []
+    assert client.delete("/models/m").status_code == 404
+    # a dataset's deletion keeps the lineage of models trained on it
+    train(client, "mlknn", multilabel_dataset["id"], "n", k=3)
+    assert client.delete(f"/datasets/{multilabel_dataset['id']}").status_code == 204
+    assert client.get("/models/n/versions/1").json()["dataset_sha256"] == multilabel_dataset["sha256"]

@@ -1,0 +1,161 @@
+"""``POST /train`` and ``/jobs`` over HTTP: validation before any work, versions, cancellation,
+crash recovery and restart persistence."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from app.db import session_scope
+from app.main import create_app
+from app.orm import Job
+from tests.conftest import make_multilabel, train, upload_csv
+
+
+def test_training_adds_versions_with_full_metadata(client, distribution_dataset):
+    first = train(client, "ldlkm", distribution_dataset["id"], "ldl", k=3)
+    second = train(client, "ldlkm", distribution_dataset["id"], "ldl", k=4)
+    assert first["model"] == {"name": "ldl", "version": 1}
+    assert second["model"] == {"name": "ldl", "version": 2}
+    assert first["progress"] == 1.0 and first["started_at"] and first["finished_at"]
+    version = client.get("/models/ldl/versions/2").json()
+    assert version["params"]["k"] == 4 and "max_iter" in version["params"]  # defaults filled in
+    assert version["dataset_id"] == distribution_dataset["id"]
+    assert version["dataset_sha256"] == distribution_dataset["sha256"]
+    assert version["label_names"] == distribution_dataset["label_names"]
+    assert {"numpy", "scikit-learn", "python"} <= set(version["library_versions"])
+    assert len(version["artifact_sha256"]) == 64 and version["training_seconds"] >= 0
+
+
+def test_train_without_wait_returns_202_and_a_status_url(client, multilabel_dataset):
+    r = client.post("/train", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"],
+                                    "model_name": "async"})
+    assert r.status_code == 202
+    body = r.json()
+    assert body["status"] == "queued" and body["status_url"] == f"/jobs/{body['job_id']}"
+    deadline = time.time() + 60
+    while client.get(body["status_url"]).json()["status"] not in ("succeeded", "failed"):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert client.get(body["status_url"]).json()["status"] == "succeeded"
+    assert client.get("/jobs").json()["items"][0]["id"] == body["job_id"]
+    assert client.get("/jobs?status=failed").json()["items"] == []
+
+
+def test_inline_data_is_stored_as_a_dataset(client):
+    X, Y = make_multilabel(n=30)
+    r = client.post("/train?wait=true", json={
+        "method": "mlknn", "model_name": "inline", "params": {"k": 3},
+        "data": {"X": X.tolist(), "Y": Y.tolist(), "label_names": ["a", "b", "c"]},
+    })
+    assert r.status_code == 200 and r.json()["status"] == "succeeded", r.text
+    version = client.get("/models/inline/versions/1").json()
+    assert version["label_names"] == ["a", "b", "c"]
+    assert client.get(f"/datasets/{version['dataset_id']}").json()["name"] == "inline"
+
+
+def test_bad_requests_are_rejected_before_any_work(client, multilabel_dataset, distribution_dataset):
+    ml, ldl = multilabel_dataset["id"], distribution_dataset["id"]
+    cases = [
+        ({"method": "nope", "dataset_id": ml, "model_name": "m"}, 422, "method"),
+        ({"method": "mlknn", "dataset_id": ml, "model_name": "m", "params": {"kk": 3}}, 422, "kk"),
+        ({"method": "mlknn", "dataset_id": ml, "model_name": "m", "params": {"k": "many"}}, 422, "k"),
+        ({"method": "mlknn", "dataset_id": ml, "model_name": "m", "params": {"k": 0}}, 422, "k"),
+        ({"method": "ldlkm", "dataset_id": ml, "model_name": "m"}, 422, "distribution"),
+        ({"method": "mlknn", "dataset_id": ldl, "model_name": "m"}, 422, "multilabel"),
+        ({"method": "mlknn", "dataset_id": "missing", "model_name": "m"}, 404, "missing"),
+        ({"method": "mlknn", "model_name": "m"}, 422, "dataset_id"),
+        ({"method": "mlknn", "dataset_id": ml, "model_name": "bad name!"}, 422, "model_name"),
+        ({"method": "mlknn", "dataset_id": ml, "model_name": "m", "extra": 1}, 422, "extra"),
+        ({"method": "mlknn", "model_name": "m", "data": {"X": [[1, 2], [3]], "Y": [[1], [0]]}}, 422, "data"),
+        ({"method": "mlknn", "model_name": "m", "data": {"X": [[1.0], [2.0]], "Y": [[1], [5]]}}, 422, "label"),
+    ]
+    for body, code, word in cases:
+        r = client.post("/train", json=body)
+        assert r.status_code == code, (body, r.text)
+        assert word in r.text, (word, r.text)
+    assert client.get("/jobs").json()["items"] == []
+
+
+def test_failed_training_reports_why(client, multilabel_dataset):
+    # k larger than the training set: the estimator refuses it at fit time
+    r = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"],
+                                             "model_name": "too-big", "params": {"k": 500}})
+    job = r.json()
+    assert r.status_code == 200 and job["status"] == "failed" and job["error"]
+    assert client.get("/models/too-big").status_code == 404
+
+
+def long_job(client: TestClient, dataset_id: str, name: str) -> str:
+    r = client.post("/train", json={
+        "method": "elcfs", "dataset_id": dataset_id, "model_name": name,
+        "params": {"max_iter": 10_000_000, "tol": 0.0},
+    })
+    assert r.status_code == 202, r.text
+    return r.json()["job_id"]
+
+
+def wait_status(client: TestClient, job_id: str, statuses: tuple[str, ...], timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        assert time.time() < deadline, job
+        time.sleep(0.05)
+
+
+def test_cancel_running_and_queued_jobs(client):
+    X, Y = make_multilabel(n=300, d=60, q=4)
+    dataset = upload_csv(client, X, Y, "cancel")
+    running = long_job(client, dataset["id"], "long")
+    queued = long_job(client, dataset["id"], "long")  # one pool process: this one waits
+    job = wait_status(client, running, ("running",))
+    while job["progress"] == 0.0 or job["stage"] != "iterations":
+        job = client.get(f"/jobs/{running}").json()
+    assert client.get(f"/jobs/{queued}").json()["status"] == "queued"
+    assert client.delete(f"/jobs/{queued}").json()["status"] == "cancelled"
+    cancelled = client.delete(f"/jobs/{running}")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert client.delete(f"/jobs/{running}").status_code == 409
+    # the worker notices at its next progress report; nothing is registered, and the pool is
+    # free again for the next job
+    ok = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"],
+                                              "model_name": "after"})
+    assert ok.json()["status"] == "succeeded"
+    assert client.get("/models/long").status_code == 404
+    assert client.get(f"/jobs/{queued}").json()["started_at"] is None
+    assert client.delete("/jobs/unknown").status_code == 404
+
+
+def test_crash_recovery_fails_running_and_requeues_queued(settings, tmp_path):
+    X, Y = make_multilabel(n=40)
+    with TestClient(create_app(settings)) as client:
+        dataset = upload_csv(client, X, Y)
+    with session_scope(settings.resolved_database_url) as session:
+        request = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "recovered", "params": {}}
+        session.add(Job(id="crashed", kind="train", status="running", request=request,
+                        method="mlknn", dataset_id=dataset["id"], model_name="recovered"))
+        session.add(Job(id="waiting", kind="train", status="queued", request=request,
+                        method="mlknn", dataset_id=dataset["id"], model_name="recovered"))
+    with TestClient(create_app(settings)) as client:
+        crashed = client.get("/jobs/crashed").json()
+        assert crashed["status"] == "failed" and "interrupted" in crashed["error"]
+        assert wait_status(client, "waiting", ("succeeded", "failed"))["status"] == "succeeded"
+
+
+def test_restart_gives_identical_predictions(settings):
+    X, Y = make_multilabel(n=60)
+    with TestClient(create_app(settings)) as client:
+        dataset = upload_csv(client, X, Y)
+        train(client, "mlknn", dataset["id"], "persist", k=5)
+        body = {"model": "persist", "instances": X[:10].tolist(), "output": "ranking"}
+        before = client.post("/predict", json=body).json()
+    with TestClient(create_app(settings)) as client:
+        after = client.post("/predict", json=body).json()
+        assert after == before
+        assert client.get("/models/persist").json()["latest_version"] == 1
+        assert np.isclose(after["predictions"][0]["ranking"][0]["score"],
+                          before["predictions"][0]["ranking"][0]["score"])

@@ -1,0 +1,367 @@
+"""Upload parsers on small generated content: every format, option and rejection path."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse
+from pydantic import ValidationError
+
+from app.formats import DatasetFormatError, ParseOptions, detect_format, parse_dataset
+
+
+def parse(content: str | bytes, filename: str | None = None, labels: str | None = None, **opts):
+    data = content.encode() if isinstance(content, str) else content
+    return parse_dataset(
+        data,
+        filename=filename,
+        labels_file=labels.encode() if labels is not None else None,
+        options=ParseOptions(**opts),
+    )
+
+
+def rejects(match: str, content, filename=None, labels=None, **opts) -> str:
+    with pytest.raises(DatasetFormatError, match=match) as info:
+        parse(content, filename, labels, **opts)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------------------------- ARFF
+
+ARFF = """% a comment
+@relation test
+@attribute f1 numeric
+@attribute color {red,green,blue}
+@attribute flag {YES,NO}
+@attribute id string
+@attribute 'lab\\'a' {0,1}
+@attribute labb {0,1}
+@data
+1.5,red,YES,'x1',1,0
+-2,blue,NO,'x2',0,1
+% comment inside data
+3,green,YES,'x3',1,1
+"""
+XML = """<?xml version="1.0" encoding="utf-8"?>
+<labels xmlns="http://mulan.sourceforge.net/labels">
+<label name="labb"></label>
+<label name="lab'a"></label>
+</labels>"""
+
+
+def test_arff_mulan_xml_matched_by_name_in_arff_order():
+    ds = parse(ARFF, "t.arff", XML)
+    # XML lists labb first; columns keep the ARFF order; the escaped quote is normalised
+    assert ds.label_names == ["lab'a", "labb"]
+    assert ds.feature_names == ["f1", "color", "flag"]
+    np.testing.assert_array_equal(ds.Y, [[1, 0], [0, 1], [1, 1]])
+    assert ds.kind == "multilabel"
+
+
+def test_arff_nominal_encoding_and_string_dropped():
+    ds = parse(ARFF, "t.arff", XML)
+    # color ordinal by declaration (red 0, green 1, blue 2); YES -> 1, NO -> 0
+    np.testing.assert_array_equal(ds.X, [[1.5, 0, 1], [-2, 2, 0], [3, 1, 1]])
+    assert ds.X.dtype == np.float64 and ds.Y.dtype == np.float64
+    assert any("string attribute" in w and "id" in w for w in ds.warnings)
+    assert any("0-based position" in w and "color" in w for w in ds.warnings)
+
+
+def test_arff_numeric_nominal_uses_the_number():
+    text = """@relation r
+@attribute code {3,1,7}
+@attribute x numeric
+@attribute l {1,0}
+@data
+7,0.5,1
+1,0.25,0
+"""
+    ds = parse(text, "r.arff", label_count=1)
+    np.testing.assert_array_equal(ds.X, [[7, 0.5], [1, 0.25]])
+    np.testing.assert_array_equal(ds.Y, [[1], [0]])
+    assert ds.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("header", "labels", "features"),
+    [("-C 2", ["f1", "color"], ["flag", "lab'a", "labb"]),
+     ("-C -2", ["lab'a", "labb"], ["f1", "color", "flag"])],
+)
+def test_arff_meka_header(header, labels, features):
+    text = ARFF.replace("@relation test", f"@relation 'test: {header}'")
+    if header == "-C 2":  # first two attributes as labels need 0/1 values
+        text = text.replace("1.5,red", "1,red").replace("-2,blue", "0,red").replace("3,green", "1,red")
+    ds = parse(text, "t.arff")
+    assert ds.label_names == labels
+    assert ds.feature_names == features
+
+
+def test_arff_label_count_and_location():
+    ds = parse(ARFF, "t.arff", label_count=2)
+    assert ds.label_names == ["lab'a", "labb"]
+    text = ARFF.replace("1.5,red", "1,red").replace("-2,blue", "0,red").replace("3,green", "1,red")
+    ds = parse(text, "t.arff", label_count=1, label_location="start")
+    assert ds.label_names == ["f1"] and ds.feature_names[0] == "color"
+
+
+def test_arff_label_columns_option():
+    ds = parse(ARFF, "t.arff", label_columns="labb")
+    assert ds.label_names == ["labb"]
+    assert "lab'a" in ds.feature_names
+
+
+def test_arff_sparse():
+    text = """@relation sparse
+@attribute a numeric
+@attribute b numeric
+@attribute n {x,y}
+@attribute l1 {0,1}
+@attribute l2 {0,1}
+@data
+{0 1.5,3 1}
+{1 2,2 y,4 1}
+{}
+"""
+    ds = parse(text, "s.arff", label_count=2)
+    # omitted numeric -> 0, omitted nominal -> first declared value (x -> ordinal 0)
+    np.testing.assert_array_equal(ds.X, [[1.5, 0, 0], [0, 2, 1], [0, 0, 0]])
+    np.testing.assert_array_equal(ds.Y, [[1, 0], [0, 1], [0, 0]])
+
+
+def test_arff_identifier_attribute_dropped_with_warning():
+    rows = "\n".join(f"P{i},{i * 0.5},{i % 2}" for i in range(12))
+    values = ",".join(f"P{i}" for i in range(20))
+    text = f"@relation g\n@attribute protein {{{values}}}\n@attribute x numeric\n" \
+           f"@attribute l {{0,1}}\n@data\n{rows}\n"
+    ds = parse(text, "g.arff", label_count=1)
+    assert ds.feature_names == ["x"]
+    assert any("identifier attribute 'protein'" in w for w in ds.warnings)
+
+
+def test_arff_utf8_and_latin1_names():
+    text = "@relation r\n@attribute 'caf\u00e9' numeric\n@attribute l {0,1}\n@data\n1,0\n2,1\n"
+    assert parse(text.encode("utf-8"), "r.arff", label_count=1).feature_names == ["caf\u00e9"]
+    ds = parse(text.encode("latin-1"), "r.arff", label_count=1)
+    assert ds.feature_names == ["caf\u00e9"]
+    assert any("Latin-1" in w for w in ds.warnings)
+
+
+def test_arff_rejections():
+    msg = rejects("cannot tell which ARFF attributes are labels", ARFF, "t.arff")
+    assert "labels_file" in msg and "label_count" in msg
+    rejects("not attributes of the ARFF file: 'nope'", ARFF, "t.arff",
+            XML.replace('name="labb"', 'name="nope"'))
+    rejects("not valid XML", ARFF, "t.arff", "<labels><label name='a'>")
+    rejects("no <label", ARFF, "t.arff", "<labels/>")
+    msg = rejects("missing value", ARFF.replace("-2,blue", "?,blue"), "t.arff", XML)
+    assert "'f1'" in msg and "line 11" in msg and "data row 2" in msg
+    msg = rejects("ARFF data", ARFF.replace("-2,blue", "-2,purple"), "t.arff", XML)
+    assert "purple" in msg and "line 11" in msg
+    msg = rejects("ARFF data", ARFF.replace("-2,blue,NO", "-2,blue"), "t.arff", XML)
+    assert "line 11" in msg
+    rejects("ARFF header", ARFF.replace("numeric", "numerix"), "t.arff", XML)
+    rejects("only 6 attributes", ARFF, "t.arff", label_count=6)
+    rejects("MEKA header", ARFF.replace("@relation test", "@relation 'x: -C 0'"), "t.arff")
+    rejects("label attribute 'id' is a string", ARFF, "t.arff", label_columns=["id"])
+    msg = rejects("Data value 2 not found in nominal declaration, at line 10",
+                  ARFF.replace("1,0\n-2", "1,2\n-2"), "t.arff", XML)
+    numeric_label = ARFF.replace("labb {0,1}", "labb numeric").replace("1,0\n-2", "1,2\n-2")
+    msg = rejects("labels are neither", numeric_label, "t.arff", XML)
+    assert "data row 1 (line 10) sums to 3.0" in msg and "'labb' = 2.0" in msg
+
+
+# ---------------------------------------------------------------------------------- CSV
+
+CSV = "a,b,y1,y2\n1,2,0,1\n3,4.5,1,1\n5,6,0,0\n"
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [{"label_columns": '["y1", "y2"]'}, {"label_columns": "y1, y2"},
+     {"label_columns": ["y2", "y1"]}, {"label_count": 2}],
+)
+def test_csv_label_selection(opts):
+    ds = parse(CSV, "d.csv", **opts)
+    assert ds.feature_names == ["a", "b"] and ds.label_names == ["y1", "y2"]
+    np.testing.assert_array_equal(ds.X, [[1, 2], [3, 4.5], [5, 6]])
+    np.testing.assert_array_equal(ds.Y, [[0, 1], [1, 1], [0, 0]])
+
+
+def test_csv_label_columns_anywhere_and_label_location_start():
+    text = "y,a,b\n1,2,3\n0,4,5\n"
+    ds = parse(text, "d.csv", label_count=1, label_location="start")
+    assert ds.label_names == ["y"] and ds.feature_names == ["a", "b"]
+    ds = parse(text, "d.csv", label_columns="y")
+    np.testing.assert_array_equal(ds.X, [[2, 3], [4, 5]])
+
+
+def test_csv_semicolon_and_quotes():
+    ds = parse('a;"b";y\n1;"2";1\n3;4;0\n', "d.csv", label_count=1)
+    assert ds.feature_names == ["a", "b"]
+    np.testing.assert_array_equal(ds.X, [[1, 2], [3, 4]])
+
+
+def test_csv_rejections():
+    rejects("needs label_columns", CSV, "d.csv")
+    rejects(r"not in the CSV header: 'zz'", CSV, "d.csv", label_columns="zz")
+    rejects("label_count=4 but the CSV has only 4 columns", CSV, "d.csv", label_count=4)
+    msg = rejects("CSV line 3, column 'b'", CSV.replace("4.5", "abc"), "d.csv", label_count=2)
+    assert "'abc' is not a number" in msg
+    rejects("CSV line 4 has 3 values, the header has 4", CSV.replace("5,6,0,0", "5,6,0"),
+            "d.csv", label_count=2)
+    rejects("'a' appears more than once", "a,a,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
+    rejects("column 2 has no name", "a,,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
+    msg = rejects("feature 'b'", CSV.replace("4.5", "nan"), "d.csv", label_count=2)
+    assert "data row 2" in msg and "missing" in msg
+    rejects("feature 'a' .* is inf", CSV.replace("5,6", "inf,6"), "d.csv", label_count=2)
+    rejects("at least 2 samples, found 1", "a,y\n1,0\n", "d.csv", label_count=1)
+    rejects("at least 2 samples, found 0", "a,y\n", "d.csv", label_count=1)
+
+
+def test_csv_minus_one_plus_one_mapped():
+    ds = parse("a,y1,y2\n1,-1,1\n2,1,-1\n", "d.csv", label_count=2)
+    np.testing.assert_array_equal(ds.Y, [[0, 1], [1, 0]])
+    assert ds.kind == "multilabel"
+    assert any("-1/+1" in w for w in ds.warnings)
+
+
+def test_distribution_detection_and_renormalisation():
+    ds = parse("a,d1,d2,d3\n1,0.2,0.3,0.5\n2,0.1,0.1,0.8000001\n", "d.csv", label_count=3)
+    assert ds.kind == "distribution"
+    np.testing.assert_allclose(ds.Y.sum(axis=1), 1.0, atol=1e-15)
+    # one label per row (all 0/1) is multi-label, not a distribution
+    assert parse("a,y1,y2\n1,1,0\n2,0,1\n", "d.csv", label_count=2).kind == "multilabel"
+
+
+def test_label_value_rejections():
+    msg = rejects("row 2 sums to 0.9", "a,d1,d2\n1,0.5,0.5\n2,0.4,0.5\n", "d.csv", label_count=2)
+    assert "'d1' = 0.4" in msg
+    msg = rejects("is -0.5", "a,d1,d2\n1,1.5,-0.5\n2,0.5,0.5\n", "d.csv", label_count=2)
+    assert "label 'd2' (label column 2) at data row 1" in msg
+    msg = rejects("is -1 but", "a,y1,y2\n1,-1,0\n2,1,1\n", "d.csv", label_count=2)
+    assert "'y2' (label column 2) at data row 1 is 0.0" in msg
+    rejects("labels are neither", "a,y1,y2\n1,2,0\n2,1,1\n", "d.csv", label_count=2)
+
+
+# ---------------------------------------------------------------------------------- LIBSVM
+
+def test_libsvm_multilabel():
+    text = "0,2 1:0.5 3:1\n 2:1\n1 1:2 2:3\n"
+    ds = parse(text, "d.svm")
+    np.testing.assert_array_equal(ds.X, [[0.5, 0, 1], [0, 1, 0], [2, 3, 0]])
+    np.testing.assert_array_equal(ds.Y, [[1, 0, 1], [0, 0, 0], [0, 1, 0]])
+    assert ds.feature_names == ["f0", "f1", "f2"] and ds.label_names == ["l0", "l1", "l2"]
+    ds = parse(text, "d.svm", label_count=5, n_features=4)
+    assert ds.Y.shape == (3, 5) and ds.X.shape == (3, 4)
+
+
+def test_libsvm_rejections():
+    rejects("label id 2 is out of range for label_count=2", "0,2 1:1\n1 2:1\n", "d.svm",
+            label_count=2)
+    rejects("LIBSVM line 2: label id -1 is not a non-negative integer", "0 1:1\n-1 2:1\n",
+            "d.svm")
+    rejects("LIBSVM: .*n_features", "0 1:1 7:2\n1 2:1\n", "d.svm", n_features=3)
+    rejects("LIBSVM", "0 1:abc\n1 2:1\n", "d.svm")
+
+
+# ---------------------------------------------------------------------------------- MAT
+
+def mat_bytes(**variables) -> bytes:
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, variables)
+    return buffer.getvalue()
+
+
+def test_mat_ldl_layout():
+    rng = np.random.default_rng(0)
+    labels = rng.dirichlet(np.ones(4), size=6)
+    ds = parse(mat_bytes(features=rng.random((6, 3)), labels=labels), "x.mat")
+    assert ds.kind == "distribution"
+    assert ds.X.shape == (6, 3) and ds.label_names == ["l0", "l1", "l2", "l3"]
+    np.testing.assert_allclose(ds.Y, labels)
+
+
+def test_mat_train_test_layout_minus_one_plus_one_and_sparse():
+    rng = np.random.default_rng(1)
+    train_y = np.where(rng.random((3, 5)) < 0.5, 1, -1).astype(np.int16)  # q x n
+    test_y = np.where(rng.random((3, 4)) < 0.5, 1, -1).astype(np.int16)
+    content = mat_bytes(
+        train_data=scipy.sparse.csr_matrix(rng.random((5, 2))),
+        train_target=train_y,
+        test_data=rng.random((4, 2)),
+        test_target=test_y,
+    )
+    train = parse(content, "y.mat")
+    np.testing.assert_array_equal(train.Y, (train_y.T == 1).astype(float))
+    assert train.X.shape == (5, 2) and train.kind == "multilabel"
+    assert any("-1/+1" in w for w in train.warnings)
+    test = parse(content, "y.mat", part="test")
+    np.testing.assert_array_equal(test.Y, (test_y.T == 1).astype(float))
+
+
+def test_mat_n_by_q_target_accepted_with_warning():
+    content = mat_bytes(data=np.arange(8.0).reshape(4, 2), target=np.eye(4)[:, :3])
+    ds = parse(content, "y.mat")
+    assert ds.Y.shape == (4, 3) and any("n x q" in w for w in ds.warnings)
+
+
+def test_mat_rejections():
+    rejects("expected 'features' and 'labels'.*'test_data'", mat_bytes(foo=np.ones((2, 2))),
+            "x.mat", part="test")
+    rejects("has shape \\(3, 3\\); expected q x 5",
+            mat_bytes(data=np.ones((5, 2)), target=np.ones((3, 3))), "x.mat")
+    rejects("not a numeric matrix",
+            mat_bytes(features=np.array(["ab", "cd"]), labels=np.ones((2, 1))), "x.mat")
+    rejects("not a readable MATLAB file", b"MATLAB 5.0 garbage" + b"\0" * 200, "x.mat")
+    rejects("6 feature rows but 5 label rows",
+            mat_bytes(features=np.ones((6, 2)), labels=np.full((5, 2), 0.5)), "x.mat")
+
+
+# ---------------------------------------------------------------------------------- dispatch
+
+def test_detect_format():
+    assert detect_format(b"", "a.ARFF") == "arff"
+    assert detect_format(b"", "a.tsv") == "csv"
+    assert detect_format(b"", "a.libsvm") == "libsvm"
+    assert detect_format(mat_bytes(x=np.ones(2)), None) == "mat"
+    assert detect_format(ARFF.encode(), "data.txt") == "arff"
+    assert detect_format(b"0,3 1:0.5 4:1\n", None) == "libsvm"
+    assert detect_format(b" 1:0.5\n", None) == "libsvm"
+    assert detect_format(CSV.encode(), None) == "csv"
+
+
+def test_auto_detection_parses_without_filename():
+    assert parse(ARFF, None, XML).label_names == ["lab'a", "labb"]
+    assert parse(CSV, None, label_count=2).n_features == 2
+    assert parse("0 1:1\n1 2:1\n", None).n_labels == 2
+
+
+def test_explicit_format_overrides_extension():
+    assert parse(CSV, "d.txt", format="csv", label_count=2).n_labels == 2
+
+
+def test_dispatch_rejections():
+    rejects("empty", b"", "d.csv")
+    rejects("applies to ARFF only", CSV, "d.csv", XML, label_count=2)
+
+
+def test_parse_options_validation():
+    assert ParseOptions(label_columns="").label_columns is None
+    assert ParseOptions(label_columns='["a","b"]').label_columns == ["a", "b"]
+    with pytest.raises(ValidationError):
+        ParseOptions(label_columns="[not json")
+    with pytest.raises(ValidationError):
+        ParseOptions(label_columns="a,a")
+    with pytest.raises(ValidationError):
+        ParseOptions(label_count=0)
+    with pytest.raises(ValidationError):
+        ParseOptions(part="valid")
+    with pytest.raises(ValidationError):
+        ParseOptions(colour="red")
+
+
+def test_dataset_format_error_is_value_error():
+    assert issubclass(DatasetFormatError, ValueError)
