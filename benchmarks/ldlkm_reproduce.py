@@ -8,8 +8,9 @@ standard deviation over folds (and repeats) of the per-fold mean metric.
 Printed beside the paper's LDLKM cell and ours (with the relative gap):
 
 * ``train-mean``: predicts the training fold's mean distribution for every test sample;
-* ``AA-kNN``: the mean distribution of the k nearest training samples (Euclidean, raw features,
-  as in Geng's LDL toolbox), k chosen per outer fold by inner CV on the training fold only;
+* ``AA-kNN``: the mean distribution of the k nearest training samples (Euclidean), with k and
+  raw vs z-scored features chosen per outer fold by inner CV on the training fold only (the
+  same feature option LDLKM+opts gets, so the comparison is fair);
 * ``LDLKM+opts``: LDLKM with the opt-in ``standardize`` and ``temperature`` options chosen per
   outer fold by inner CV on the training fold only (k and p stay at the paper's values);
 * ``LDLKM+opts+k``: the same with k in {5, 10, 20, 40} added to the inner-CV grid (beyond the
@@ -60,7 +61,9 @@ PAPER = {
 }
 DONE_TOLERANCE = 0.02  # the issue's criterion: every cell of Tables 3-5 within 2% relative
 
-AAKNN_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100, 150, 200)
+AAKNN_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100, 150, 200, 300, 500)
+#: (standardize, k) points for AA-kNN.
+AAKNN_GRID = [(s, k) for s in (False, True) for k in AAKNN_KS]
 TEMPERATURES = tuple(float(t) for t in 10.0 ** np.arange(-4.0, 4.01, 0.5))
 #: (k, standardize, temperature) points; the paper's setting first so that ties keep it.
 LDLKM_GRID = [(5, False, 1.0)] + [(5, s, t) for s in (False, True) for t in TEMPERATURES
@@ -78,14 +81,24 @@ def chebyshev_rows(D: np.ndarray, P: np.ndarray) -> float:
 
 
 def aaknn_candidates(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray,
-                     ks: tuple[int, ...]) -> dict[int, np.ndarray]:
-    """AA-kNN predictions for every k in ``ks`` from one neighbour search (brute force,
-    Euclidean, ties in scikit-learn's order): the mean of the k nearest training rows of D."""
-    kmax = min(max(ks), len(Xtr))
-    idx = NearestNeighbors(n_neighbors=kmax, algorithm="brute").fit(Xtr).kneighbors(
-        Xte, return_distance=False)
-    csum = np.cumsum(Dtr[idx], axis=1)  # (n_test, kmax, c)
-    return {k: csum[:, k - 1] / k for k in ks if k <= kmax}
+                     grid: list[tuple[bool, int]]) -> dict[tuple[bool, int], np.ndarray]:
+    """AA-kNN predictions for every (standardize, k) point: the mean of the k nearest training
+    rows of D (brute force, Euclidean, ties in scikit-learn's order), on raw features or on
+    features z-scored with the training part's mean and std; one neighbour search per
+    feature space serves every k."""
+    out: dict[tuple[bool, int], np.ndarray] = {}
+    for standardize in sorted({s for s, _ in grid}):
+        A, B = Xtr, Xte
+        if standardize:
+            mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
+            sd[sd == 0] = 1.0
+            A, B = (Xtr - mu) / sd, (Xte - mu) / sd
+        ks = [k for s, k in grid if s == standardize and k <= len(Xtr)]
+        idx = NearestNeighbors(n_neighbors=max(ks), algorithm="brute").fit(A).kneighbors(
+            B, return_distance=False)
+        csum = np.cumsum(Dtr[idx], axis=1)  # (n_test, kmax, c)
+        out.update({(standardize, k): csum[:, k - 1] / k for k in ks})
+    return out
 
 
 Opt = tuple[int, bool, float]  # (k, standardize, temperature)
@@ -123,7 +136,7 @@ def inner_choice(X: np.ndarray, D: np.ndarray, candidates, grid, folds: int, see
 @dataclass
 class Result:
     per_fold: dict[str, list[dict[str, float]]] = field(default_factory=dict)
-    aaknn_k: list[int] = field(default_factory=list)
+    aaknn_k: list[tuple[bool, int]] = field(default_factory=list)
     chosen: dict[str, list[Opt]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -156,11 +169,11 @@ def evaluate(X: np.ndarray, D: np.ndarray, *, seed: int, repeats: int, inner_fol
             if not tune:
                 continue
             t0 = time.perf_counter()
-            k = inner_choice(Xtr, Dtr, lambda a, b, c: aaknn_candidates(a, b, c, AAKNN_GRID),
-                             list(AAKNN_GRID), inner_folds, fold_seed)
-            res.add("AA-kNN", Dte, aaknn_candidates(Xtr, Dtr, Xte, (k,))[k],
+            sk = inner_choice(Xtr, Dtr, lambda a, b, c: aaknn_candidates(a, b, c, AAKNN_GRID),
+                              AAKNN_GRID, inner_folds, fold_seed)
+            res.add("AA-kNN", Dte, aaknn_candidates(Xtr, Dtr, Xte, [sk])[sk],
                     time.perf_counter() - t0)
-            res.aaknn_k.append(k)
+            res.aaknn_k.append(sk)
 
             for label, grid in (("LDLKM+opts", LDLKM_GRID), ("LDLKM+opts+k", LDLKM_K_GRID)):
                 t0 = time.perf_counter()
@@ -209,9 +222,11 @@ def report(name: str, shape: tuple[int, int, int], inner_folds: int, res: Result
             row += f"  {cell(mm, ms):>17} {g}"
         lines.append(row)
     if res.aaknn_k:
-        ks, counts = np.unique(res.aaknn_k, return_counts=True)
-        lines.append("AA-kNN k chosen (inner CV): "
-                     + ", ".join(f"{k}×{c}" for k, c in zip(ks, counts)))
+        picked: dict[tuple[bool, int], int] = {}
+        for o in res.aaknn_k:
+            picked[o] = picked.get(o, 0) + 1
+        lines.append("AA-kNN chosen (features, k): " + ", ".join(
+            f"({'std' if s else 'raw'}, {k})×{c}" for (s, k), c in sorted(picked.items())))
     for label, opts in res.chosen.items():
         counts: dict[Opt, int] = {}
         for o in opts:

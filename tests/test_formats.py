@@ -218,7 +218,7 @@ def test_csv_rejections():
     assert "data row 2" in msg and "missing" in msg
     rejects("feature 'a' .* is inf", CSV.replace("5,6", "inf,6"), "d.csv", label_count=2)
     rejects("at least 2 samples, found 1", "a,y\n1,0\n", "d.csv", label_count=1)
-    rejects("at least 2 samples, found 0", "a,y\n", "d.csv", label_count=1)
+    rejects("header but no data rows", "a,y\n \n", "d.csv", label_count=1)
 
 
 def test_csv_minus_one_plus_one_mapped():

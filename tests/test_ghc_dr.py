@@ -246,7 +246,7 @@ def test_nonconvex_case_is_reported_not_hidden():
     with pytest.warns(NonConvexWarning):
         m = GHCDR(beta=100.0).fit(X, Y)
     assert not m.convex_ and m.min_D_ < 0
-    with pytest.raises(ValueError, match="not convex"):
+    with pytest.raises(ValueError, match="not strictly convex"):
         GHCDR(beta=100.0, nonconvex="error").fit(X, Y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

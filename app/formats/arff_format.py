@@ -84,7 +84,7 @@ def _describe(exc: Exception, line: int) -> str:
     message = getattr(exc, "message", None)
     if isinstance(exc, arff.ArffException) and isinstance(message, str):
         head, sep, tail = message.partition("%d")
-        return head + (str(line) if sep else "") + tail if sep else f"{message} at line {line}"
+        return f"{head}{line}{tail}" if sep else f"{message} at line {line}"
     return f"{exc} (line {line})"
 
 
@@ -170,6 +170,8 @@ def _read_rows(
             row = next(rows)
         except StopIteration:
             break
+        except MemoryError:
+            raise
         except Exception as exc:  # liac-arff also lets ValueError/TypeError/... through
             raise DatasetFormatError(
                 f"ARFF data: {_describe(exc, decoder._current_line)}"
@@ -201,7 +203,7 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.n
             matrix, lines = _read_rows(obj["data"], decoder, keep)
         except UnicodeDecodeError:
             continue
-        except DatasetFormatError:
+        except (DatasetFormatError, MemoryError):
             raise
         except Exception as exc:  # untrusted text: any library error is a format error
             raise DatasetFormatError(

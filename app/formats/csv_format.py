@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import numpy as np
 
 from .common import DatasetFormatError, ParseOptions, ParsedDataset
 from .validation import finalize
+
+_NON_SPACE = re.compile(rb"\S")
 
 
 def _header(content: bytes) -> tuple[list[str], str, int]:
@@ -86,9 +89,13 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
     else:
         raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
 
+    if not _NON_SPACE.search(content, start):
+        raise DatasetFormatError("CSV has a header but no data rows; at least 2 samples are needed")
+    body = io.BytesIO(content)
+    body.seek(start)
     try:
         data = np.loadtxt(
-            io.BytesIO(content[start:]) if start else io.BytesIO(b""),
+            body,
             delimiter=delimiter,
             dtype=np.float64,
             ndmin=2,
@@ -96,10 +103,10 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             quotechar='"',
             encoding="utf-8",
         )
+    except MemoryError:
+        raise
     except Exception as exc:  # untrusted text: any loader error is a format error
         raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
-    if data.size == 0:
-        data = np.empty((0, len(names)))
     if data.shape[1] != len(names):
         raise DatasetFormatError(
             f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns"

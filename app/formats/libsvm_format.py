@@ -27,6 +27,8 @@ def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             dtype=np.float64,
             zero_based="auto",
         )
+    except MemoryError:
+        raise
     except Exception as exc:  # untrusted text: any loader error is a format error
         raise DatasetFormatError(f"LIBSVM: {exc}") from exc
 

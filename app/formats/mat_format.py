@@ -15,25 +15,52 @@ Sparse matrices are densified. Names are generated (``f0, ...``, ``l0, ...``).
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
-import scipy.io
-import scipy.sparse
 
 from .common import DatasetFormatError, ParseOptions, ParsedDataset, generated_names
 from .validation import finalize
 
+_READER = Path(__file__).with_name("_mat_reader.py")
 
-def _matrix(variables: dict, key: str) -> np.ndarray:
-    value = variables[key]
-    if scipy.sparse.issparse(value):
-        value = value.toarray()
-    value = np.asarray(value)
-    if value.dtype.kind not in "biuf":
-        raise DatasetFormatError(
-            f"MAT variable {key!r} is not a numeric matrix (MATLAB class gives numpy dtype "
-            f"{value.dtype})"
+
+def load_mat_variables(content: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Numeric variables of a MAT file (sparse ones densified) and the dtype of the others.
+
+    ``scipy.io.loadmat`` runs in a child process (``_mat_reader.py``) because it can crash the
+    interpreter on corrupt files; the arrays come back as an ``.npz`` read without pickle.
+    """
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(_READER)], input=content, capture_output=True, check=False
         )
+    except OSError as exc:
+        raise RuntimeError(f"cannot start the MAT reader process: {exc}") from exc
+    message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    detail = message[-1] if message else ""
+    if proc.returncode == 3:
+        raise DatasetFormatError(
+            f"MAT: {detail}; MATLAB v7.3 (HDF5) files are not supported, save with -v7"
+        )
+    if proc.returncode == 2:
+        raise DatasetFormatError(f"MAT: not a readable MATLAB file ({detail})")
+    if proc.returncode != 0:
+        raise DatasetFormatError(
+            f"MAT: the MATLAB reader failed on this file (exit status {proc.returncode}); it is "
+            "corrupt or not a MATLAB v4-v7 file"
+        )
+    with np.load(io.BytesIO(proc.stdout), allow_pickle=False) as npz:
+        meta = json.loads(str(npz["arr_0"]))
+        arrays = {name: npz[f"arr_{k + 1}"] for k, name in enumerate(meta["names"])}
+    return arrays, meta["other"]
+
+
+def _matrix(variables: dict[str, np.ndarray], key: str) -> np.ndarray:
+    value = variables[key]
     if value.ndim != 2:
         raise DatasetFormatError(f"MAT variable {key!r} must be 2-D, got shape {value.shape}")
     return value.astype(np.float64, copy=False)
@@ -51,17 +78,13 @@ def _label_major(target: np.ndarray, n: int, key: str, warnings: list[str]) -> n
 
 
 def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
-    try:
-        variables = scipy.io.loadmat(io.BytesIO(content))
-    except NotImplementedError as exc:  # v7.3 (HDF5)
-        raise DatasetFormatError(
-            f"MAT: {exc}; save the file with MATLAB's -v7 option"
-        ) from exc
-    except Exception as exc:  # untrusted binary: scipy raises many types on corrupt input
-        raise DatasetFormatError(
-            f"MAT: not a readable MATLAB file ({type(exc).__name__}: {exc})"
-        ) from exc
-
+    variables, other = load_mat_variables(content)
+    for key in ("features", "labels", f"{options.part}_data", f"{options.part}_target", "data",
+                "target"):
+        if key in other:
+            raise DatasetFormatError(
+                f"MAT variable {key!r} is not a numeric matrix (numpy dtype {other[key]})"
+            )
     warnings: list[str] = []
     if "features" in variables and "labels" in variables:
         X = _matrix(variables, "features")
@@ -77,7 +100,7 @@ def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         X = _matrix(variables, "data")
         Y = _label_major(_matrix(variables, "target"), X.shape[0], "target", warnings)
     else:
-        found = sorted(k for k in variables if not k.startswith("__"))
+        found = sorted(set(variables) | set(other))
         raise DatasetFormatError(
             f"MAT file holds {found or 'no variables'}; expected 'features' and 'labels' (LDL), "
             f"'{options.part}_data' and '{options.part}_target' (train/test layout, part="

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.context
+import pkgutil
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -39,11 +41,20 @@ class JobRunner(Protocol):
     def shutdown(self) -> None: ...
 
 
-def _warm_up() -> None:
-    """Import every method once per pool process so the first job does not pay for it."""
-    from app.methods.catalog import catalog
+def _pool_context() -> multiprocessing.context.ForkServerContext:
+    """Pool processes fork from a server that has already imported every method module.
 
-    catalog()
+    Forking a threaded server process (uvicorn) is unsafe and spawning re-imports numpy, scipy
+    and scikit-learn for every pool (seconds); the fork server imports them once.
+    """
+    import app.methods as methods_pkg
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(
+        ["app.jobs.work"]
+        + [f"app.methods.{m.name}" for m in pkgutil.iter_modules(methods_pkg.__path__)]
+    )
+    return context
 
 
 class LocalRunner:
@@ -63,8 +74,7 @@ class LocalRunner:
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
             max_workers=self._settings.workers,
-            mp_context=multiprocessing.get_context("forkserver"),
-            initializer=_warm_up,
+            mp_context=_pool_context(),
         )
 
     def submit(self, job_id: str) -> None:

@@ -359,7 +359,8 @@ class GHCDRParams(MethodParams):
     nonconvex: Literal["warn", "error", "ignore"] = Field(
         "warn",
         description="When an eigenvalue of the Sylvester system is <= 0 (Z is a saddle point, A11): warn and "
-        "return it as the paper would, raise, or stay silent. ``convex_`` records it in every case.",
+        "return it as the paper would, raise, or stay silent; the same for a singular system (minimum-norm "
+        "solution). ``convex_``, ``singular_`` and ``min_D_`` record it in every case.",
     )
     ratio: float = Field(
         0.5, gt=0, le=1, description="Fraction of features kept by transform / get_support() (paper: up to 50%)."
@@ -422,8 +423,7 @@ class GHCDR(BaseEstimator):
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> GHCDR:
         progress = progress or no_progress
         X, Y = self._validate(X, Y)
-        n, d = X.shape
-        q = Y.shape[1]
+        d = X.shape[1]
         Xs, self.data_min_, self.data_range_ = minmax_scale(X)
 
         progress("mi", 0.0)
@@ -448,11 +448,11 @@ class GHCDR(BaseEstimator):
         self.convex_ = self.min_D_ > 0
         resid = (np.eye(d) + self.alpha * G_fgm) @ Z + self.beta * Z @ self.R_ - target
         self.sylvester_residual_ = float(np.linalg.norm(resid) / max(1.0, np.linalg.norm(target)))
-        if not self.convex_:
+        if not self.convex_ or self.singular_:
             msg = (
-                f"GHC-DR objective is not convex at alpha={self.alpha}, beta={self.beta}: smallest eigenvalue "
-                f"{self.min_D_:.3g} of the Sylvester system, so Z is a saddle point"
-                + (" (singular: minimum-norm solution)" if self.singular_ else "")
+                f"GHC-DR objective is not strictly convex at alpha={self.alpha}, beta={self.beta}: smallest "
+                f"eigenvalue {self.min_D_:.3g} of the Sylvester system, so Z is "
+                + ("the minimum-norm solution of a singular system" if self.singular_ else "a saddle point")
             )
             if self.nonconvex == "error":
                 raise ValueError(msg)
