@@ -75,12 +75,21 @@ KL_EPS = 1e-12
 
 #: metric names whose best value is the smallest one (every other metric: higher is better)
 LOWER_IS_BETTER = frozenset(
-    {"hamming_loss", "ranking_loss", "one_error", "coverage",
-     "chebyshev", "clark", "canberra", "kl_divergence"}
+    {
+        "hamming_loss",
+        "ranking_loss",
+        "one_error",
+        "coverage",
+        "chebyshev",
+        "clark",
+        "canberra",
+        "kl_divergence",
+    }
 )
 
 
 # --------------------------------------------------------------------------- input checks
+
 
 def _as_2d(a: object, name: str) -> np.ndarray:
     arr = np.asarray(a)
@@ -127,6 +136,7 @@ def _mean_or_nan(values: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- multi-label
+
 
 def hamming_loss(Y: object, Yhat: object) -> float:
     """Fraction of misclassified (sample, label) pairs: (1/nq) sum_i |Y_i xor Yhat_i|."""
@@ -218,8 +228,15 @@ def average_precision(Y: object, S: object) -> float:
 
 #: the multi-label metric names, in the order of the API contract
 MULTILABEL_METRICS = (
-    "hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision",
-    "subset_accuracy", "micro_f1", "macro_f1", "example_f1",
+    "hamming_loss",
+    "ranking_loss",
+    "one_error",
+    "coverage",
+    "average_precision",
+    "subset_accuracy",
+    "micro_f1",
+    "macro_f1",
+    "example_f1",
 )
 
 
@@ -241,6 +258,7 @@ def multilabel_metrics(Y: object, Yhat: object, S: object | None) -> dict[str, f
 
 
 # --------------------------------------------------------------------------- LDL
+
 
 def _dists(D: object, Dhat: object) -> tuple[np.ndarray, np.ndarray]:
     d = _as_2d(D, "D").astype(np.float64, copy=False)

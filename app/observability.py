@@ -42,7 +42,9 @@ class Metrics:
             "labelserve_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
         )
         self.latency = Histogram(
-            "labelserve_request_seconds", "HTTP request latency", ["method", "route"],
+            "labelserve_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )

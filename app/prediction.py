@@ -42,9 +42,7 @@ def instances_to_matrix(
     else:
         for i, row in enumerate(instances):
             if len(row) != d:
-                raise InstanceError(
-                    f"instances[{i}]: expected {d} features, received {len(row)}"
-                )
+                raise InstanceError(f"instances[{i}]: expected {d} features, received {len(row)}")
         try:
             X = np.asarray(instances, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -98,9 +96,7 @@ def _named(extra: dict[str, Any], label_names: list[str]) -> dict[str, Any]:
     return out
 
 
-def rankings(
-    model: Any, X: np.ndarray, label_names: list[str], top_k: int | None
-) -> list[dict[str, Any]]:
+def rankings(model: Any, X: np.ndarray, label_names: list[str], top_k: int | None) -> list[dict[str, Any]]:
     scores = np.asarray(model.decision_function(X), dtype=np.float64)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
     return [
@@ -114,14 +110,10 @@ def distributions(model: Any, X: np.ndarray, label_names: list[str]) -> list[dic
     return [{"distribution": dict(zip(label_names, map(float, row)))} for row in P]
 
 
-def selected_features(
-    model: Any, feature_names: list[str], top_k: int | None
-) -> list[dict[str, Any]]:
+def selected_features(model: Any, feature_names: list[str], top_k: int | None) -> list[dict[str, Any]]:
     ranking = np.asarray(model.ranking_)[:top_k]
     scores = np.asarray(model.feature_scores_, dtype=np.float64)
-    return [
-        {"index": int(j), "name": feature_names[j], "score": float(scores[j])} for j in ranking
-    ]
+    return [{"index": int(j), "name": feature_names[j], "score": float(scores[j])} for j in ranking]
 
 
 def predict_items(

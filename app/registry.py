@@ -91,9 +91,7 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
         except IntegrityError:
             pass  # created concurrently by another job
     session.execute(select(Model).where(Model.name == name).with_for_update()).scalar_one()
-    latest = session.scalar(
-        select(func.max(ModelVersion.version)).where(ModelVersion.model_name == name)
-    )
+    latest = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.model_name == name))
     row = ModelVersion(model_name=name, version=(latest or 0) + 1, **fields)
     session.add(row)
     session.flush()
@@ -103,9 +101,7 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
 def artifact_in_use(session: Session, sha256: str) -> bool:
     return (
         session.scalar(
-            select(func.count()).select_from(ModelVersion).where(
-                ModelVersion.artifact_sha256 == sha256
-            )
+            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
         )
         or 0
     ) > 0

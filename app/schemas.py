@@ -182,8 +182,9 @@ class EvaluateRequest(Strict):
     )
     top_k: int | None = Field(None, ge=1, description="selectors: how many features to keep")
     train_dataset_id: str | None = Field(
-        None, description="selectors: training data for the downstream classifier "
-        "(default: the selector's own training dataset)"
+        None,
+        description="selectors: training data for the downstream classifier "
+        "(default: the selector's own training dataset)",
     )
 
 

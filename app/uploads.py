@@ -55,7 +55,14 @@ class UploadLimit:
         body = json.dumps(
             {"detail": f"request body larger than LABELSERVE_MAX_UPLOAD_MB ({limit_mb:g} MB)"}
         ).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

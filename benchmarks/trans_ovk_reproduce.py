@@ -18,7 +18,8 @@ ML-KNN columns:
   reading.
 
 Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce --datasets emotions --repeats 10 --tune``
-(``--quick``: emotions, 3 splits). Writes ``benchmarks/results/trans_ovk_reproduce.md``.
+(``--quick``: emotions, 3 splits). Writes one table per data set to
+``benchmarks/results/trans_ovk_reproduce_<dataset>.md``.
 Skips cleanly when the data folder is absent.
 """
 
@@ -194,16 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = ["emotions"] if args.quick else [s.strip() for s in args.datasets.split(",") if s.strip()]
     repeats = 3 if args.quick else args.repeats
-    out = []
+    results = Path(__file__).resolve().parent / "results"
+    results.mkdir(exist_ok=True)
     for name in names:
         t0 = time.perf_counter()
         res = run_dataset(name, repeats, args.tune, args.n_jobs)
         text = table(name, res, repeats)
         print(text + f"\n\n({name}: {time.perf_counter() - t0:.0f}s)\n", flush=True)
-        out.append(text)
-    path = Path(__file__).resolve().parent / "results" / "trans_ovk_reproduce.md"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text("\n\n".join(out) + "\n")
+        (results / f"trans_ovk_reproduce_{name}.md").write_text(text + "\n")
     return 0
 
 

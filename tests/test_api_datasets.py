@@ -8,8 +8,8 @@ import io
 import numpy as np
 import scipy.io
 
-from app.orm import Job
 from app.db import session_scope
+from app.orm import Job
 from tests.conftest import csv_bytes, make_distribution, make_multilabel, upload_csv
 
 
@@ -57,7 +57,8 @@ def test_arff_with_mulan_xml_and_minus_one_plus_one_mat(client):
 0.5,0.9,1,1
 """
     xml = b"""<?xml version="1.0" encoding="utf-8"?>
-<labels xmlns="http://mulan.sourceforge.net/labels"><label name="happy"></label><label name="sad"></label></labels>"""
+<labels xmlns="http://mulan.sourceforge.net/labels">
+<label name="happy"></label><label name="sad"></label></labels>"""
     r = client.post("/datasets", files={"file": ("toy.arff", arff), "labels_file": ("toy.xml", xml)})
     assert r.status_code == 201, r.text
     assert r.json()["feature_names"] == ["a", "b"]
@@ -65,10 +66,15 @@ def test_arff_with_mulan_xml_and_minus_one_plus_one_mat(client):
 
     buffer = io.BytesIO()
     rng = np.random.default_rng(0)
-    scipy.io.savemat(buffer, {
-        "train_data": rng.random((6, 3)), "train_target": np.where(rng.random((2, 6)) > 0.5, 1, -1),
-        "test_data": rng.random((4, 3)), "test_target": np.where(rng.random((2, 4)) > 0.5, 1, -1),
-    })
+    scipy.io.savemat(
+        buffer,
+        {
+            "train_data": rng.random((6, 3)),
+            "train_target": np.where(rng.random((2, 6)) > 0.5, 1, -1),
+            "test_data": rng.random((4, 3)),
+            "test_target": np.where(rng.random((2, 4)) > 0.5, 1, -1),
+        },
+    )
     r = client.post("/datasets", files={"file": ("y.mat", buffer.getvalue())}, data={"part": "test"})
     assert r.status_code == 201, r.text
     assert (r.json()["n_samples"], r.json()["n_features"], r.json()["n_labels"]) == (4, 3, 2)
@@ -124,8 +130,9 @@ def test_list_get_page_and_delete(client, settings):
 
 def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, multilabel_dataset):
     with session_scope(settings.resolved_database_url) as session:
-        session.add(Job(id="j-queued", kind="train", status="queued", request={},
-                        dataset_id=multilabel_dataset["id"]))
+        session.add(
+            Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=multilabel_dataset["id"])
+        )
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]
     assert client.get(f"/datasets/{multilabel_dataset['id']}").status_code == 200

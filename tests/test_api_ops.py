@@ -37,7 +37,7 @@ def test_metrics_count_requests_jobs_and_cache(client):
     assert 'labelserve_requests_total{method="POST",route="/predict",status="200"} 2.0' in text
     assert 'labelserve_jobs{status="succeeded"} 1.0' in text
     assert 'labelserve_model_cache_lookups_total{result="hit"} 1.0' in text
-    assert 'labelserve_request_seconds_bucket' in text
+    assert "labelserve_request_seconds_bucket" in text
 
 
 def test_api_key_guards_everything_but_operations(settings):

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tests.conftest import make_distribution, make_multilabel, train, upload_csv
+from tests.conftest import make_distribution, make_multilabel, train
 
 
 @pytest.fixture
@@ -122,20 +122,30 @@ def test_features_output_of_selectors(client, multilabel_dataset):
 
 def test_classifier_on_selected_features_takes_full_instances(client, multilabel_dataset):
     train(client, "elcfs", multilabel_dataset["id"], "sel", max_iter=50)
-    r = client.post("/train?wait=true", json={
-        "method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "clf-sel",
-        "feature_selector": {"model": "sel", "top_k": 3},
-    })
+    r = client.post(
+        "/train?wait=true",
+        json={
+            "method": "mlknn",
+            "dataset_id": multilabel_dataset["id"],
+            "model_name": "clf-sel",
+            "feature_selector": {"model": "sel", "top_k": 3},
+        },
+    )
     assert r.json()["status"] == "succeeded", r.text
     params = client.get("/models/clf-sel/versions/1").json()["params"]
     assert params["feature_selector"]["resolved"] == "sel@1"
     assert len(params["feature_selector"]["feature_indices"]) == 3
     X, _ = make_multilabel()
     assert predict(client, model="clf-sel", instances=X[:2].tolist()).status_code == 200
-    bad = client.post("/train", json={
-        "method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "x",
-        "feature_selector": {"model": "clf-sel", "top_k": 3},
-    })
+    bad = client.post(
+        "/train",
+        json={
+            "method": "mlknn",
+            "dataset_id": multilabel_dataset["id"],
+            "model_name": "x",
+            "feature_selector": {"model": "clf-sel", "top_k": 3},
+        },
+    )
     assert bad.status_code == 422 and "not a feature selector" in bad.text
 
 
@@ -162,21 +172,36 @@ def test_evaluate_classifier_ldl_and_selector(client, classifier, distribution_d
     r = client.post("/evaluate", json={"model": "clf", "dataset_id": classifier["id"]})
     assert r.status_code == 200, r.text
     metrics = r.json()["metrics"]
-    assert {"hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision",
-            "subset_accuracy", "micro_f1", "macro_f1", "example_f1"} <= set(metrics)
+    assert {
+        "hamming_loss",
+        "ranking_loss",
+        "one_error",
+        "coverage",
+        "average_precision",
+        "subset_accuracy",
+        "micro_f1",
+        "macro_f1",
+        "example_f1",
+    } <= set(metrics)
     assert 0 <= metrics["hamming_loss"] <= 1 and 0 <= metrics["average_precision"] <= 1
     stored = client.get("/models/clf/versions/1").json()["metrics"]
     assert stored[classifier["id"]]["hamming_loss"] == metrics["hamming_loss"]
 
     train(client, "ldlkm", distribution_dataset["id"], "ldl", k=3)
     ldl = client.post("/evaluate", json={"model": "ldl", "dataset_id": distribution_dataset["id"]})
-    assert {"chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection"} == set(ldl.json()["metrics"])
+    assert {"chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection"} == set(
+        ldl.json()["metrics"]
+    )
 
     train(client, "elcfs", classifier["id"], "sel", max_iter=50)
     sel = client.post("/evaluate", json={"model": "sel", "dataset_id": classifier["id"], "top_k": 2})
     assert sel.status_code == 200, sel.text
-    assert sel.json()["downstream"] == {"method": "mlknn", "k": 10, "top_k": 2,
-                                        "train_dataset_id": classifier["id"]}
+    assert sel.json()["downstream"] == {
+        "method": "mlknn",
+        "k": 10,
+        "top_k": 2,
+        "train_dataset_id": classifier["id"],
+    }
 
     wrong = client.post("/evaluate", json={"model": "clf", "dataset_id": distribution_dataset["id"]})
     assert wrong.status_code == 422

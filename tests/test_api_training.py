@@ -30,8 +30,9 @@ def test_training_adds_versions_with_full_metadata(client, distribution_dataset)
 
 
 def test_train_without_wait_returns_202_and_a_status_url(client, multilabel_dataset):
-    r = client.post("/train", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"],
-                                    "model_name": "async"})
+    r = client.post(
+        "/train", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "async"}
+    )
     assert r.status_code == 202
     body = r.json()
     assert body["status"] == "queued" and body["status_url"] == f"/jobs/{body['job_id']}"
@@ -46,10 +47,15 @@ def test_train_without_wait_returns_202_and_a_status_url(client, multilabel_data
 
 def test_inline_data_is_stored_as_a_dataset(client):
     X, Y = make_multilabel(n=30)
-    r = client.post("/train?wait=true", json={
-        "method": "mlknn", "model_name": "inline", "params": {"k": 3},
-        "data": {"X": X.tolist(), "Y": Y.tolist(), "label_names": ["a", "b", "c"]},
-    })
+    r = client.post(
+        "/train?wait=true",
+        json={
+            "method": "mlknn",
+            "model_name": "inline",
+            "params": {"k": 3},
+            "data": {"X": X.tolist(), "Y": Y.tolist(), "label_names": ["a", "b", "c"]},
+        },
+    )
     assert r.status_code == 200 and r.json()["status"] == "succeeded", r.text
     version = client.get("/models/inline/versions/1").json()
     assert version["label_names"] == ["a", "b", "c"]
@@ -70,7 +76,11 @@ def test_bad_requests_are_rejected_before_any_work(client, multilabel_dataset, d
         ({"method": "mlknn", "dataset_id": ml, "model_name": "bad name!"}, 422, "model_name"),
         ({"method": "mlknn", "dataset_id": ml, "model_name": "m", "extra": 1}, 422, "extra"),
         ({"method": "mlknn", "model_name": "m", "data": {"X": [[1, 2], [3]], "Y": [[1], [0]]}}, 422, "data"),
-        ({"method": "mlknn", "model_name": "m", "data": {"X": [[1.0], [2.0]], "Y": [[1], [5]]}}, 422, "label"),
+        (
+            {"method": "mlknn", "model_name": "m", "data": {"X": [[1.0], [2.0]], "Y": [[1], [5]]}},
+            422,
+            "label",
+        ),
     ]
     for body, code, word in cases:
         r = client.post("/train", json=body)
@@ -81,18 +91,30 @@ def test_bad_requests_are_rejected_before_any_work(client, multilabel_dataset, d
 
 def test_failed_training_reports_why(client, multilabel_dataset):
     # k larger than the training set: the estimator refuses it at fit time
-    r = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"],
-                                             "model_name": "too-big", "params": {"k": 500}})
+    r = client.post(
+        "/train?wait=true",
+        json={
+            "method": "mlknn",
+            "dataset_id": multilabel_dataset["id"],
+            "model_name": "too-big",
+            "params": {"k": 500},
+        },
+    )
     job = r.json()
     assert r.status_code == 200 and job["status"] == "failed" and job["error"]
     assert client.get("/models/too-big").status_code == 404
 
 
 def long_job(client: TestClient, dataset_id: str, name: str) -> str:
-    r = client.post("/train", json={
-        "method": "elcfs", "dataset_id": dataset_id, "model_name": name,
-        "params": {"max_iter": 10_000_000, "tol": 0.0},
-    })
+    r = client.post(
+        "/train",
+        json={
+            "method": "elcfs",
+            "dataset_id": dataset_id,
+            "model_name": name,
+            "params": {"max_iter": 10_000_000, "tol": 0.0},
+        },
+    )
     assert r.status_code == 202, r.text
     return r.json()["job_id"]
 
@@ -122,8 +144,9 @@ def test_cancel_running_and_queued_jobs(client):
     assert client.delete(f"/jobs/{running}").status_code == 409
     # the worker notices at its next progress report; nothing is registered, and the pool is
     # free again for the next job
-    ok = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"],
-                                              "model_name": "after"})
+    ok = client.post(
+        "/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"], "model_name": "after"}
+    )
     assert ok.json()["status"] == "succeeded"
     assert client.get("/models/long").status_code == 404
     assert client.get(f"/jobs/{queued}").json()["started_at"] is None
@@ -136,10 +159,28 @@ def test_crash_recovery_fails_running_and_requeues_queued(settings, tmp_path):
         dataset = upload_csv(client, X, Y)
     with session_scope(settings.resolved_database_url) as session:
         request = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "recovered", "params": {}}
-        session.add(Job(id="crashed", kind="train", status="running", request=request,
-                        method="mlknn", dataset_id=dataset["id"], model_name="recovered"))
-        session.add(Job(id="waiting", kind="train", status="queued", request=request,
-                        method="mlknn", dataset_id=dataset["id"], model_name="recovered"))
+        session.add(
+            Job(
+                id="crashed",
+                kind="train",
+                status="running",
+                request=request,
+                method="mlknn",
+                dataset_id=dataset["id"],
+                model_name="recovered",
+            )
+        )
+        session.add(
+            Job(
+                id="waiting",
+                kind="train",
+                status="queued",
+                request=request,
+                method="mlknn",
+                dataset_id=dataset["id"],
+                model_name="recovered",
+            )
+        )
     with TestClient(create_app(settings)) as client:
         crashed = client.get("/jobs/crashed").json()
         assert crashed["status"] == "failed" and "interrupted" in crashed["error"]
@@ -157,5 +198,6 @@ def test_restart_gives_identical_predictions(settings):
         after = client.post("/predict", json=body).json()
         assert after == before
         assert client.get("/models/persist").json()["latest_version"] == 1
-        assert np.isclose(after["predictions"][0]["ranking"][0]["score"],
-                          before["predictions"][0]["ranking"][0]["score"])
+        assert np.isclose(
+            after["predictions"][0]["ranking"][0]["score"], before["predictions"][0]["ranking"][0]["score"]
+        )

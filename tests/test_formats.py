@@ -149,6 +149,31 @@ def test_arff_utf8_and_latin1_names():
     assert any("Latin-1" in w for w in ds.warnings)
 
 
+def test_arff_latin1_byte_deep_in_the_data_section():
+    rows = "".join(f"{i},0,'row{i}'\n" for i in range(3000))  # > the 8 KiB decoder chunk
+    text = "@relation r\n@attribute x numeric\n@attribute l {0,1}\n@attribute s string\n" \
+        f"@data\n{rows}5,1,'caf\u00e9'\n"
+    ds = parse(text.encode("latin-1"), "r.arff", label_columns="l")
+    assert ds.X.shape == (3001, 1) and ds.Y[-1, 0] == 1
+    assert any("Latin-1" in w for w in ds.warnings)
+
+
+def test_arff_more_rows_than_one_block():
+    from app.formats import arff_format
+
+    rows = "".join(f"{i},{i % 2}\n" for i in range(arff_format.BLOCK_ROWS * 2 + 5))
+    ds = parse(f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}",
+               "r.arff", label_count=1)
+    n = arff_format.BLOCK_ROWS * 2 + 5
+    np.testing.assert_array_equal(ds.X[:, 0], np.arange(n))
+    np.testing.assert_array_equal(ds.Y[:, 0], np.arange(n) % 2)
+    bad = rows.replace(f"\n{arff_format.BLOCK_ROWS + 7},1\n", f"\n{arff_format.BLOCK_ROWS + 7},?\n")
+    msg = rejects("missing value",
+                  f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{bad}",
+                  "r.arff", label_count=1)
+    assert f"data row {arff_format.BLOCK_ROWS + 8} (line {arff_format.BLOCK_ROWS + 12})" in msg
+
+
 def test_arff_rejections():
     msg = rejects("cannot tell which ARFF attributes are labels", ARFF, "t.arff")
     assert "labels_file" in msg and "label_count" in msg
@@ -306,6 +331,22 @@ def test_mat_n_by_q_target_accepted_with_warning():
     content = mat_bytes(data=np.arange(8.0).reshape(4, 2), target=np.eye(4)[:, :3])
     ds = parse(content, "y.mat")
     assert ds.Y.shape == (4, 3) and any("n x q" in w for w in ds.warnings)
+
+
+def test_mat_reader_crash_is_a_format_error():
+    # an invalid data-type code in the data tag of `labels` makes scipy 1.17's reader segfault;
+    # it runs in a child process, so this is a clean rejection
+    content = bytearray(mat_bytes(features=np.ones((5, 3)), labels=np.full((5, 2), 0.5)))
+    tag = content.index(b"labels") + 8
+    content[tag + 1] = 0x30
+    msg = rejects("MAT: ", bytes(content), "x.mat")
+    assert "corrupt" in msg or "not a readable MATLAB file" in msg
+
+
+def test_mat_v73_rejected():
+    content = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116) + \
+        b"\0" * 8 + b"\x00\x02IM" + b"\0" * 400
+    rejects("v7.3", content, "x.mat")
 
 
 def test_mat_rejections():

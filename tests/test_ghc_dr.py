@@ -338,3 +338,18 @@ def test_flags_real_data_fit():
     m = GHCDR().fit(ds.X, ds.Y)
     assert sorted(m.ranking_.tolist()) == list(range(ds.X.shape[1]))
     assert m.sylvester_residual_ < 1e-8 and np.all((m.FD_ >= 0) & (m.FD_ <= 1))
+
+
+def test_train_and_features_output_through_the_api(client, multilabel_dataset):
+    from tests.conftest import train
+
+    job = train(client, "ghc-dr", multilabel_dataset["id"], "ghc", alpha=0.1, lam=0.8)
+    assert job["progress"] == 1.0
+    body = client.post("/predict", json={"model": "ghc", "top_k": 3}).json()
+    assert body["model"]["method"] == "ghc-dr" and body["output"] == "features"
+    assert len(body["features"]) == 3
+    scores = [f["score"] for f in body["features"]]
+    assert scores == sorted(scores, reverse=True)
+    bad = client.post("/train?wait=true", json={"method": "ghc-dr", "dataset_id": multilabel_dataset["id"],
+                                                "model_name": "x", "params": {"lambda": 1.0}})
+    assert bad.status_code == 422

@@ -307,6 +307,9 @@ def test_temperature_one_is_the_paper_and_others_change_sharpness(data, X_test):
     flat = LDLKM(random_state=0, temperature=1e3).fit(X, D).weights(X_test)
     np.testing.assert_array_equal(np.argmax(hot, axis=1), np.argmin(T, axis=1))
     assert np.ptp(flat, axis=1).max() < 1e-2 < np.ptp(hot, axis=1).min()
+    frozen = reciprocal_softmax(T, 1e-300)  # (1/T)/temperature overflows; the shift avoids it
+    assert np.isfinite(frozen).all()
+    np.testing.assert_array_equal(np.argmax(frozen, axis=1), np.argmin(T, axis=1))
 
 
 def test_standardize_is_a_z_score_on_the_training_data(data, X_test):

@@ -217,3 +217,22 @@ def test_emotions_official_split_quality():
     # FACTS: scaling to [0, 1] lifts emotions AP from ~0.69 to ~0.80
     assert average_precision(te.Y, P) > 0.76
     assert average_precision(te.Y, P) > average_precision(te.Y, raw) + 0.03
+
+
+@pytest.mark.parametrize("d", [3, 40])
+def test_blocked_search_and_single_rows_match(monkeypatch, d):
+    import app.methods.mlknn as mod
+
+    rng = np.random.default_rng(d)
+    X, Y = make_data(rng, 150, d, 3, "duplicates")
+    Q = make_data(rng, 20, d, 3, "duplicates")[0]
+    full_loo, full_q = ExactKNN(X).kneighbors(None, 5), ExactKNN(X).kneighbors(Q, 5)
+    monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 1000)  # blocks of 6 query rows
+    np.testing.assert_array_equal(ExactKNN(X).kneighbors(None, 5), full_loo)
+    np.testing.assert_array_equal(ExactKNN(X).kneighbors(Q, 5), full_q)
+    np.testing.assert_array_equal(full_loo, brute_knn(X, X, 5, loo=True))
+    model = MLkNN(k=5).fit(X, Y)
+    batch = model.decision_function(Q)
+    for i in range(len(Q)):
+        np.testing.assert_array_equal(model.decision_function(Q[i : i + 1]), batch[i : i + 1])
+    assert model.decision_function(Q[:0]).shape == (0, 3)

@@ -113,8 +113,8 @@ def parse_mulan_xml(labels_file: bytes) -> list[str]:
 
 def _label_indices(
     names: list[str], relation: str, labels_file: bytes | None, options: ParseOptions
-) -> tuple[list[int], str]:
-    """Attribute indices of the labels (ARFF order) and where that choice came from."""
+) -> list[int]:
+    """Attribute indices of the labels, in ARFF order (precedence: see the module docstring)."""
     n_attr = len(names)
     position = {name: j for j, name in enumerate(names)}
 
@@ -136,19 +136,18 @@ def _label_indices(
         return list(range(n_attr - count, n_attr)) if at_end else list(range(count))
 
     if labels_file is not None:
-        return by_name(parse_mulan_xml(labels_file), "the labels file"), "labels file"
+        return by_name(parse_mulan_xml(labels_file), "the labels file")
     if options.label_columns:
         wanted = [normalise_name(c) for c in options.label_columns]
-        return by_name(wanted, "label_columns"), "label_columns"
+        return by_name(wanted, "label_columns")
     if options.label_count is not None:
-        indices = by_count(options.label_count, options.label_location == "end", "label_count")
-        return indices, "label_count"
+        return by_count(options.label_count, options.label_location == "end", "label_count")
     match = _MEKA_C.search(relation)
     if match:
         c = int(match.group(1))
         if c == 0:
             raise DatasetFormatError("MEKA header '-C 0' declares no label attributes")
-        return by_count(abs(c), c < 0, f"the MEKA header (-C {c})"), "MEKA header"
+        return by_count(abs(c), c < 0, f"the MEKA header (-C {c})")
     raise DatasetFormatError(
         "cannot tell which ARFF attributes are labels: upload a Mulan XML labels_file, give "
         "label_count (with label_location) or label_columns, or use a MEKA header "
@@ -158,9 +157,10 @@ def _label_indices(
 
 def _read_rows(
     rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Stream decoded rows into a float64 matrix of the ``keep`` columns; also return each
-    row's line number (for error messages)."""
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Stream decoded rows into float64 blocks of ``BLOCK_ROWS`` rows holding the ``keep``
+    columns (nominal values as their declaration index, missing as nan); also return each row's
+    line number (for error messages)."""
     pick = itemgetter(*keep) if len(keep) > 1 else (lambda row: (row[keep[0]],))
     blocks: list[np.ndarray] = []
     lines: list[int] = []
@@ -170,7 +170,7 @@ def _read_rows(
             row = next(rows)
         except StopIteration:
             break
-        except MemoryError:
+        except (UnicodeDecodeError, MemoryError):
             raise
         except Exception as exc:  # liac-arff also lets ValueError/TypeError/... through
             raise DatasetFormatError(
@@ -183,14 +183,14 @@ def _read_rows(
             block = []
     if block:
         blocks.append(np.array(block, dtype=np.float64))
-    if not blocks:
-        return np.empty((0, len(keep))), np.empty(0, dtype=np.int64)
-    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0], np.array(lines)
+    return blocks, np.array(lines, dtype=np.int64)
 
 
-def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.ndarray, list[int]]:
-    """Header and numeric matrix (string attributes left out), retrying as Latin-1 when the
-    file is not UTF-8."""
+def _decode(
+    content: bytes, warnings: list[str]
+) -> tuple[dict, list[np.ndarray], np.ndarray, list[int]]:
+    """Header, data blocks (string attributes left out), line numbers and kept attribute
+    indices, retrying as Latin-1 when the file is not UTF-8."""
     for encoding in ("utf-8-sig", "latin-1"):
         decoder = arff.ArffDecoder()
         try:
@@ -200,7 +200,7 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.n
             keep = [j for j, (_, kind) in enumerate(obj["attributes"]) if kind != "STRING"]
             if not keep:
                 raise DatasetFormatError("the ARFF file has no numeric or nominal attribute")
-            matrix, lines = _read_rows(obj["data"], decoder, keep)
+            blocks, lines = _read_rows(obj["data"], decoder, keep)
         except UnicodeDecodeError:
             continue
         except (DatasetFormatError, MemoryError):
@@ -211,7 +211,7 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, np.ndarray, np.n
             ) from exc
         if encoding == "latin-1":
             warnings.append("the file is not valid UTF-8; it was read as Latin-1")
-        return obj, matrix, lines, keep
+        return obj, blocks, lines, keep
     raise AssertionError("latin-1 decodes any byte string")
 
 
@@ -219,10 +219,10 @@ def parse_arff(
     content: bytes, *, labels_file: bytes | None, options: ParseOptions
 ) -> ParsedDataset:
     warnings: list[str] = []
-    obj, matrix, lines, keep = _decode(content, warnings)
+    obj, blocks, lines, keep = _decode(content, warnings)
     attributes = obj["attributes"]
     names = [normalise_name(name) for name, _ in attributes]
-    label_idx, _source = _label_indices(names, obj["relation"], labels_file, options)
+    label_idx = _label_indices(names, obj["relation"], labels_file, options)
     label_set = set(label_idx)
 
     dropped = [names[j] for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
@@ -235,18 +235,19 @@ def parse_arff(
     def describe_row(i: int) -> str:
         return f"data row {i + 1} (line {int(lines[i])})" if i < len(lines) else f"row {i + 1}"
 
-    column = {j: c for c, j in enumerate(keep)}  # attribute index -> matrix column
-    missing = np.isnan(matrix)
-    if missing.any():
-        i, c = (int(v) for v in np.argwhere(missing)[0])
-        raise DatasetFormatError(
-            f"missing value '?' for attribute {names[keep[c]]!r} at {describe_row(i)}; missing "
-            "values are not supported"
-        )
+    column = {j: c for c, j in enumerate(keep)}  # attribute index -> block column
+    for b, block in enumerate(blocks):
+        missing = np.isnan(block)
+        if missing.any():
+            i, c = (int(v) for v in np.argwhere(missing)[0])
+            raise DatasetFormatError(
+                f"missing value '?' for attribute {names[keep[c]]!r} at "
+                f"{describe_row(b * BLOCK_ROWS + i)}; missing values are not supported"
+            )
 
     ordinal: list[str] = []
-    identifiers: list[int] = []
-    n_rows = matrix.shape[0]
+    identifiers: set[int] = set()
+    n_rows = len(lines)
     for j, (_, kind) in enumerate(attributes):
         if not isinstance(kind, list):
             continue
@@ -256,30 +257,40 @@ def parse_arff(
             )
         codes, how = _nominal_codes(kind)
         c = column[j]
-        matrix[:, c] = codes[matrix[:, c].astype(np.intp)]
+        for block in blocks:
+            block[:, c] = codes[block[:, c].astype(np.intp)]
         if how != "ordinal" or j in label_set:
             continue
-        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(matrix[:, c]).size == n_rows:
-            identifiers.append(j)
+        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(
+            np.concatenate([block[:, c] for block in blocks])
+        ).size == n_rows:
+            identifiers.add(j)
         else:
             ordinal.append(names[j])
-    for j in identifiers:
+    for j in sorted(identifiers):
         warnings.append(
             f"dropped identifier attribute {names[j]!r} (nominal with a different value in "
             "every row)"
         )
     if ordinal:
-        shown = ", ".join(ordinal[:10]) + (f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else "")
+        more = f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else ""
         warnings.append(
-            f"nominal attribute(s) encoded as the 0-based position of their value in the "
-            f"declaration: {shown}"
+            "nominal attribute(s) encoded as the 0-based position of their value in the "
+            f"declaration: {', '.join(ordinal[:10])}{more}"
         )
 
-    excluded = label_set | set(identifiers)
-    feature_idx = [j for j in keep if j not in excluded]
-    X = matrix[:, [column[j] for j in feature_idx]]
-    Y = matrix[:, [column[j] for j in label_idx]]
-    del matrix
+    feature_idx = [j for j in keep if j not in label_set and j not in identifiers]
+    feature_cols = [column[j] for j in feature_idx]
+    label_cols = [column[j] for j in label_idx]
+    X = np.empty((n_rows, len(feature_cols)))
+    Y = np.empty((n_rows, len(label_cols)))
+    start = 0
+    while blocks:  # fill block by block, freeing each, so the peak stays near one copy
+        block = blocks.pop(0)
+        stop = start + block.shape[0]
+        X[start:stop] = block[:, feature_cols]
+        Y[start:stop] = block[:, label_cols]
+        start = stop
     return finalize(
         X,
         Y,

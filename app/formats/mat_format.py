@@ -10,6 +10,11 @@ Layouts, tried in this order:
 Targets are label-major (q x n) in the last two layouts; a target that is n x q instead (its
 first dimension matches the number of rows and the second does not) is accepted with a warning.
 Sparse matrices are densified. Names are generated (``f0, ...``, ``l0, ...``).
+
+``loadmat`` runs in a child process (see :func:`load_mat_variables`): scipy 1.17's reader
+segfaults on some corrupt files (found by fuzzing, e.g. an invalid data-type code in a variable's
+data tag), which would take the whole service down. The child costs about half a second per MAT
+upload.
 """
 
 from __future__ import annotations

@@ -18,12 +18,17 @@ from app.schemas import JobOut, ModelPointer
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-def enqueue(
-    session: Session, runner: JobRunner, kind: str, request: dict[str, Any], **fields: Any
-) -> Job:
+def enqueue(session: Session, runner: JobRunner, kind: str, request: dict[str, Any], **fields: Any) -> Job:
     """Commit a queued job row, then hand its id to the runner."""
-    job = Job(id=uuid.uuid4().hex, kind=kind, status="queued", stage="queued", progress=0.0,
-              request=request, **fields)
+    job = Job(
+        id=uuid.uuid4().hex,
+        kind=kind,
+        status="queued",
+        stage="queued",
+        progress=0.0,
+        request=request,
+        **fields,
+    )
     session.add(job)
     session.commit()
     runner.submit(job.id)
@@ -57,8 +62,7 @@ def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
     changed = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(("queued", "running")))
-        .values(status="cancelled", stage="cancelled", finished_at=utcnow(),
-                error="cancelled by request")
+        .values(status="cancelled", stage="cancelled", finished_at=utcnow(), error="cancelled by request")
     ).rowcount
     session.commit()
     if changed:

@@ -51,8 +51,7 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
-        ["app.jobs.work"]
-        + [f"app.methods.{m.name}" for m in pkgutil.iter_modules(methods_pkg.__path__)]
+        ["app.jobs.work"] + [f"app.methods.{m.name}" for m in pkgutil.iter_modules(methods_pkg.__path__)]
     )
     return context
 
@@ -72,16 +71,13 @@ class LocalRunner:
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self._settings.workers,
-            mp_context=_pool_context(),
-        )
+        pool = ProcessPoolExecutor(max_workers=self._settings.workers, mp_context=_pool_context())
+        pool.submit(int)  # start the fork server and a process now, not on the first job
+        return pool
 
     def submit(self, job_id: str) -> None:
         with self._lock:
-            future = self._pool.submit(
-                execute_job, job_id, self._url, str(self._settings.model_dir)
-            )
+            future = self._pool.submit(execute_job, job_id, self._url, str(self._settings.model_dir))
             self._futures[job_id] = future
         future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
 

@@ -96,9 +96,7 @@ def _train(job: Job, database_url: str, store: Store, progress: JobProgress) -> 
     indices = None
     if selector_row is not None:
         selector = store.load_artifact(selector_row.artifact_sha256)
-        indices = top_features(
-            selector, selector_ref.get("top_k"), selector_ref.get("top_fraction")
-        )
+        indices = top_features(selector, selector_ref.get("top_k"), selector_ref.get("top_fraction"))
         X = X[:, indices]
     started = time.perf_counter()
     estimator.fit(X, Y, progress=progress)
@@ -116,9 +114,7 @@ def _train(job: Job, database_url: str, store: Store, progress: JobProgress) -> 
             "feature_indices": indices.tolist(),
         }
     with session_scope(database_url) as session:
-        job_row = session.execute(
-            select(Job).where(Job.id == job.id).with_for_update()
-        ).scalar_one()
+        job_row = session.execute(select(Job).where(Job.id == job.id).with_for_update()).scalar_one()
         if job_row.status != "running":  # cancelled while fitting: register nothing
             if not artifact_in_use(session, sha256):
                 store.delete_artifact(sha256)
@@ -184,9 +180,7 @@ def _batch_predict(job: Job, database_url: str, store: Store, progress: JobProgr
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    if not _finish(
-        database_url, job.id, "succeeded", stage="done", progress=1.0, result_path=str(path)
-    ):
+    if not _finish(database_url, job.id, "succeeded", stage="done", progress=1.0, result_path=str(path)):
         path.unlink(missing_ok=True)
 
 

@@ -4,15 +4,14 @@ SHAO Dongheng, YANG Wenyuan, ZHAO Hong, "Label distribution learning based on k-
 algorithm" (应用k-means算法实现标记分布学习), CAAI Transactions on Intelligent Systems 2017,
 12(3): 325-332, DOI 10.11992/tis.201704024.
 
-A prototype method. Batch (Lloyd) k-means with Euclidean distance splits the training feature
-vectors into ``k`` clusters (eqs. 2-5); each cluster keeps its feature mean mu_i and the mean u_i
-of its members' label distributions. A test sample x is predicted as
-``P(x) = sum_b softmax_b(1 / ||x - mu_b||_p) * u_b`` (eqs. 6-9): nearer prototypes get larger
-weights, and the output is a convex combination of valid distributions, so it is one as well.
-The paper fixes k = 5, max_iter = 20, p = 5 and applies eq. (8) to raw features, so the scale of
-the features alone decides how sharp the weights are (spec 003, section 6 item 1).
-``standardize`` and ``temperature`` are opt-in extensions beyond the paper; their defaults
-(off, 1.0) reproduce the paper exactly.
+A prototype method. Batch (Lloyd) k-means with Euclidean distance splits the training features
+into ``k`` clusters (eqs. 2-5); each cluster keeps its feature mean mu_i and the mean u_i of its
+members' label distributions. A test sample x is predicted as
+``P(x) = sum_b softmax_b(1 / ||x - mu_b||_p) * u_b`` (eqs. 6-9): nearer prototypes weigh more,
+and P is a convex combination of distributions, hence one itself. The paper (k = 5,
+max_iter = 20, p = 5) applies eq. (8) to raw features, so their scale alone sets how sharp the
+weights are; ``standardize`` and ``temperature`` are opt-in extensions whose defaults (off, 1.0)
+are the paper's method exactly.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.nda
         if p == 1.0:
             T[:, b] = diff.sum(axis=1)
             continue
-        scale = diff.max(axis=1) if diff.shape[1] else np.zeros(n)
+        scale = diff.max(axis=1)
         if p == math.inf:
             T[:, b] = scale
             continue
@@ -94,15 +93,14 @@ def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.nda
 def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Row-wise softmax of ``1 / T / temperature`` (eqs. 7-8), numerically stable.
 
-    The row maximum is subtracted before exponentiating, which is exactly eq. (8). Where a row
+    The row maximum of 1/T is subtracted before dividing by the temperature and
+    exponentiating, which is exactly eq. (8) and cannot overflow. Where a row
     has a distance of exactly 0 (or so small that 1/T overflows), the limit of eq. (8) as those
     distances go to 0+ is used: the clusters at zero distance share the weight equally and the
     others get 0 (spec section 4). No epsilon clamping.
     """
     with np.errstate(divide="ignore", over="ignore"):
         Tp = 1.0 / T
-        if temperature != 1.0:
-            Tp = Tp / temperature
     hit = np.isinf(Tp)
     W = np.empty_like(Tp)
     limit_rows = hit.any(axis=1)
@@ -113,6 +111,8 @@ def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     if regular.any():
         Z = Tp[regular]
         Z = Z - Z.max(axis=1, keepdims=True)
+        if temperature != 1.0:
+            Z /= temperature
         E = np.exp(Z)
         W[regular] = E / E.sum(axis=1, keepdims=True)
     return W
@@ -197,8 +197,7 @@ class LDLKM(BaseEstimator):
         report = progress or no_progress
         X, D = self._check_training_data(X, D)
         _order(self.p)
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0
-                and math.isfinite(self.temperature)):
+        if not (math.isfinite(float(self.temperature)) and float(self.temperature) > 0):
             raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
         k, max_iter = int(self.k), int(self.max_iter)
         if k < 1 or max_iter < 1:

@@ -15,12 +15,13 @@ and scores a query by the posterior ``p(l_j | C_j(x))``, where C_j(x) counts l_j
 nearest training samples. The posterior depends on x only through C in {0..K}, so fit stores it
 as a (q, K+1) table and prediction is one neighbour search plus a table look-up.
 
-Neighbours are exact and deterministic: candidates come from a GEMM distance matrix (or a
-KD-tree for low-dimensional data, the same rule as scikit-learn's ``algorithm="auto"``), every
-candidate within rounding of the K-th distance gets its squared Euclidean distance recomputed as
-the sum of squared differences, and candidates are ordered by (that distance, training index).
-So **distance ties go to the lower training index**; the rule matters on binary or sparse data,
-where ties at the K-th neighbour are the norm.
+Neighbours are exact and deterministic, and **distance ties go to the lower training index**
+(the rule matters on binary or sparse data, where ties at the K-th neighbour are the norm).
+Distances come from a GEMM (or a KD-tree for low-dimensional data, scikit-learn's
+``algorithm="auto"`` rule). Where the K-th and (K+1)-th distances are further apart than the
+GEMM's rounding error, the neighbour set is unambiguous; where they are not (a tie or near-tie),
+every training row within rounding of the K-th distance gets its squared distance recomputed as
+the sum of squared differences and the rows are ordered by (that distance, training index).
 
 The search is written in NumPy rather than through ``NearestNeighbors.kneighbors`` because the
 predict path is hot (a single-row request must not pay scikit-learn's per-call validation) and
@@ -102,25 +103,47 @@ class ExactKNN:
         step = max(1, _BLOCK_ENTRIES // max(m, 1))
         for start in range(0, n, step):
             stop = min(n, start + step)
-            rows, cols = self._candidates(Q[start:stop], k, start if loo else None)
-            out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
+            offset = start if loo else None
+            if self.tree is not None:
+                rows, cols = self._tree_candidates(Q[start:stop], k, offset)
+                out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
+            else:
+                out[start:stop] = self._brute_block(Q[start:stop], k, offset)
         return out
 
-    # -- candidates: every training row that may be among the k nearest (a superset) --
-    def _candidates(self, Qb: np.ndarray, k: int, self_offset: int | None) -> tuple[np.ndarray, np.ndarray]:
-        if self.tree is not None:
-            return self._tree_candidates(Qb, k, self_offset)
-        b = Qb.shape[0]
-        qn = np.einsum("ij,ij->i", Qb, Qb)
-        D = Qb @ self.X.T
-        D *= -2.0
-        D += qn[:, None]
-        D += self.sqnorm[None, :]
+    def _brute_block(self, Qb: np.ndarray, k: int, self_offset: int | None) -> np.ndarray:
+        """GEMM distances. A row whose k-th and (k+1)-th distances are further apart than the
+        rounding error has an unambiguous neighbour set, ordered by (distance, index); only rows
+        with a (near-)tie at the boundary go through the exact recomputation of ``_select``."""
+        b, m = Qb.shape[0], self.n_samples
+        rows_b = np.arange(b)
+        # ||t||^2 - 2 q.t: the query's own norm is a per-row constant and cannot change ranks
         if self_offset is not None:
-            D[np.arange(b), self_offset + np.arange(b)] = np.inf
-        kth = np.partition(D, k - 1, axis=1)[:, k - 1]
-        slack = _GEMM_RTOL * (qn + self.max_sqnorm) + 1e-300
-        return np.nonzero(D <= (kth + slack)[:, None])
+            D = Qb @ self.X.T  # the training rows against themselves: NumPy uses SYRK here
+            D *= -2.0
+            D[rows_b, self_offset + rows_b] = np.inf
+        else:
+            D = (-2.0 * Qb) @ self.X.T
+        D += self.sqnorm[None, :]
+        finite = m - int(self_offset is not None)
+        if k < finite:
+            part = np.argpartition(D, k, axis=1)
+            idx = part[:, :k]
+            dk = np.take_along_axis(D, idx, axis=1)
+            nxt = np.take_along_axis(D, part[:, k : k + 1], axis=1)[:, 0]
+            slack = _GEMM_RTOL * (np.einsum("ij,ij->i", Qb, Qb) + self.max_sqnorm) + 1e-300
+            tied = nxt <= dk.max(axis=1) + slack
+        else:  # every other training row is a neighbour
+            idx = np.argpartition(D, k - 1, axis=1)[:, :k]
+            dk = np.take_along_axis(D, idx, axis=1)
+            tied = np.zeros(b, dtype=bool)
+        out = np.take_along_axis(idx, np.lexsort((idx, dk), axis=1), axis=1)
+        if tied.any():
+            sub = np.flatnonzero(tied)
+            kth = dk[sub].max(axis=1) + slack[sub]
+            r, c = np.nonzero(D[sub] <= kth[:, None])
+            out[sub] = self._select(Qb[sub], r, c, k, len(sub))
+        return out
 
     def _tree_candidates(self, Qb: np.ndarray, k: int, self_offset: int | None) -> tuple[np.ndarray, np.ndarray]:
         """KD-tree candidates, widened per row until nothing beyond them can tie the k-th."""

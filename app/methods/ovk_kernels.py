@@ -113,7 +113,6 @@ def alignment_stats(
     symmetry of both sums.
     """
     n, d = X.shape
-    # The triangular pass touches ~n/2 columns per row on average: blocks can be taller.
     parts = run_blocks(
         lambda s, e: _stats_block(X, Ys, sigma2, s, e), n, block_size(n, d), n_jobs, report
     )

@@ -47,17 +47,18 @@ def upload_dataset(
         )
     except ValidationError as exc:
         raise HTTPException(422, "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
-    sha256 = upload_digest(
-        [content] + ([labels] if labels is not None else []), options.model_dump()
-    )
+    sha256 = upload_digest([content] + ([labels] if labels is not None else []), options.model_dump())
     try:
-        parsed = parse_dataset(
-            content, filename=file.filename, labels_file=labels, options=options
-        )
+        parsed = parse_dataset(content, filename=file.filename, labels_file=labels, options=options)
     except DatasetFormatError as exc:
         raise HTTPException(422, f"file: {exc}") from None
     row, created = store_dataset(
-        session, store, parsed, sha256, name or file.filename or "dataset", parsed_format(file.filename, format)
+        session,
+        store,
+        parsed,
+        sha256,
+        name or file.filename or "dataset",
+        parsed_format(file.filename, format),
     )
     if not created:
         response.status_code = status.HTTP_200_OK

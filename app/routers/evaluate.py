@@ -24,8 +24,9 @@ def label_columns(dataset: Dataset, version: ModelVersion) -> np.ndarray:
     """Columns of the dataset's labels in the model's label order (names must match as sets)."""
     if sorted(dataset.label_names) != sorted(version.label_names):
         raise HTTPException(
-            422, f"dataset_id: labels {dataset.label_names[:5]}... do not match the model's "
-            f"{len(version.label_names)} labels"
+            422,
+            f"dataset_id: labels {dataset.label_names[:5]}... do not match the model's "
+            f"{len(version.label_names)} labels",
         )
     position = {name: j for j, name in enumerate(dataset.label_names)}
     return np.array([position[name] for name in version.label_names], dtype=np.intp)
@@ -38,7 +39,11 @@ def evaluate(
     version, spec = resolve_or_404(session, body.model)
     dataset = dataset_for(session, body.dataset_id, version)
     if dataset.kind != spec.dataset_kind:
-        raise HTTPException(422, f"dataset_id: a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}")
+        raise HTTPException(
+            422,
+            f"dataset_id: a {spec.id} model is evaluated on {spec.dataset_kind} data; "
+            f"'{dataset.id}' is {dataset.kind}",
+        )
     model = load_model(request, cache, version)
     X, Y = store.load_dataset(dataset.sha256)
     Y = Y[:, label_columns(dataset, version)]
@@ -53,7 +58,11 @@ def evaluate(
         train_id = body.train_dataset_id or version.dataset_id
         train = session.get(Dataset, train_id) if train_id else None
         if train is None:
-            raise HTTPException(404, f"train_dataset_id: dataset '{train_id}' not found (the selector's training data was deleted?)")
+            raise HTTPException(
+                404,
+                f"train_dataset_id: dataset '{train_id}' not found "
+                "(was the selector's training data deleted?)",
+            )
         train = dataset_for(session, train.id, version)
         Xtr, Ytr = store.load_dataset(train.sha256)
         Ytr = Ytr[:, label_columns(train, version)]
@@ -69,5 +78,8 @@ def evaluate(
     session.commit()
     return EvaluateResponse(
         model=ModelInfo(name=version.model_name, version=version.version, method=spec.id),
-        dataset_id=dataset.id, n_samples=int(X.shape[0]), metrics=scores, downstream=downstream,
+        dataset_id=dataset.id,
+        n_samples=int(X.shape[0]),
+        metrics=scores,
+        downstream=downstream,
     )

@@ -31,7 +31,10 @@ async def ready(request: Request, response: Response) -> dict[str, str]:
     state = request.app.state
     database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
     store = await run_in_threadpool(state.store.writable)
-    checks = {"database": "ok" if database else "unreachable", "model_store": "ok" if store else "not writable"}
+    checks = {
+        "database": "ok" if database else "unreachable",
+        "model_store": "ok" if store else "not writable",
+    }
     if not (database and store):
         response.status_code = 503
     return {"status": "ready" if database and store else "not ready", **checks}

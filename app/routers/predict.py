@@ -37,7 +37,9 @@ def load_model(request: Request, cache: CacheDep, version: ModelVersion) -> Any:
     try:
         model, hit = cache.get(version.artifact_sha256)
     except FileNotFoundError:
-        raise HTTPException(409, f"model: the artifact of {version.model_name}@{version.version} is missing from the store") from None
+        raise HTTPException(
+            409, f"model: the artifact of {version.model_name}@{version.version} is missing from the store"
+        ) from None
     except ArtifactIntegrityError as exc:
         raise HTTPException(409, f"model: {exc}") from None
     request.app.state.metrics.cache_lookup(hit)
@@ -58,12 +60,19 @@ def dataset_for(session: SessionDep, dataset_id: str, version: ModelVersion) -> 
 
 
 @router.post(
-    "/predict", response_model=PredictResponse, response_model_exclude_none=True,
+    "/predict",
+    response_model=PredictResponse,
+    response_model_exclude_none=True,
     responses={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}},
 )
 def predict(
-    body: PredictRequest, request: Request, session: SessionDep, store: StoreDep,
-    cache: CacheDep, runner: RunnerDep, settings: SettingsDep,
+    body: PredictRequest,
+    request: Request,
+    session: SessionDep,
+    store: StoreDep,
+    cache: CacheDep,
+    runner: RunnerDep,
+    settings: SettingsDep,
 ) -> Any:
     version, spec = resolve_or_404(session, body.model)
     output = body.output or spec.default_output
@@ -80,7 +89,8 @@ def predict(
         dataset = dataset_for(session, body.dataset_id, version)
         if dataset.n_samples > settings.batch_job_rows:
             job_request = body.model_dump() | {
-                "model": f"{version.model_name}@{version.version}", "output": output,
+                "model": f"{version.model_name}@{version.version}",
+                "output": output,
             }
             job = enqueue(session, runner, "predict", job_request, method=spec.id, dataset_id=dataset.id)
             return JSONResponse(job_out(job).model_dump(mode="json"), status_code=202)
@@ -91,7 +101,12 @@ def predict(
         except InstanceError as exc:
             raise HTTPException(422, str(exc)) from None
     predictions = predict_items(
-        model, output, X, version.label_names,
-        threshold=body.threshold, top_k=body.top_k, include_scores=body.include_scores,
+        model,
+        output,
+        X,
+        version.label_names,
+        threshold=body.threshold,
+        top_k=body.top_k,
+        include_scores=body.include_scores,
     )
     return PredictResponse(model=info, output=output, predictions=predictions)

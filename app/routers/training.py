@@ -45,7 +45,8 @@ def inline_dataset(session: SessionDep, store: StoreDep, data: InlineData) -> Da
         if X.ndim != 2 or Y.ndim != 2:
             raise DatasetFormatError("X and Y must be 2-D (one row per sample)")
         parsed = finalize(
-            X, Y,
+            X,
+            Y,
             data.feature_names or generated_names("f", X.shape[1]),
             data.label_names or generated_names("l", Y.shape[1]),
             [],
@@ -71,12 +72,20 @@ def check_selector(session: SessionDep, spec: MethodSpec, body: TrainRequest, da
         raise HTTPException(404, f"feature_selector.model: {exc}") from None
     selector_spec = get_method(version.method)
     if selector_spec is None or selector_spec.task != "selection":
-        raise HTTPException(422, f"feature_selector.model: '{selection.model}' is a {version.method} model, not a feature selector")
+        raise HTTPException(
+            422,
+            f"feature_selector.model: '{selection.model}' is a {version.method} model, "
+            "not a feature selector",
+        )
     if version.feature_names != dataset.feature_names:
-        raise HTTPException(422, "feature_selector.model: the selector was trained on different features than this dataset")
+        raise HTTPException(
+            422, "feature_selector.model: the selector was trained on different features than this dataset"
+        )
 
 
-def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[MethodSpec, Dataset, dict[str, Any]]:
+def prepare(
+    session: SessionDep, store: StoreDep, body: TrainRequest
+) -> tuple[MethodSpec, Dataset, dict[str, Any]]:
     spec = get_method(body.method)
     if spec is None:
         raise HTTPException(422, f"method: unknown method '{body.method}'; available: {', '.join(catalog())}")
@@ -94,7 +103,11 @@ def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[M
         if dataset is None:
             raise HTTPException(404, f"dataset_id: dataset '{body.dataset_id}' not found")
     if dataset.kind != spec.dataset_kind:
-        raise HTTPException(422, f"dataset_id: method '{spec.id}' needs a {spec.dataset_kind} dataset; '{dataset.id}' is {dataset.kind}")
+        raise HTTPException(
+            422,
+            f"dataset_id: method '{spec.id}' needs a {spec.dataset_kind} dataset; "
+            f"'{dataset.id}' is {dataset.kind}",
+        )
     check_selector(session, spec, body, dataset)
     request = body.model_dump(exclude={"data"}) | {"dataset_id": dataset.id, "params": params}
     return spec, dataset, request
@@ -102,14 +115,25 @@ def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[M
 
 @router.post("/train", status_code=202, response_model=TrainAccepted, responses={200: {"model": JobOut}})
 async def train(
-    body: TrainRequest, request: Request, session: SessionDep, store: StoreDep, runner: RunnerDep,
-    wait: bool = False, timeout: float = 3600,
+    body: TrainRequest,
+    request: Request,
+    session: SessionDep,
+    store: StoreDep,
+    runner: RunnerDep,
+    wait: bool = False,
+    timeout: float = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
     spec, dataset, job_request = await run_in_threadpool(prepare, session, store, body)
     job = await run_in_threadpool(
-        enqueue, session, runner, "train", job_request,
-        method=spec.id, dataset_id=dataset.id, model_name=body.model_name,
+        enqueue,
+        session,
+        runner,
+        "train",
+        job_request,
+        method=spec.id,
+        dataset_id=dataset.id,
+        model_name=body.model_name,
     )
     if not wait:
         return TrainAccepted(job_id=job.id, status="queued", status_url=f"/jobs/{job.id}")

@@ -1,0 +1,23 @@
+# labelserve API (and, with `labelserve worker`, a job worker).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    LABELSERVE_MODEL_DIR=/data/models
+
+RUN useradd --create-home --uid 10001 labelserve \
+    && mkdir -p /data/models && chown labelserve /data/models
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY app ./app
+# the same install command as the README
+RUN pip install .
+
+USER labelserve
+VOLUME ["/data/models"]
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4).status == 200 else 1)"
+CMD ["labelserve", "serve", "--host", "0.0.0.0", "--port", "8000"]
