@@ -192,5 +192,5 @@ class EvaluateResponse(BaseModel):
     model: ModelInfo
     dataset_id: str
     n_samples: int
-    metrics: dict[str, float]
+    metrics: dict[str, float | None]
     downstream: dict[str, Any] | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -56,9 +56,7 @@ def require_data_dir() -> Path:
     first and skip)."""
     path = data_dir()
     if path is None:
-        raise FileNotFoundError(
-            "benchmark data not found: set LABELSERVE_DATA_DIR or provide ../shared/data"
-        )
+        raise FileNotFoundError("benchmark data not found: set LABELSERVE_DATA_DIR or provide ../shared/data")
     return path
 
 
@@ -89,7 +87,7 @@ def _parse_file(path: Path, labels: Path | None = None, **options: object) -> Pa
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mulan(name: str, part: str) -> ParsedDataset:
     folder = require_data_dir() / "multilabel" / name
     return _frozen(_parse_file(folder / f"{name}-{part}.arff", folder / f"{name}.xml"))
@@ -102,7 +100,7 @@ def load_mulan(name: str, part: str = "train") -> ParsedDataset:
     return _mulan(_canonical(name, MULAN_SETS, "Mulan"), part)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mulan_full(name: str) -> ParsedDataset:
     if name in MULAN_FULL_ONLY:
         folder = require_data_dir() / "multilabel" / name
@@ -127,7 +125,7 @@ def load_mulan_full(name: str) -> ParsedDataset:
     return _mulan_full(_canonical(name, MULAN_SETS + MULAN_FULL_ONLY, "Mulan"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _yahoo(name: str, part: str) -> ParsedDataset:
     path = require_data_dir() / "multilabel" / "yahoo" / f"{name}.mat"
     return _frozen(_parse_file(path, part=part))
@@ -140,7 +138,7 @@ def load_yahoo(name: str, part: str = "train") -> ParsedDataset:
     return _yahoo(_canonical(name, YAHOO_SETS, "Yahoo"), part)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ldl(name: str) -> ParsedDataset:
     return _frozen(_parse_file(require_data_dir() / "ldl" / f"{name}.mat"))
 

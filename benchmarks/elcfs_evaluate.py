@@ -96,8 +96,9 @@ def evaluate_dataset(name: str, n_folds: int) -> tuple[dict[str, dict[str, float
     X, Y = load(name)
     n, d = X.shape
     k = max(1, int(round(RATIO * d)))
-    per: dict[str, list[dict[str, float]]] = {m: [] for m in ("ELCFS", "all features", "random 20% (mean of 5)",
-                                                             "variance", "MI filter")}
+    per: dict[str, list[dict[str, float]]] = {
+        m: [] for m in ("ELCFS", "all features", "random 20% (mean of 5)", "variance", "MI filter")
+    }
     fit_s, iters = [], []
     for f, (tr, te) in enumerate(folds(n, n_folds)):
         Xtr, Ytr, Xte, Yte = X[tr], Y[tr], X[te], Y[te]
@@ -105,14 +106,28 @@ def evaluate_dataset(name: str, n_folds: int) -> tuple[dict[str, dict[str, float
         est = ELCFS(random_state=0).fit(Xtr, Ytr)
         fit_s.append(time.perf_counter() - t0)
         iters.append(est.n_iter_)
-        rankings = {"ELCFS": est.ranking_, "variance": variance_ranking(Xtr), "MI filter": mi_ranking(Xtr, Ytr)}
+        rankings = {
+            "ELCFS": est.ranking_,
+            "variance": variance_ranking(Xtr),
+            "MI filter": mi_ranking(Xtr, Ytr),
+        }
         for m, r in rankings.items():
             cols = np.sort(r[:k])
             per[m].append(mlknn_scores(Xtr[:, cols], Ytr, Xte[:, cols], Yte))
         per["all features"].append(mlknn_scores(Xtr, Ytr, Xte, Yte))
-        rnd = [mlknn_scores(Xtr[:, c], Ytr, Xte[:, c], Yte) for c in random_subsets(d, k, N_RANDOM, random_state=f)]
+        rnd = [
+            mlknn_scores(Xtr[:, c], Ytr, Xte[:, c], Yte)
+            for c in random_subsets(d, k, N_RANDOM, random_state=f)
+        ]
         per["random 20% (mean of 5)"].append(mean_dict(rnd))
-    info = {"n": n, "d": d, "q": Y.shape[1], "k": k, "fit_s": float(np.mean(fit_s)), "iters": float(np.mean(iters))}
+    info = {
+        "n": n,
+        "d": d,
+        "q": Y.shape[1],
+        "k": k,
+        "fit_s": float(np.mean(fit_s)),
+        "iters": float(np.mean(iters)),
+    }
     return {m: mean_dict(rows) for m, rows in per.items()}, info
 
 
@@ -133,8 +148,10 @@ def run_main(names: list[str], n_folds: int, out: Report) -> None:
     for name in names:
         res, info = evaluate_dataset(name, n_folds)
         out.append("")
-        out.append(f"### {name}  (n={info['n']}, d={info['d']}, q={info['q']}, top k={info['k']}; "
-                   f"ELCFS fit {info['fit_s']:.2f} s/fold, {info['iters']:.0f} iterations)")
+        out.append(
+            f"### {name}  (n={info['n']}, d={info['d']}, q={info['q']}, top k={info['k']}; "
+            f"ELCFS fit {info['fit_s']:.2f} s/fold, {info['iters']:.0f} iterations)"
+        )
         out.append(header("method"))
         for m, vals in res.items():
             out.append(fmt_row(m, vals))
@@ -142,7 +159,7 @@ def run_main(names: list[str], n_folds: int, out: Report) -> None:
         methods = list(res)
         for mname, _, _, higher in METRICS:
             v = np.array([res[m][mname] for m in methods])
-            order = (-v if higher else v)
+            order = -v if higher else v
             r = np.argsort(np.argsort(order, kind="stable"), kind="stable") + 1.0
             for m, rk in zip(methods, r):
                 ranks.setdefault(m, []).append(rk)
@@ -168,7 +185,9 @@ def run_sensitivity(name: str, n_folds: int, out: Report) -> None:
         return mean_dict(rows)
 
     out.append("")
-    out.append(f"## Sensitivity on {name} ({n_folds}-fold CV, top 20%, ML-kNN K=10); defaults lambda1..4 = 0.1")
+    out.append(
+        f"## Sensitivity on {name} ({n_folds}-fold CV, top 20%, ML-kNN K=10); defaults lambda1..4 = 0.1"
+    )
     out.append(header("setting"))
     for lam in ("lambda1", "lambda2", "lambda3", "lambda4"):
         for v in GRID:
@@ -222,8 +241,10 @@ def run_cost(names: list[str], out: Report) -> None:
     baselines timed in the same run: the MI filter and one ML-kNN fit + predict on all features."""
     out.append("")
     out.append("## Cost of one ELCFS fit on the Yahoo training part (n = 2000)")
-    out.append(f"{'data':<11}{'d':>5}{'q':>4}{'thr':>4}{'fit s':>8}{'kmeans s':>10}{'iters':>7}{'ms/iter':>9}"
-               f"{'peak MiB':>10}{'X MiB':>7}{'MI s':>7}{'MLkNN s':>9}")
+    out.append(
+        f"{'data':<11}{'d':>5}{'q':>4}{'thr':>4}{'fit s':>8}{'kmeans s':>10}{'iters':>7}{'ms/iter':>9}"
+        f"{'peak MiB':>10}{'X MiB':>7}{'MI s':>7}{'MLkNN s':>9}"
+    )
     for name in names:
         ds = datasets.load_yahoo(name, "train")
         X, Y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.Y).astype(int)
@@ -237,11 +258,19 @@ def run_cost(names: list[str], out: Report) -> None:
         for threads in (1, 2):
             fit, t_km, iters, t_it, peak = _time_fit(X, Y, threads)
             per_iter = t_it * 1e3
-            out.append(f"{name:<11}{X.shape[1]:>5}{Y.shape[1]:>4}{threads:>4}{fit:>8.2f}{t_km:>10.2f}{iters:>7}"
-                       f"{per_iter:>9.2f}{peak:>10.1f}{X.nbytes / 2**20:>7.1f}{t_mi:>7.2f}{t_knn:>9.2f}")
-    out.append("(fit = median of 3; kmeans = the K-means step alone (10 k-means++ restarts); peak = tracemalloc")
-    out.append(" peak of NumPy/Python allocations during one fit; ms/iter = one iteration (objective, W and Z")
-    out.append(" steps) timed alone, Grams precomputed; MI s / MLkNN s (1 thread) = MI filter ranking and one")
+            out.append(
+                f"{name:<11}{X.shape[1]:>5}{Y.shape[1]:>4}{threads:>4}{fit:>8.2f}{t_km:>10.2f}{iters:>7}"
+                f"{per_iter:>9.2f}{peak:>10.1f}{X.nbytes / 2**20:>7.1f}{t_mi:>7.2f}{t_knn:>9.2f}"
+            )
+    out.append(
+        "(fit = median of 3; kmeans = the K-means step alone (10 k-means++ restarts); peak = tracemalloc"
+    )
+    out.append(
+        " peak of NumPy/Python allocations during one fit; ms/iter = one iteration (objective, W and Z"
+    )
+    out.append(
+        " steps) timed alone, Grams precomputed; MI s / MLkNN s (1 thread) = MI filter ranking and one"
+    )
     out.append(" ML-kNN fit + 500 predictions on all features, the same-run baselines; target: fit < 30 s)")
 
 

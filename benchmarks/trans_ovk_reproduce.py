@@ -14,8 +14,8 @@ ML-KNN columns:
   A4 leading factor, sigma): ``literal`` is the spec's literal reading, the others are the
   alternatives; all share one alignment / leave-one-out computation per split and sigma;
 * ``tuned`` (``--tune``): sigma^2 factor and lambda_w, lambda_k chosen by inner 5-fold CV on the
-  training part only (:func:`app.methods.trans_ovk.tune_trans_ovk`, criterion AVP), on the best
-  reading.
+  training part only (:func:`app.methods.trans_ovk.tune_trans_ovk`, criterion AVP), on the
+  signed reading ``col+signed+std`` (the best-ranking reading on emotions).
 
 Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce --datasets emotions --repeats 10 --tune``
 (``--quick``: emotions, 3 splits). Writes one table per data set to

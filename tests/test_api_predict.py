@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tests.conftest import make_distribution, make_multilabel, train
+from tests.conftest import make_distribution, make_multilabel, train, upload_csv
 
 
 @pytest.fixture
@@ -205,3 +205,13 @@ def test_evaluate_classifier_ldl_and_selector(client, classifier, distribution_d
 
     wrong = client.post("/evaluate", json={"model": "clf", "dataset_id": distribution_dataset["id"]})
     assert wrong.status_code == 422
+
+
+def test_metrics_no_sample_defines_are_null(client, classifier):
+    X, Y = make_multilabel()
+    empty = upload_csv(client, X, np.zeros_like(Y), "no-labels")
+    r = client.post("/evaluate", json={"model": "clf", "dataset_id": empty["id"]})
+    assert r.status_code == 200, r.text
+    metrics = r.json()["metrics"]
+    assert metrics["ranking_loss"] is None and metrics["average_precision"] is None
+    assert metrics["hamming_loss"] is not None

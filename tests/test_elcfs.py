@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from app.methods.elcfs import ELCFS, ELCFSParams, SPEC
+from app.methods.elcfs import ELCFS, SPEC, ELCFSParams
 
 
 def _data(n: int = 60, d: int = 8, q: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -22,9 +22,9 @@ def _data(n: int = 60, d: int = 8, q: int = 4, seed: int = 0) -> tuple[np.ndarra
 def _planted(seed: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(300, 30))
-    Y = np.stack(
-        [X[:, 3] > 0.5, X[:, 11] > 0.6, X[:, 20] > 0.4, (X[:, 3] + X[:, 20]) > 1.0], axis=1
-    ).astype(int)
+    Y = np.stack([X[:, 3] > 0.5, X[:, 11] > 0.6, X[:, 20] > 0.4, (X[:, 3] + X[:, 20]) > 1.0], axis=1).astype(
+        int
+    )
     return X, Y, [3, 11, 20]
 
 
@@ -74,8 +74,15 @@ def test_cluster_centres_are_member_means() -> None:
     assert est.cluster_labels_.min() >= 0 and est.cluster_labels_.max() <= 1
 
 
-@pytest.mark.parametrize("params", [{}, {"lambda1": 1.0, "lambda2": 0.01, "lambda3": 0.9, "lambda4": 0.5},
-                                    {"zero_diag_z": True}, {"cluster_terms": False}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"lambda1": 1.0, "lambda2": 0.01, "lambda3": 0.9, "lambda4": 0.5},
+        {"zero_diag_z": True},
+        {"cluster_terms": False},
+    ],
+)
 def test_objective_never_increases_and_factors_stay_nonnegative(params: dict) -> None:
     X, Y = _data(seed=1)
     est = ELCFS(max_iter=200, tol=0, **params).fit(X, Y)

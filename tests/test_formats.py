@@ -87,8 +87,10 @@ def test_arff_numeric_nominal_uses_the_number():
 
 @pytest.mark.parametrize(
     ("header", "labels", "features"),
-    [("-C 2", ["f1", "color"], ["flag", "lab'a", "labb"]),
-     ("-C -2", ["lab'a", "labb"], ["f1", "color", "flag"])],
+    [
+        ("-C 2", ["f1", "color"], ["flag", "lab'a", "labb"]),
+        ("-C -2", ["lab'a", "labb"], ["f1", "color", "flag"]),
+    ],
 )
 def test_arff_meka_header(header, labels, features):
     text = ARFF.replace("@relation test", f"@relation 'test: {header}'")
@@ -134,8 +136,10 @@ def test_arff_sparse():
 def test_arff_identifier_attribute_dropped_with_warning():
     rows = "\n".join(f"P{i},{i * 0.5},{i % 2}" for i in range(12))
     values = ",".join(f"P{i}" for i in range(20))
-    text = f"@relation g\n@attribute protein {{{values}}}\n@attribute x numeric\n" \
-           f"@attribute l {{0,1}}\n@data\n{rows}\n"
+    text = (
+        f"@relation g\n@attribute protein {{{values}}}\n@attribute x numeric\n"
+        f"@attribute l {{0,1}}\n@data\n{rows}\n"
+    )
     ds = parse(text, "g.arff", label_count=1)
     assert ds.feature_names == ["x"]
     assert any("identifier attribute 'protein'" in w for w in ds.warnings)
@@ -151,8 +155,10 @@ def test_arff_utf8_and_latin1_names():
 
 def test_arff_latin1_byte_deep_in_the_data_section():
     rows = "".join(f"{i},0,'row{i}'\n" for i in range(3000))  # > the 8 KiB decoder chunk
-    text = "@relation r\n@attribute x numeric\n@attribute l {0,1}\n@attribute s string\n" \
+    text = (
+        "@relation r\n@attribute x numeric\n@attribute l {0,1}\n@attribute s string\n"
         f"@data\n{rows}5,1,'caf\u00e9'\n"
+    )
     ds = parse(text.encode("latin-1"), "r.arff", label_columns="l")
     assert ds.X.shape == (3001, 1) and ds.Y[-1, 0] == 1
     assert any("Latin-1" in w for w in ds.warnings)
@@ -162,23 +168,28 @@ def test_arff_more_rows_than_one_block():
     from app.formats import arff_format
 
     rows = "".join(f"{i},{i % 2}\n" for i in range(arff_format.BLOCK_ROWS * 2 + 5))
-    ds = parse(f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}",
-               "r.arff", label_count=1)
+    ds = parse(
+        f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}", "r.arff", label_count=1
+    )
     n = arff_format.BLOCK_ROWS * 2 + 5
     np.testing.assert_array_equal(ds.X[:, 0], np.arange(n))
     np.testing.assert_array_equal(ds.Y[:, 0], np.arange(n) % 2)
     bad = rows.replace(f"\n{arff_format.BLOCK_ROWS + 7},1\n", f"\n{arff_format.BLOCK_ROWS + 7},?\n")
-    msg = rejects("missing value",
-                  f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{bad}",
-                  "r.arff", label_count=1)
+    msg = rejects(
+        "missing value",
+        f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{bad}",
+        "r.arff",
+        label_count=1,
+    )
     assert f"data row {arff_format.BLOCK_ROWS + 8} (line {arff_format.BLOCK_ROWS + 12})" in msg
 
 
 def test_arff_rejections():
     msg = rejects("cannot tell which ARFF attributes are labels", ARFF, "t.arff")
     assert "labels_file" in msg and "label_count" in msg
-    rejects("not attributes of the ARFF file: 'nope'", ARFF, "t.arff",
-            XML.replace('name="labb"', 'name="nope"'))
+    rejects(
+        "not attributes of the ARFF file: 'nope'", ARFF, "t.arff", XML.replace('name="labb"', 'name="nope"')
+    )
     rejects("not valid XML", ARFF, "t.arff", "<labels><label name='a'>")
     rejects("no <label", ARFF, "t.arff", "<labels/>")
     msg = rejects("missing value", ARFF.replace("-2,blue", "?,blue"), "t.arff", XML)
@@ -191,8 +202,12 @@ def test_arff_rejections():
     rejects("only 6 attributes", ARFF, "t.arff", label_count=6)
     rejects("MEKA header", ARFF.replace("@relation test", "@relation 'x: -C 0'"), "t.arff")
     rejects("label attribute 'id' is a string", ARFF, "t.arff", label_columns=["id"])
-    msg = rejects("Data value 2 not found in nominal declaration, at line 10",
-                  ARFF.replace("1,0\n-2", "1,2\n-2"), "t.arff", XML)
+    msg = rejects(
+        "Data value 2 not found in nominal declaration, at line 10",
+        ARFF.replace("1,0\n-2", "1,2\n-2"),
+        "t.arff",
+        XML,
+    )
     numeric_label = ARFF.replace("labb {0,1}", "labb numeric").replace("1,0\n-2", "1,2\n-2")
     msg = rejects("labels are neither", numeric_label, "t.arff", XML)
     assert "data row 1 (line 10) sums to 3.0" in msg and "'labb' = 2.0" in msg
@@ -205,8 +220,12 @@ CSV = "a,b,y1,y2\n1,2,0,1\n3,4.5,1,1\n5,6,0,0\n"
 
 @pytest.mark.parametrize(
     "opts",
-    [{"label_columns": '["y1", "y2"]'}, {"label_columns": "y1, y2"},
-     {"label_columns": ["y2", "y1"]}, {"label_count": 2}],
+    [
+        {"label_columns": '["y1", "y2"]'},
+        {"label_columns": "y1, y2"},
+        {"label_columns": ["y2", "y1"]},
+        {"label_count": 2},
+    ],
 )
 def test_csv_label_selection(opts):
     ds = parse(CSV, "d.csv", **opts)
@@ -235,8 +254,9 @@ def test_csv_rejections():
     rejects("label_count=4 but the CSV has only 4 columns", CSV, "d.csv", label_count=4)
     msg = rejects("CSV line 3, column 'b'", CSV.replace("4.5", "abc"), "d.csv", label_count=2)
     assert "'abc' is not a number" in msg
-    rejects("CSV line 4 has 3 values, the header has 4", CSV.replace("5,6,0,0", "5,6,0"),
-            "d.csv", label_count=2)
+    rejects(
+        "CSV line 4 has 3 values, the header has 4", CSV.replace("5,6,0,0", "5,6,0"), "d.csv", label_count=2
+    )
     rejects("'a' appears more than once", "a,a,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
     rejects("column 2 has no name", "a,,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
     msg = rejects("feature 'b'", CSV.replace("4.5", "nan"), "d.csv", label_count=2)
@@ -273,6 +293,7 @@ def test_label_value_rejections():
 
 # ---------------------------------------------------------------------------------- LIBSVM
 
+
 def test_libsvm_multilabel():
     text = "0,2 1:0.5 3:1\n 2:1\n1 1:2 2:3\n"
     ds = parse(text, "d.svm")
@@ -284,15 +305,14 @@ def test_libsvm_multilabel():
 
 
 def test_libsvm_rejections():
-    rejects("label id 2 is out of range for label_count=2", "0,2 1:1\n1 2:1\n", "d.svm",
-            label_count=2)
-    rejects("LIBSVM line 2: label id -1 is not a non-negative integer", "0 1:1\n-1 2:1\n",
-            "d.svm")
+    rejects("label id 2 is out of range for label_count=2", "0,2 1:1\n1 2:1\n", "d.svm", label_count=2)
+    rejects("LIBSVM line 2: label id -1 is not a non-negative integer", "0 1:1\n-1 2:1\n", "d.svm")
     rejects("LIBSVM: .*n_features", "0 1:1 7:2\n1 2:1\n", "d.svm", n_features=3)
     rejects("LIBSVM", "0 1:abc\n1 2:1\n", "d.svm")
 
 
 # ---------------------------------------------------------------------------------- MAT
+
 
 def mat_bytes(**variables) -> bytes:
     buffer = io.BytesIO()
@@ -344,24 +364,37 @@ def test_mat_reader_crash_is_a_format_error():
 
 
 def test_mat_v73_rejected():
-    content = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116) + \
-        b"\0" * 8 + b"\x00\x02IM" + b"\0" * 400
+    content = (
+        b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116)
+        + b"\0" * 8
+        + b"\x00\x02IM"
+        + b"\0" * 400
+    )
     rejects("v7.3", content, "x.mat")
 
 
 def test_mat_rejections():
-    rejects("expected 'features' and 'labels'.*'test_data'", mat_bytes(foo=np.ones((2, 2))),
-            "x.mat", part="test")
-    rejects("has shape \\(3, 3\\); expected q x 5",
-            mat_bytes(data=np.ones((5, 2)), target=np.ones((3, 3))), "x.mat")
-    rejects("not a numeric matrix",
-            mat_bytes(features=np.array(["ab", "cd"]), labels=np.ones((2, 1))), "x.mat")
+    rejects(
+        "expected 'features' and 'labels'.*'test_data'", mat_bytes(foo=np.ones((2, 2))), "x.mat", part="test"
+    )
+    rejects(
+        "has shape \\(3, 3\\); expected q x 5",
+        mat_bytes(data=np.ones((5, 2)), target=np.ones((3, 3))),
+        "x.mat",
+    )
+    rejects(
+        "not a numeric matrix", mat_bytes(features=np.array(["ab", "cd"]), labels=np.ones((2, 1))), "x.mat"
+    )
     rejects("not a readable MATLAB file", b"MATLAB 5.0 garbage" + b"\0" * 200, "x.mat")
-    rejects("6 feature rows but 5 label rows",
-            mat_bytes(features=np.ones((6, 2)), labels=np.full((5, 2), 0.5)), "x.mat")
+    rejects(
+        "6 feature rows but 5 label rows",
+        mat_bytes(features=np.ones((6, 2)), labels=np.full((5, 2), 0.5)),
+        "x.mat",
+    )
 
 
 # ---------------------------------------------------------------------------------- dispatch
+
 
 def test_detect_format():
     assert detect_format(b"", "a.ARFF") == "arff"

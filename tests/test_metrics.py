@@ -129,9 +129,7 @@ def test_ranking_metrics_equal_sklearn_on_kept_rows():
     n_pos = y.sum(axis=1)
     keep = (n_pos > 0) & (n_pos < 9)
     assert m.ranking_loss(y, s) == pytest.approx(label_ranking_loss(y[keep], s[keep]))
-    assert m.average_precision(y, s) == pytest.approx(
-        label_ranking_average_precision_score(y[keep], s[keep])
-    )
+    assert m.average_precision(y, s) == pytest.approx(label_ranking_average_precision_score(y[keep], s[keep]))
     assert m.coverage(y, s) == pytest.approx(coverage_error(y[n_pos > 0], s[n_pos > 0]) - 1)
 
 
@@ -198,8 +196,7 @@ def test_ldl_zero_terms():
     # identical distributions with zeros: 0/0 terms are 0, nothing is nan
     out = m.ldl_metrics(d, d)
     assert out == pytest.approx(
-        {"chebyshev": 0, "clark": 0, "canberra": 0, "kl_divergence": 0, "cosine": 1,
-         "intersection": 1}
+        {"chebyshev": 0, "clark": 0, "canberra": 0, "kl_divergence": 0, "cosine": 1, "intersection": 1}
     )
     # a zero prediction where the truth is positive: KL stays finite, uses eps
     h = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]])

@@ -24,12 +24,20 @@ MULAN = {
     "medical": (333, 645, 1449, 45),
 }
 YAHOO = {
-    "Arts": (462, 26), "Business": (438, 30), "Computers": (681, 33), "Education": (550, 33),
-    "Health": (612, 32), "Recreation": (606, 22), "Reference": (793, 33),
+    "Arts": (462, 26),
+    "Business": (438, 30),
+    "Computers": (681, 33),
+    "Education": (550, 33),
+    "Health": (612, 32),
+    "Recreation": (606, 22),
+    "Reference": (793, 33),
 }
 LDL = {
-    "SJAFFE": (213, 243, 6), "Movie": (7755, 1869, 5), "Yeast_alpha": (2465, 24, 18),
-    "Yeast_cdc": (2465, 24, 15), "Yeast_elu": (2465, 24, 14),
+    "SJAFFE": (213, 243, 6),
+    "Movie": (7755, 1869, 5),
+    "Yeast_alpha": (2465, 24, 18),
+    "Yeast_cdc": (2465, 24, 15),
+    "Yeast_elu": (2465, 24, 14),
 }
 
 

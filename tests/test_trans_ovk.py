@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.methods import ovk_kernels as ok
-from app.methods.trans_ovk import SPEC, TransOVK, TransOVKParams
+from app.methods.trans_ovk import LITERAL_READING, SPEC, TransOVK, TransOVKParams
 
 
 def _data(n=60, d=6, q=3, seed=0):
@@ -207,7 +207,7 @@ def _fitted(n=30, d=5, q=3, **kw):
 
 
 def test_label_correlation_and_operator_kernel_identities():
-    m, X, Ys, M = _fitted()
+    m, X, Ys, M = _fitted(**LITERAL_READING)  # invariant 10 needs distributions (A2 normaliser)
     n, q, d = M.shape
     Kx = ok.label_correlation(M)
     for K in Kx:
@@ -257,7 +257,7 @@ def test_rank_q_solve_equals_naive_solve(k_order, self_factor):
 def test_ridge_map_matches_closed_form_both_forms():
     for n, d in ((30, 5), (12, 20)):  # primal (d <= n) and dual (d > n) storage
         X, Y = _data(n=n, d=d, q=2, seed=2)
-        m = TransOVK(pca_centering="column").fit(X, Y)
+        m = TransOVK(pca_centering="column", normalizer="minmax_sum").fit(X, Y)
         Xs = (X - m.x_min_) / m.x_span_
         Mu, L = m._alignment(Xs, np.where(Y > 0, 1.0, -1.0), m.sigma2_, lambda s, f: None)
         M = m._sample_distributions(Mu, L)
@@ -278,8 +278,8 @@ def test_ridge_map_matches_closed_form_both_forms():
 
 def test_outputs_depend_on_input_and_threshold_rule():
     X, Y = _data(n=120, d=8, q=4, seed=7)
-    for cen in ("row", "column"):
-        m = TransOVK(pca_centering=cen).fit(X[:90], Y[:90])
+    for reading in (LITERAL_READING, {}):
+        m = TransOVK(**reading).fit(X[:90], Y[:90])
         S = m.decision_function(X[90:])
         assert S.shape == (30, 4) and np.isfinite(S).all()
         assert np.ptp(S, axis=0).max() > 0  # scores vary with the input

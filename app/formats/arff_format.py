@@ -36,13 +36,13 @@ from __future__ import annotations
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from operator import itemgetter
-from typing import Iterator
 
 import arff
 import numpy as np
 
-from .common import DatasetFormatError, ParseOptions, ParsedDataset
+from .common import DatasetFormatError, ParsedDataset, ParseOptions
 from .validation import finalize
 
 ID_MIN_ROWS = 10
@@ -173,9 +173,7 @@ def _read_rows(
         except (UnicodeDecodeError, MemoryError):
             raise
         except Exception as exc:  # liac-arff also lets ValueError/TypeError/... through
-            raise DatasetFormatError(
-                f"ARFF data: {_describe(exc, decoder._current_line)}"
-            ) from exc
+            raise DatasetFormatError(f"ARFF data: {_describe(exc, decoder._current_line)}") from exc
         block.append(pick(row))
         lines.append(decoder._current_line)
         if len(block) == BLOCK_ROWS:
@@ -186,17 +184,13 @@ def _read_rows(
     return blocks, np.array(lines, dtype=np.int64)
 
 
-def _decode(
-    content: bytes, warnings: list[str]
-) -> tuple[dict, list[np.ndarray], np.ndarray, list[int]]:
+def _decode(content: bytes, warnings: list[str]) -> tuple[dict, list[np.ndarray], np.ndarray, list[int]]:
     """Header, data blocks (string attributes left out), line numbers and kept attribute
     indices, retrying as Latin-1 when the file is not UTF-8."""
     for encoding in ("utf-8-sig", "latin-1"):
         decoder = arff.ArffDecoder()
         try:
-            obj = decoder.decode(
-                _lines(content, encoding), encode_nominal=True, return_type=arff.DENSE_GEN
-            )
+            obj = decoder.decode(_lines(content, encoding), encode_nominal=True, return_type=arff.DENSE_GEN)
             keep = [j for j, (_, kind) in enumerate(obj["attributes"]) if kind != "STRING"]
             if not keep:
                 raise DatasetFormatError("the ARFF file has no numeric or nominal attribute")
@@ -206,18 +200,14 @@ def _decode(
         except (DatasetFormatError, MemoryError):
             raise
         except Exception as exc:  # untrusted text: any library error is a format error
-            raise DatasetFormatError(
-                f"ARFF header: {_describe(exc, decoder._current_line)}"
-            ) from exc
+            raise DatasetFormatError(f"ARFF header: {_describe(exc, decoder._current_line)}") from exc
         if encoding == "latin-1":
             warnings.append("the file is not valid UTF-8; it was read as Latin-1")
         return obj, blocks, lines, keep
     raise AssertionError("latin-1 decodes any byte string")
 
 
-def parse_arff(
-    content: bytes, *, labels_file: bytes | None, options: ParseOptions
-) -> ParsedDataset:
+def parse_arff(content: bytes, *, labels_file: bytes | None, options: ParseOptions) -> ParsedDataset:
     warnings: list[str] = []
     obj, blocks, lines, keep = _decode(content, warnings)
     attributes = obj["attributes"]
@@ -261,16 +251,17 @@ def parse_arff(
             block[:, c] = codes[block[:, c].astype(np.intp)]
         if how != "ordinal" or j in label_set:
             continue
-        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(
-            np.concatenate([block[:, c] for block in blocks])
-        ).size == n_rows:
+        if (
+            len(kind) > 2
+            and n_rows >= ID_MIN_ROWS
+            and np.unique(np.concatenate([block[:, c] for block in blocks])).size == n_rows
+        ):
             identifiers.add(j)
         else:
             ordinal.append(names[j])
     for j in sorted(identifiers):
         warnings.append(
-            f"dropped identifier attribute {names[j]!r} (nominal with a different value in "
-            "every row)"
+            f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)"
         )
     if ordinal:
         more = f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else ""

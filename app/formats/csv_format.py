@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from .common import DatasetFormatError, ParseOptions, ParsedDataset
+from .common import DatasetFormatError, ParsedDataset, ParseOptions
 from .validation import finalize
 
 _NON_SPACE = re.compile(rb"\S")
@@ -84,8 +84,9 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
                 "(at least one must remain a feature)"
             )
         q = options.label_count
-        label_idx = list(range(len(names) - q, len(names))) if options.label_location == "end" \
-            else list(range(q))
+        label_idx = (
+            list(range(len(names) - q, len(names))) if options.label_location == "end" else list(range(q))
+        )
     else:
         raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
 
@@ -108,9 +109,7 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
     except Exception as exc:  # untrusted text: any loader error is a format error
         raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
     if data.shape[1] != len(names):
-        raise DatasetFormatError(
-            f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns"
-        )
+        raise DatasetFormatError(f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns")
 
     label_set = set(label_idx)
     feature_idx = [j for j in range(len(names)) if j not in label_set]

@@ -14,7 +14,7 @@ import io
 import numpy as np
 from sklearn.datasets import load_svmlight_file
 
-from .common import DatasetFormatError, ParseOptions, ParsedDataset, generated_names
+from .common import DatasetFormatError, ParsedDataset, ParseOptions, generated_names
 from .validation import finalize
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import DatasetFormatError, ParseOptions, ParsedDataset, generated_names
+from .common import DatasetFormatError, ParsedDataset, ParseOptions, generated_names
 from .validation import finalize
 
 _READER = Path(__file__).with_name("_mat_reader.py")
@@ -40,17 +40,13 @@ def load_mat_variables(content: bytes) -> tuple[dict[str, np.ndarray], dict[str,
     interpreter on corrupt files; the arrays come back as an ``.npz`` read without pickle.
     """
     try:
-        proc = subprocess.run(
-            [sys.executable, str(_READER)], input=content, capture_output=True, check=False
-        )
+        proc = subprocess.run([sys.executable, str(_READER)], input=content, capture_output=True, check=False)
     except OSError as exc:
         raise RuntimeError(f"cannot start the MAT reader process: {exc}") from exc
     message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
     detail = message[-1] if message else ""
     if proc.returncode == 3:
-        raise DatasetFormatError(
-            f"MAT: {detail}; MATLAB v7.3 (HDF5) files are not supported, save with -v7"
-        )
+        raise DatasetFormatError(f"MAT: {detail}; MATLAB v7.3 (HDF5) files are not supported, save with -v7")
     if proc.returncode == 2:
         raise DatasetFormatError(f"MAT: not a readable MATLAB file ({detail})")
     if proc.returncode != 0:
@@ -84,8 +80,7 @@ def _label_major(target: np.ndarray, n: int, key: str, warnings: list[str]) -> n
 
 def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
     variables, other = load_mat_variables(content)
-    for key in ("features", "labels", f"{options.part}_data", f"{options.part}_target", "data",
-                "target"):
+    for key in ("features", "labels", f"{options.part}_data", f"{options.part}_target", "data", "target"):
         if key in other:
             raise DatasetFormatError(
                 f"MAT variable {key!r} is not a numeric matrix (numpy dtype {other[key]})"
@@ -111,6 +106,4 @@ def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             f"'{options.part}_data' and '{options.part}_target' (train/test layout, part="
             f"{options.part!r}), or 'data' and 'target'"
         )
-    return finalize(
-        X, Y, generated_names("f", X.shape[1]), generated_names("l", Y.shape[1]), warnings
-    )
+    return finalize(X, Y, generated_names("f", X.shape[1]), generated_names("l", Y.shape[1]), warnings)

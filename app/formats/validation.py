@@ -10,7 +10,7 @@ e.g. with their ARFF line, through ``describe_row``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,9 +30,7 @@ def _check_names(names: list[str], what: str) -> None:
     seen: dict[str, int] = {}
     for j, name in enumerate(names):
         if name in seen:
-            raise DatasetFormatError(
-                f"duplicate {what} name {name!r} ({what}s {seen[name] + 1} and {j + 1})"
-            )
+            raise DatasetFormatError(f"duplicate {what} name {name!r} ({what}s {seen[name] + 1} and {j + 1})")
         seen[name] = j
 
 
@@ -101,8 +99,7 @@ def check_labels(
     if (Y < 0).any():
         i, j = _first_bad(Y < 0)
         raise DatasetFormatError(
-            f"{where(i, j)} is {float(Y[i, j])!r}; labels must be 0/1, -1/+1, or a "
-            "non-negative distribution"
+            f"{where(i, j)} is {float(Y[i, j])!r}; labels must be 0/1, -1/+1, or a non-negative distribution"
         )
     sums = Y.sum(axis=1)
     off = np.abs(sums - 1.0) > SUM_TOLERANCE
@@ -132,8 +129,7 @@ def finalize(
     check_features(X, feature_names, describe_row)
     if Y.ndim == 2 and Y.shape[0] != X.shape[0]:
         raise DatasetFormatError(
-            f"{X.shape[0]} feature rows but {Y.shape[0]} label rows; both must have one row per "
-            "sample"
+            f"{X.shape[0]} feature rows but {Y.shape[0]} label rows; both must have one row per sample"
         )
     Y, kind = check_labels(Y, label_names, describe_row, warnings)
     return ParsedDataset(

@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +35,65 @@ from app.store import Store
 log = logging.getLogger("labelserve.jobs")
 
 
-def execute_job(job_id: str, database_url: str, model_dir: str) -> None:
-    """Run one queued job to its end state. Safe to call for a job that is no longer queued."""
+class Heartbeat:
+    """Stamps ``heartbeat_at`` every ``interval`` seconds from a daemon thread while a job runs.
+
+    A reaper in another process (or on another machine) fails ``running`` jobs whose stamp has
+    gone stale: their process died without getting to record it (SIGKILL, out of memory, power).
+    A thread rather than the progress reports, because a long step between two reports is no
+    sign of death. It stops on its own once the job has left ``running``.
+    """
+
+    def __init__(self, database_url: str, job_id: str, interval: float) -> None:
+        self.database_url = database_url
+        self.job_id = job_id
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with session_scope(self.database_url) as session:
+                    alive = session.execute(
+                        update(Job)
+                        .where(Job.id == self.job_id, Job.status == "running")
+                        .values(heartbeat_at=utcnow())
+                    ).rowcount
+            except Exception:  # a transient database error: the next beat may get through
+                log.warning("heartbeat failed", extra={"job_id": self.job_id}, exc_info=True)
+                continue
+            if not alive:
+                return
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def execute_job(
+    job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None
+) -> None:
+    """Run one queued job to its end state. Safe to call for a job that is no longer queued.
+
+    With ``heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs (see
+    ``Heartbeat``); the claim always stamps it once.
+    """
     store = Store(Path(model_dir))
     with session_scope(database_url) as session:
+        now = utcnow()
         claimed = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "queued")
             .values(
                 status="running",
                 stage="starting",
-                started_at=utcnow(),
+                started_at=now,
+                heartbeat_at=now,
                 worker=f"{socket.gethostname()}:{os.getpid()}",
             )
         ).rowcount
@@ -53,11 +103,15 @@ def execute_job(job_id: str, database_url: str, model_dir: str) -> None:
     extra = {"job_id": job_id}
     log.info("job started", extra=extra | {"kind": job.kind, "method": job.method})
     progress = JobProgress(database_url, job_id)
+    beat: AbstractContextManager[object] = (
+        Heartbeat(database_url, job_id, heartbeat_seconds) if heartbeat_seconds else nullcontext()
+    )
     try:
-        if job.kind == "train":
-            _train(job, database_url, store, progress)
-        else:
-            _batch_predict(job, database_url, store, progress)
+        with beat:
+            if job.kind == "train":
+                _train(job, database_url, store, progress)
+            else:
+                _batch_predict(job, database_url, store, progress)
     except JobCancelled:
         log.info("job cancelled", extra=extra)
     except Exception as exc:  # a failed job must record why, whatever went wrong

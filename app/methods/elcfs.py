@@ -42,9 +42,13 @@ class ELCFSParams(MethodParams):
     lambda1: float = Field(0.1, ge=0, description="Weight of the cluster-centre regression ||HW - TZ||^2.")
     lambda2: float = Field(0.1, ge=0, description="Weight of both label self-representation terms.")
     lambda3: float = Field(0.1, ge=0, description="l2,1 row sparsity of the label-correlation matrix Z.")
-    lambda4: float = Field(0.1, ge=0, description="l2,1 row sparsity of the projection W (feature selection).")
+    lambda4: float = Field(
+        0.1, ge=0, description="l2,1 row sparsity of the projection W (feature selection)."
+    )
     n_clusters: int | None = Field(
-        None, ge=1, description="K-means clusters; None = number of labels q (the paper writes 'q clusters', A2)."
+        None,
+        ge=1,
+        description="K-means clusters; None = number of labels q (the paper writes 'q clusters', A2).",
     )
     zero_diag_z: bool = Field(
         False,
@@ -55,10 +59,14 @@ class ELCFSParams(MethodParams):
         True, description="False drops ||HW - TZ|| and ||TZ - T||: the paper's ablation, eq. (22)."
     )
     scale: bool = Field(
-        True, description="Min-max scale features to [0, 1] on the training data (the updates need X >= 0, A8)."
+        True,
+        description="Min-max scale features to [0, 1] on the training data (the updates need X >= 0, A8).",
     )
     ratio: float = Field(
-        0.2, gt=0, le=1, description="Fraction of features kept by transform / get_support() (paper: top 20%)."
+        0.2,
+        gt=0,
+        le=1,
+        description="Fraction of features kept by transform / get_support() (paper: top 20%).",
     )
     max_iter: int = Field(300, ge=1, description="Iteration cap.")
     tol: float = Field(1e-5, ge=0, description="Stop when the objective's relative change falls below tol.")
@@ -130,7 +138,9 @@ class ELCFS(BaseEstimator):
             Xs[:, rng_ == 0] = 0.0  # constant features carry no information: map to 0
         else:
             if (X < 0).any():
-                raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
+                raise ValueError(
+                    "X has negative entries; the multiplicative updates need X >= 0 (use scale=True)"
+                )
             self.data_min_ = np.zeros(d)
             self.data_range_ = np.ones(d)
             Xs = X
@@ -203,7 +213,9 @@ class ELCFS(BaseEstimator):
         T = (onehot.T @ Y) / counts[:, None]
         return H, T, assign
 
-    def _grams(self, Xs: np.ndarray, Y: np.ndarray, H: np.ndarray, T: np.ndarray) -> dict[str, np.ndarray | float]:
+    def _grams(
+        self, Xs: np.ndarray, Y: np.ndarray, H: np.ndarray, T: np.ndarray
+    ) -> dict[str, np.ndarray | float]:
         """G_X = X'X + l1 H'H, B = X'Y + l1 H'T, G_Y = (1+l2) Y'Y + (l1+l2) T'T, C = l2 (Y'Y + T'T).
 
         With ``cluster_terms=False`` every H/T product is dropped (eq. (22)).
@@ -260,7 +272,11 @@ class ELCFS(BaseEstimator):
         GW = g["GX"] @ W
         BZ = g["B"] @ Z
         data = (
-            np.vdot(W, GW) - 2.0 * np.vdot(W, BZ) + np.vdot(Z, g["GY"] @ Z) - 2.0 * np.vdot(Z, g["C"]) + g["const"]
+            np.vdot(W, GW)
+            - 2.0 * np.vdot(W, BZ)
+            + np.vdot(Z, g["GY"] @ Z)
+            - 2.0 * np.vdot(Z, g["C"])
+            + g["const"]
         )
         reg = 2.0 * self.lambda3 * np.sqrt((Z * Z).sum(axis=1) + self.eps).sum()
         reg += 2.0 * self.lambda4 * np.sqrt((W * W).sum(axis=1) + self.eps).sum()
@@ -297,7 +313,8 @@ SPEC = MethodSpec(
     params=ELCFSParams,
     estimator=ELCFS,
     summary="Multi-label feature selection with K-means-enhanced label-correlation learning "
-    "(non-negative l2,1-sparse projection onto a self-represented label space; features ranked by row norms of W).",
+    "(non-negative l2,1-sparse projection onto a self-represented label space; "
+    "features ranked by row norms of W).",
     paper="Teng S., Lu J., Teng L., Zhang W. Multi-label feature selection method with enhanced learning of "
     "label correlations. Application Research of Computers 41(7):2079-2086, 2024. "
     "doi:10.19734/j.issn.1001-3695.2023.11.0550",

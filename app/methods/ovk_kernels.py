@@ -48,7 +48,9 @@ def median_sigma2(X: np.ndarray, n_pairs: int = 20000, seed: int = 0) -> float:
     return float(np.median(nz)) if nz.size else 1.0
 
 
-def kernel_rows(X: np.ndarray, rows: np.ndarray, sigma2: float, cols: slice = slice(None)) -> np.ndarray:
+def kernel_rows(
+    X: np.ndarray, rows: np.ndarray, sigma2: float, cols: slice = slice(None)
+) -> np.ndarray:
     """Per-feature Gaussian kernel values ``E[r, j, t] = exp(-(x_rows[r]^t - x_j^t)^2 / sigma2)``.
 
     Shape (len(rows), n_cols, d). Computed in place to keep one temporary of that size.
@@ -241,7 +243,9 @@ def solve_global(G: np.ndarray, A: np.ndarray, lambda_a: float, tol: float, max_
     return mus, fails
 
 
-def loo_corrections(Ei: np.ndarray, yi: np.ndarray, Ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def loo_corrections(
+    Ei: np.ndarray, yi: np.ndarray, Ys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Unscaled rank corrections: ``G^(-i) - G`` and ``A^(-i) - A`` for one left-out sample.
 
     ``Ei`` is (n, d) with ``Ei[j, t] = K_t(i, j)``. Used by the tests; the solver applies the

@@ -1,0 +1,305 @@
+"""The distributed job backend: Celery workers fed through Redis (``LABELSERVE_JOB_BACKEND=celery``).
+
+The API and any number of ``labelserve worker`` processes, on any number of machines, share the
+database (the source of truth for job state and progress) and the model store (a shared
+volume). The broker only carries job ids: a task message is ``execute_job(job_id)``, its task
+id is the job id, and the worker reads everything else from the database with its own
+``LABELSERVE_*`` settings (so no database credentials travel through Redis).
+
+Delivery and failure handling, and why:
+
+* ``task_acks_late`` + ``task_reject_on_worker_lost`` + ``worker_prefetch_multiplier=1``: a
+  message is acknowledged only when its job has ended, a worker holds no more messages than it
+  has pool processes, and a message whose pool process died is put back on the queue instead
+  of being dropped. Redelivery is never dangerous because ``execute_job`` claims a job with a
+  compare-and-set ``queued -> running`` update: a second delivery of a job that is already
+  running, finished or cancelled does not run it again.
+* A worker killed mid-job leaves the row ``running``. Two independent signals settle it:
+
+  1. **Heartbeat + reaper** (the general one). The process running a job stamps
+     ``jobs.heartbeat_at`` every ``heartbeat_seconds`` from a daemon thread
+     (``app.jobs.work.Heartbeat``). The API runs ``reap_stale_jobs`` at start-up
+     (``recover``) and then every ``reap_seconds`` in a background thread: a ``running`` job
+     whose heartbeat is older than ``heartbeat_timeout`` is failed with a clear error. A job
+     that a live worker is running keeps a fresh heartbeat, so an API restart never fails it.
+     Staleness compares the workers' clocks with the API's: keep the machines on NTP.
+  2. **Redelivery** (the fast one, for a pool process killed by the OOM killer or a signal
+     while its worker survives). The worker re-queues the message at once; before running a
+     task, ``settle_orphan`` looks at the job: ``running`` and recorded on this host by a
+     process that no longer exists, or with a stale heartbeat, means orphaned -> failed now.
+     Otherwise another live process is still running it (e.g. Redis redelivered the message
+     after the visibility timeout) and the delivery is dropped.
+
+  Either way no version is half-registered: ``execute_job`` registers a version and marks the
+  job ``succeeded`` in one transaction, after the artifact is durable in the store, and only if
+  the job is still ``running`` under a row lock. A process killed before that commit leaves at
+  most an unreferenced artifact file; a reaped job whose worker was in fact alive (a false
+  positive) stops at its next progress report and registers nothing.
+* The Redis ``visibility_timeout`` is only the delay before a message whose worker vanished
+  before claiming its job is delivered again; since redelivery is harmless it need not exceed
+  the longest training.
+* Cancelling: the API has already set the row ``cancelled``; ``cancel`` also revokes the task
+  with ``terminate=True`` so a running job's pool process is stopped at once rather than at its
+  next progress report (the fallback if the broker is unreachable), and a queued message is
+  discarded by the worker. The pool replaces the process.
+* Messages lost by the broker (Redis restarted without persistence) are re-sent at API
+  start-up for every job still ``queued`` in the database; duplicates are harmless (above).
+
+Workers use the prefork pool. The worker's main process imports every method module before it
+forks its pool, so a replaced pool process (after a cancellation, a crash or
+``max_tasks_per_child`` jobs, which bounds memory growth from large trainings) starts in
+milliseconds. The main process never opens a database connection: only pool processes do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import pkgutil
+import socket
+import threading
+from datetime import timedelta
+
+from celery import Celery
+from pydantic import Field, model_validator
+from sqlalchemy import func, select, update
+
+from app.config import Settings, get_settings
+from app.db import session_scope
+from app.jobs.runner import WORKER_DIED
+from app.jobs.work import execute_job
+from app.observability import configure_logging
+from app.orm import Job, utcnow
+
+log = logging.getLogger("labelserve.jobs")
+
+TASK_NAME = "labelserve.execute_job"
+QUEUE = "labelserve"
+BROKER_DOWN = "could not queue the job: the job broker is unreachable"
+
+
+class CelerySettings(Settings):
+    """The Celery backend's own knobs, read from the same ``LABELSERVE_*`` environment."""
+
+    heartbeat_seconds: float = Field(5.0, gt=0, description="How often a running job stamps its heartbeat")
+    heartbeat_timeout: float = Field(
+        60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
+    )
+    reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
+    visibility_timeout: float = Field(
+        3600.0, gt=0, description="Seconds before Redis redelivers an unacknowledged message"
+    )
+    max_tasks_per_child: int = Field(20, ge=1, description="Jobs a pool process runs before it is replaced")
+
+    @model_validator(mode="after")
+    def _timeout_spans_several_beats(self) -> CelerySettings:
+        if self.heartbeat_timeout < 3 * self.heartbeat_seconds:
+            raise ValueError("heartbeat_timeout must be at least 3 heartbeat_seconds")
+        return self
+
+
+def celery_settings(settings: Settings) -> CelerySettings:
+    """``settings`` plus the Celery knobs (from the environment unless already given)."""
+    if isinstance(settings, CelerySettings):
+        return settings
+    return CelerySettings(**settings.model_dump())
+
+
+def make_celery(settings: CelerySettings) -> Celery:
+    """A Celery app bound to ``settings``, with the one task registered under ``TASK_NAME``."""
+    celery = Celery("labelserve", broker=settings.broker_url, set_as_current=False)
+    celery.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        task_ignore_result=True,  # the database holds the outcome
+        task_default_queue=QUEUE,
+        task_serializer="json",
+        accept_content=["json"],
+        task_publish_retry_policy={
+            "max_retries": 3,
+            "interval_start": 0,
+            "interval_step": 0.5,
+            "interval_max": 1,
+        },
+        broker_connection_retry_on_startup=True,
+        worker_max_tasks_per_child=settings.max_tasks_per_child,
+        worker_hijack_root_logger=False,
+    )
+    url = settings.resolved_database_url
+    model_dir = str(settings.model_dir.resolve())
+
+    @celery.task(name=TASK_NAME, shared=False)
+    def run_job(job_id: str) -> None:
+        settle_orphan(url, job_id, settings.heartbeat_timeout)
+        execute_job(job_id, url, model_dir, heartbeat_seconds=settings.heartbeat_seconds)
+
+    return celery
+
+
+def _stale(cutoff_seconds: float):  # type: ignore[no-untyped-def]
+    """SQL condition: the job's last sign of life is older than ``cutoff_seconds``."""
+    cutoff = utcnow() - timedelta(seconds=cutoff_seconds)
+    return func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at) < cutoff
+
+
+def _fail_running(database_url: str, job_ids: list[str], error: str, *conditions: object) -> list[str]:
+    """Compare-and-set ``running -> failed``; returns the ids that were actually failed."""
+    failed = []
+    with session_scope(database_url) as session:
+        for job_id in job_ids:
+            changed = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "running", *conditions)  # type: ignore[arg-type]
+                .values(status="failed", error=error, finished_at=utcnow())
+            ).rowcount
+            if changed:
+                failed.append(job_id)
+    for job_id in failed:
+        log.error("job failed", extra={"job_id": job_id, "error": error})
+    return failed
+
+
+def reap_stale_jobs(database_url: str, heartbeat_timeout: float, job_id: str | None = None) -> list[str]:
+    """Fail every ``running`` job (or just ``job_id``) silent for more than ``heartbeat_timeout`` s."""
+    query = select(Job.id).where(Job.status == "running", _stale(heartbeat_timeout))
+    if job_id is not None:
+        query = query.where(Job.id == job_id)
+    with session_scope(database_url) as session:
+        stale = list(session.scalars(query).all())
+    error = f"{WORKER_DIED}: no heartbeat for more than {heartbeat_timeout:g} s"
+    # the staleness is checked again in the update: a beat may have landed in between
+    return _fail_running(database_url, stale, error, _stale(heartbeat_timeout))
+
+
+def _process_gone(worker: str | None) -> bool:
+    """True when ``worker`` (``host:pid``) names a process of this host that no longer exists."""
+    host, _, pid = (worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: only its heartbeat can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> bool:
+    """On delivery of a job that is already ``running``: fail it if its process is dead.
+
+    Dead means recorded on this host by a process that no longer exists, or silent for more
+    than ``heartbeat_timeout``. Returns True when the job was failed here.
+    """
+    with session_scope(database_url) as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status != "running":
+            return False
+        worker = job.worker
+    if _process_gone(worker):
+        return bool(_fail_running(database_url, [job_id], WORKER_DIED, Job.worker == worker))
+    return bool(reap_stale_jobs(database_url, heartbeat_timeout, job_id))
+
+
+class CeleryRunner:
+    """The API side: sends job ids to the workers, revokes cancelled jobs, reaps orphans."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = celery_settings(settings)
+        self._url = self._settings.resolved_database_url
+        self._celery = make_celery(self._settings)
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)
+        self._reaper.start()
+
+    def _send(self, job_id: str) -> None:
+        self._celery.send_task(TASK_NAME, args=[job_id], task_id=job_id, queue=QUEUE)
+
+    def submit(self, job_id: str) -> None:
+        """Send the job; if the broker cannot be reached the job fails at once, saying so."""
+        try:
+            self._send(job_id)
+        except Exception as exc:  # kombu raises several types for an unreachable broker
+            with session_scope(self._url) as session:
+                session.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.status == "queued")
+                    .values(status="failed", error=f"{BROKER_DOWN} ({exc})", finished_at=utcnow())
+                )
+            log.error("job failed", extra={"job_id": job_id, "error": f"{BROKER_DOWN}: {exc!r}"})
+
+    def cancel(self, job_id: str) -> None:
+        try:
+            self._celery.control.revoke(job_id, terminate=True, signal="SIGTERM")
+        except Exception:  # the job still stops at its next progress report
+            log.warning("revoke failed", extra={"job_id": job_id}, exc_info=True)
+
+    def recover(self) -> None:
+        """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
+        reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
+        with session_scope(self._url) as session:
+            queued = session.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.created_at)).all()
+        for job_id in queued:
+            try:
+                self._send(job_id)
+            except Exception:  # the broker is down: its own copies, if any, are still there
+                log.error("could not re-send queued jobs", exc_info=True)
+                break
+
+    def _reap_periodically(self) -> None:
+        while not self._stop.wait(self._settings.reap_seconds):
+            try:
+                reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
+            except Exception:  # the database is briefly unreachable: try again next round
+                log.warning("reaper failed", exc_info=True)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._reaper.join(timeout=5)
+        self._celery.close()
+
+
+def _preload_methods() -> None:
+    """Import every method module in the worker's main process, before the pool forks."""
+    import app.methods as methods_pkg
+
+    for module in pkgutil.iter_modules(methods_pkg.__path__):
+        importlib.import_module(f"app.methods.{module.name}")
+
+
+def node_name() -> str:
+    """Unique per worker process, so several workers on one host are told apart."""
+    return f"labelserve-{os.getpid()}@{socket.gethostname()}"
+
+
+def run_worker(concurrency: int) -> None:
+    """Start a Celery worker (prefork pool of ``concurrency`` processes) with the environment's settings."""
+    settings = celery_settings(get_settings())
+    configure_logging(settings.log_level)
+    _preload_methods()
+    celery = make_celery(settings)
+    celery.worker_main(
+        [
+            "worker",
+            f"--concurrency={concurrency}",
+            "--pool=prefork",
+            f"--hostname={node_name()}",
+            f"--queues={QUEUE}",
+            f"--loglevel={settings.log_level}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def local_worker_alive(timeout: float = 3.0) -> bool:
+    """True when a worker on this host answers a ping (the worker container's health check)."""
+    celery = make_celery(celery_settings(get_settings()))
+    try:
+        replies = celery.control.ping(timeout=timeout)
+    finally:
+        celery.close()
+    return any(name.endswith(f"@{socket.gethostname()}") for reply in replies for name in reply)
