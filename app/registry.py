@@ -11,13 +11,15 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db import session_scope
 from app.orm import Alias, Model, ModelVersion
 from app.store import Store
 
@@ -42,22 +44,41 @@ class ModelRef:
         return cls(name, selector or None)
 
 
-def resolve(session: Session, ref: str) -> ModelVersion:
-    """The version row a reference points to, or RegistryError."""
+def _select_version(session: Session, ref: str, *columns: Any) -> Row[Any]:
+    """The ``columns`` of the version a reference points to, or RegistryError."""
     parsed = ModelRef.parse(ref)
-    query = select(ModelVersion).where(ModelVersion.model_name == parsed.name)
+    query = select(*columns).where(ModelVersion.model_name == parsed.name)
     if parsed.selector is None:
-        row = session.scalars(query.order_by(ModelVersion.version.desc()).limit(1)).first()
+        query = query.order_by(ModelVersion.version.desc()).limit(1)
     elif parsed.selector.isdigit():
-        row = session.scalars(query.where(ModelVersion.version == int(parsed.selector))).first()
+        query = query.where(ModelVersion.version == int(parsed.selector))
     else:
         alias = session.get(Alias, (parsed.name, parsed.selector))
         if alias is None:
             raise RegistryError(f"model '{parsed.name}' has no alias '{parsed.selector}'")
-        row = session.scalars(query.where(ModelVersion.version == alias.version)).first()
+        query = query.where(ModelVersion.version == alias.version)
+    row = session.execute(query).first()
     if row is None:
         raise RegistryError(f"model '{ref}' not found")
     return row
+
+
+def resolve(session: Session, ref: str) -> ModelVersion:
+    """The version row a reference points to, or RegistryError."""
+    return _select_version(session, ref, ModelVersion)[0]
+
+
+VersionKey = tuple[int, datetime]
+
+
+def resolve_key(session: Session, ref: str) -> VersionKey:
+    """A narrow lookup for the hot predict path: the version's id and creation time.
+
+    Versions never change once created, so everything else about one (names, model) can be
+    cached under this key; the creation time guards against a reused id after a deletion.
+    """
+    version_id, created_at = _select_version(session, ref, ModelVersion.id, ModelVersion.created_at)
+    return version_id, created_at
 
 
 def library_versions() -> dict[str, str]:
@@ -107,18 +128,49 @@ def artifact_in_use(session: Session, sha256: str) -> bool:
     ) > 0
 
 
+@dataclass(frozen=True)
+class Served:
+    """A loaded version: what predicting with it needs, without another database read."""
+
+    name: str
+    version: int
+    method: str
+    feature_names: list[str]
+    label_names: list[str]
+    model: Any
+
+
 class ModelCache:
-    """Fitted models by artifact sha256, least recently used evicted first."""
+    """Loaded versions by ``VersionKey``, least recently used evicted first.
 
-    def __init__(self, store: Store, size: int) -> None:
+    The artifact's sha256 is verified on every load (in ``Store.load_artifact``); failures are
+    not cached, so a repaired store is picked up on the next request.
+    """
+
+    def __init__(self, store: Store, database_url: str, size: int) -> None:
         self._store = store
-        self._load = lru_cache(maxsize=size)(store.load_artifact)
+        self._database_url = database_url
+        self._load = lru_cache(maxsize=size)(self._load_version)
 
-    def get(self, sha256: str) -> tuple[Any, bool]:
-        """The model and whether it came from the cache."""
+    def _load_version(self, key: VersionKey) -> Served:
+        with session_scope(self._database_url) as session:
+            row = session.get(ModelVersion, key[0])
+        if row is None:
+            raise RegistryError(f"model version {key[0]} was deleted")
+        return Served(
+            name=row.model_name,
+            version=row.version,
+            method=row.method,
+            feature_names=row.feature_names,
+            label_names=row.label_names,
+            model=self._store.load_artifact(row.artifact_sha256),
+        )
+
+    def get(self, key: VersionKey) -> tuple[Served, bool]:
+        """The loaded version and whether it came from the cache."""
         hits = self._load.cache_info().hits
-        model = self._load(sha256)
-        return model, self._load.cache_info().hits > hits
+        served = self._load(key)
+        return served, self._load.cache_info().hits > hits
 
     def clear(self) -> None:
         self._load.cache_clear()

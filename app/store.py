@@ -76,7 +76,7 @@ class Store:
     def save_artifact(self, obj: Any) -> str:
         """Persist ``obj`` durably and return the sha256 of its bytes."""
         buffer = io.BytesIO()
-        joblib.dump(obj, buffer, compress=3)
+        joblib.dump(obj, buffer)  # uncompressed: zlib costs more time than the disk it saves
         payload = buffer.getvalue()
         sha256 = hashlib.sha256(payload).hexdigest()
         path = self.artifact_path(sha256)

@@ -92,15 +92,20 @@ def skml_round(name: str) -> float:
     return time.perf_counter() - start
 
 
-def throughput(base: str, instance: list[float], requests: int, clients: int = 16) -> tuple[float, float, float]:
-    body = {"model": "mlknn-scene", "instances": [instance]}
+def throughput(
+    base: str, body: dict | None, requests: int, clients: int = 16
+) -> tuple[float, float, float]:
+    """Requests/s, p50 and p95 latency (ms): POST /predict with ``body``, or GET /health."""
     latencies: list[float] = []
 
     def worker(count: int) -> None:
         with httpx.Client(base_url=base, timeout=30) as client:
             for _ in range(count):
                 t0 = time.perf_counter()
-                client.post("/predict", json=body).raise_for_status()
+                if body is None:
+                    client.get("/health").raise_for_status()
+                else:
+                    client.post("/predict", json=body).raise_for_status()
                 latencies.append(time.perf_counter() - t0)
 
     start = time.perf_counter()
@@ -145,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                 lines.append("  target: skml/API >= 3x")
                 if "scene" in args.datasets:
                     instance = load_mulan("scene", "test").X[0].tolist()
-                    throughput(base, instance, 200)  # warm the model cache and connections
-                    rps, p50, p95 = throughput(base, instance, args.requests)
-                    lines.append(
-                        f"Single-row POST /predict (scene mlknn, 16 clients, {args.requests} requests): "
-                        f"{rps:.0f} req/s, p50 {p50:.1f} ms, p95 {p95:.1f} ms"
-                    )
+                    body = {"model": "mlknn-scene", "instances": [instance]}
+                    throughput(base, body, 200)  # warm the model cache and connections
+                    lines.append(f"Serving, 16 concurrent clients, {args.requests} requests each row:")
+                    for label, payload in (("GET /health (baseline)", None), ("POST /predict 1 row", body)):
+                        rps, p50, p95 = throughput(base, payload, args.requests)
+                        lines.append(f"  {label:<24}{rps:7.0f} req/s  p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
         finally:
             server.terminate()
             server.wait(timeout=30)

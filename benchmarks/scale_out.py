@@ -30,9 +30,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import io  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
-import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -89,7 +89,11 @@ class Cluster:
         prefix = ["nice", "-n", str(nice)] if nice else []
         proc = subprocess.Popen(
             prefix + [sys.executable, "-m", "app.cli", *args],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.procs.append(proc)
         return proc
@@ -151,10 +155,15 @@ def run_trainings(
     """Submit the trainings at once; send /predict requests until they have all ended."""
     ids = []
     for i in range(TRAININGS):
-        r = client.post("/train", json={
-            "method": "elcfs", "dataset_id": dataset_id, "model_name": f"load{i}",
-            "params": {"max_iter": iterations, "tol": 0.0},
-        })
+        r = client.post(
+            "/train",
+            json={
+                "method": "elcfs",
+                "dataset_id": dataset_id,
+                "model_name": f"load{i}",
+                "params": {"max_iter": iterations, "tol": 0.0},
+            },
+        )
         r.raise_for_status()
         ids.append(r.json()["job_id"])
     samples: list[float] = []
@@ -205,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="labelserve-scale-out-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
     env.update(
-        LABELSERVE_DATABASE_URL=make_url(POSTGRES_ADMIN_URL).set(database=db_name).render_as_string(
-            hide_password=False
-        ),
+        LABELSERVE_DATABASE_URL=make_url(POSTGRES_ADMIN_URL)
+        .set(database=db_name)
+        .render_as_string(hide_password=False),
         LABELSERVE_MODEL_DIR=str(work / "store"),
         LABELSERVE_JOB_BACKEND="celery",
         LABELSERVE_BROKER_URL=REDIS_URL,
@@ -218,14 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = cluster.api(free_port())
         X, Y = multilabel(600, 20, 5, seed=0)
-        served = client.post("/datasets", files={"file": ("served.csv", csv_upload(X, Y), "text/csv")},
-                             data={"label_count": "5", "name": "served"}).json()
+        served = client.post(
+            "/datasets",
+            files={"file": ("served.csv", csv_upload(X, Y), "text/csv")},
+            data={"label_count": "5", "name": "served"},
+        ).json()
         Xl, Yl = multilabel(300, 60, 4, seed=1)
-        heavy = client.post("/datasets", files={"file": ("heavy.csv", csv_upload(Xl, Yl), "text/csv")},
-                            data={"label_count": "4", "name": "heavy"}).json()
+        heavy = client.post(
+            "/datasets",
+            files={"file": ("heavy.csv", csv_upload(Xl, Yl), "text/csv")},
+            data={"label_count": "4", "name": "heavy"},
+        ).json()
         cluster.worker()
-        r = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": served["id"],
-                                                   "model_name": "served", "params": {"k": 10}})
+        r = client.post(
+            "/train?wait=true",
+            json={"method": "mlknn", "dataset_id": served["id"], "model_name": "served", "params": {"k": 10}},
+        )
         assert r.json()["status"] == "succeeded", r.text
         body = {"model": "served", "instances": X[:10].tolist(), "output": "ranking"}
         measure_latency(client, body, 20)  # warm: model cache, connections
@@ -245,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
         admin.dispose()
         redis.Redis.from_url(REDIS_URL).flushdb()
+        shutil.rmtree(work, ignore_errors=True)
 
     header = ("run", "wall s", "predict p50 ms", "predict p95 ms")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -256,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         *("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows),
         "",
         f"speed-up 1 -> 2 workers (wall ratio): {one / two:.2f}x   (ideal 2.00x)",
-        f"predict latency while training vs idle, 1 worker:  p50 {p1[0] / idle[0]:.2f}x  p95 {p1[1] / idle[1]:.2f}x",
-        f"predict latency while training vs idle, 2 workers: p50 {p2[0] / idle[0]:.2f}x  p95 {p2[1] / idle[1]:.2f}x"
-        "   (target <= 2x)",
+        f"predict latency while training vs idle, 1 worker:  "
+        f"p50 {p1[0] / idle[0]:.2f}x  p95 {p1[1] / idle[1]:.2f}x",
+        f"predict latency while training vs idle, 2 workers: "
+        f"p50 {p2[0] / idle[0]:.2f}x  p95 {p2[1] / idle[1]:.2f}x   (target <= 2x)",
     ]
     text_out = "\n".join(lines)
     print(text_out)

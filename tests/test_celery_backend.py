@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 from fastapi.testclient import TestClient
@@ -108,16 +109,16 @@ def worker_env(settings: CelerySettings) -> dict[str, str]:
 
 
 @pytest.fixture
-def workers(service: CelerySettings, tmp_path: Path) -> Iterator[Callable[[int], list[subprocess.Popen[bytes]]]]:
+def workers(service: CelerySettings, tmp_path: Path) -> Iterator[Callable[[int], list[Popen]]]:
     """``workers(n)`` starts n ``labelserve worker`` processes and waits until each answers a ping."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Popen] = []
     control = make_celery(service)
 
-    def start(n: int) -> list[subprocess.Popen[bytes]]:
+    def start(n: int) -> list[Popen]:
         procs = []
         for _ in range(n):
             log = (tmp_path / f"worker-{len(started)}.log").open("wb")
-            proc = subprocess.Popen(
+            proc = Popen(
                 [sys.executable, "-m", "app.cli", "worker", "--concurrency", "1"],
                 cwd=ROOT,
                 env=worker_env(service),
@@ -205,9 +206,7 @@ def test_train_predict_and_batch_predict_run_on_a_worker(client, workers, servic
     assert result.status_code == 200 and len(result.text.strip().splitlines()) == 60
 
 
-def test_cancel_stops_the_running_process_and_an_api_restart_leaves_live_jobs_alone(
-    client, workers, service
-):
+def test_cancel_stops_the_running_process_and_an_api_restart_leaves_live_jobs_alone(client, workers, service):
     workers(1)
     dataset = long_dataset(client)
     job_id = long_job(client, dataset["id"], "long")
@@ -270,7 +269,8 @@ def test_two_workers_run_two_jobs_at_once(client, workers, service):
         states = [client.get(f"/jobs/{j}").json() for j in jobs]
         if all(s["status"] == "running" and s["progress"] > 0 for s in states):
             break
-        assert time.monotonic() < deadline and all(s["status"] in ("queued", "running") for s in states), states
+        assert all(s["status"] in ("queued", "running") for s in states), states
+        assert time.monotonic() < deadline, states
         time.sleep(0.05)
     assert len({worker_pid(service, j) for j in jobs}) == 2
     for j in jobs:

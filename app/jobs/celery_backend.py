@@ -28,7 +28,8 @@ Delivery and failure handling, and why:
      task, ``settle_orphan`` looks at the job: ``running`` and recorded on this host by a
      process that no longer exists, or with a stale heartbeat, means orphaned -> failed now.
      Otherwise another live process is still running it (e.g. Redis redelivered the message
-     after the visibility timeout) and the delivery is dropped.
+     after the visibility timeout) and the delivery is dropped. Celery notices a dead pool
+     process within its 5 s pool maintenance, well inside the default ``heartbeat_timeout``.
 
   Either way no version is half-registered: ``execute_job`` registers a version and marks the
   job ``succeeded`` in one transaction, after the artifact is durable in the store, and only if
@@ -63,7 +64,7 @@ from datetime import timedelta
 
 from celery import Celery
 from pydantic import Field, model_validator
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 
 from app.config import Settings, get_settings
 from app.db import session_scope
@@ -139,20 +140,22 @@ def make_celery(settings: CelerySettings) -> Celery:
     return celery
 
 
-def _stale(cutoff_seconds: float):  # type: ignore[no-untyped-def]
+def _stale(cutoff_seconds: float) -> ColumnElement[bool]:
     """SQL condition: the job's last sign of life is older than ``cutoff_seconds``."""
     cutoff = utcnow() - timedelta(seconds=cutoff_seconds)
     return func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at) < cutoff
 
 
-def _fail_running(database_url: str, job_ids: list[str], error: str, *conditions: object) -> list[str]:
+def _fail_running(
+    database_url: str, job_ids: list[str], error: str, *conditions: ColumnElement[bool]
+) -> list[str]:
     """Compare-and-set ``running -> failed``; returns the ids that were actually failed."""
     failed = []
     with session_scope(database_url) as session:
         for job_id in job_ids:
             changed = session.execute(
                 update(Job)
-                .where(Job.id == job_id, Job.status == "running", *conditions)  # type: ignore[arg-type]
+                .where(Job.id == job_id, Job.status == "running", *conditions)
                 .values(status="failed", error=error, finished_at=utcnow())
             ).rowcount
             if changed:
@@ -241,7 +244,9 @@ class CeleryRunner:
         """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
         reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
         with session_scope(self._url) as session:
-            queued = session.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.created_at)).all()
+            queued = session.scalars(
+                select(Job.id).where(Job.status == "queued").order_by(Job.created_at)
+            ).all()
         for job_id in queued:
             try:
                 self._send(job_id)

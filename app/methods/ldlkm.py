@@ -192,7 +192,7 @@ class LDLKM(BaseEstimator):
         self.temperature = temperature
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, D: Any, progress: ProgressFn | None = None) -> "LDLKM":
+    def fit(self, X: Any, D: Any, progress: ProgressFn | None = None) -> LDLKM:
         """Cluster X by batch k-means and store the cluster feature and label means."""
         report = progress or no_progress
         X, D = self._check_training_data(X, D)

@@ -12,14 +12,16 @@ common positive factor, and the scaled numbers are O(1), which keeps tolerances 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from joblib import Parallel, delayed
 
 # Rows of per-feature kernel values held at once: block_rows * n * d floats ~ this many bytes.
 _BLOCK_BYTES = 32 * 2**20
+# The leave-one-out pass batches its samples, so it takes larger blocks (fewer Python steps).
+_LOO_BLOCK_BYTES = 96 * 2**20
 
 
 def minmax_fit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,33 +64,36 @@ def kernel_rows(
     return E
 
 
-def block_size(n: int, d: int) -> int:
-    return int(max(1, min(n, _BLOCK_BYTES // max(1, 8 * n * d))))
+def block_size(n: int, d: int, budget: int = _BLOCK_BYTES) -> int:
+    return int(max(1, min(n, budget // max(1, 8 * n * d))))
 
 
 def run_blocks(
-    fn: Callable, n: int, b: int, n_jobs: int, report: Callable[[float], None]
-) -> list:
-    """Apply ``fn(start, stop)`` to consecutive row blocks, ``n_jobs`` threads at a time.
+    fn: Callable, n: int, b: int, n_jobs: int, report: Callable[[float], None],
+    consume: Callable[[int, int, object], None],
+) -> None:
+    """Apply ``fn(start, stop)`` to consecutive row blocks, ``n_jobs`` threads at a time, and
+    hand each result to ``consume(start, stop, result)`` in block order.
 
     NumPy releases the GIL in exp and BLAS, so threads parallelise the heavy part without
-    copying X. ``report(fraction_done)`` is called from the calling thread only, between
-    rounds, so a progress callback may safely raise (job cancellation) or touch the database.
+    copying X. ``consume`` and ``report(fraction_done)`` run in the calling thread only, between
+    rounds: block results are folded in as they arrive (memory stays at one round of blocks,
+    never the n blocks), and a progress callback may safely raise (job cancellation) or touch
+    the database.
     """
     blocks = [(s, min(n, s + b)) for s in range(0, n, b)]
-    out: list = []
     if n_jobs == 1 or len(blocks) == 1:
         for k, (s, e) in enumerate(blocks):
-            out.append(fn(s, e))
+            consume(s, e, fn(s, e))
             report((k + 1) / len(blocks))
-        return out
+        return
     per_round = 4 * n_jobs
     with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
         for r in range(0, len(blocks), per_round):
             group = blocks[r : r + per_round]
-            out.extend(parallel(delayed(fn)(s, e) for s, e in group))
+            for (s, e), res in zip(group, parallel(delayed(fn)(s, e) for s, e in group)):
+                consume(s, e, res)
             report(min(1.0, (r + len(group)) / len(blocks)))
-    return out
 
 
 def _stats_block(X, Ys, sigma2, s, e):
@@ -111,15 +116,22 @@ def alignment_stats(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``G[h, t] = <K_h, K_t>_F`` and ``A[t, alpha] = y_alpha^T K_t y_alpha``, both / n^2.
 
-    Streams row blocks of the per-feature kernels (never the n x n x d tensor) and uses the
-    symmetry of both sums.
+    Streams row blocks of the per-feature kernels (never the n x n x d tensor), folds each
+    block's partial sums in as it arrives (never n / block partial d x d matrices: 3 GB on
+    Business at n = 4000) and uses the symmetry of both sums.
     """
     n, d = X.shape
-    parts = run_blocks(
-        lambda s, e: _stats_block(X, Ys, sigma2, s, e), n, block_size(n, d), n_jobs, report
-    )
-    G = 2.0 * sum(p[0] for p in parts) + n
-    A = 2.0 * sum(p[1] for p in parts) + n
+    G = np.zeros((d, d))
+    A = np.zeros((d, Ys.shape[1]))
+
+    def add(s: int, e: int, part: tuple[np.ndarray, np.ndarray]) -> None:
+        G[...] += part[0]
+        A[...] += part[1]
+
+    run_blocks(lambda s, e: _stats_block(X, Ys, sigma2, s, e), n, block_size(n, d), n_jobs,
+               report, add)
+    G = 2.0 * G + n
+    A = 2.0 * A + n
     G = 0.5 * (G + G.T)
     return G / n**2, A / n**2
 
@@ -137,30 +149,41 @@ class QPResult:
     kkt: float
 
 
-def _face_minimiser(H: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Minimiser of the QP on the affine hull of a face: ``[H 1; 1^T 0][m; nu] = [a; 1]``.
+def _face_minimisers(H: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Minimisers of a batch of QPs on the affine hull of a face: for each item,
+    ``[H 1; 1^T 0][m; nu] = [a; 1]``. ``H`` is (b, k, k), ``a`` (b, k); returns (b, k).
 
-    A singular system (duplicate or linearly dependent kernels) is always consistent because
-    the objective is flat along H's null directions on the simplex; least squares then picks
-    the minimum-norm minimiser deterministically.
+    One batched LAPACK solve for the whole batch (the same ``gesv`` per item as a single
+    solve). An item whose system is singular (duplicate or linearly dependent kernels) is
+    always consistent, because the objective is flat along H's null directions on the
+    simplex; least squares then picks the minimum-norm minimiser deterministically.
     """
-    k = H.shape[0]
-    K = np.empty((k + 1, k + 1))
-    K[:k, :k] = H
-    K[:k, k] = 1.0
-    K[k, :k] = 1.0
-    K[k, k] = 0.0
-    rhs = np.empty(k + 1)
-    rhs[:k] = a
-    rhs[k] = 1.0
+    nb, k = a.shape
+    K = np.empty((nb, k + 1, k + 1))
+    K[:, :k, :k] = H
+    K[:, :k, k] = 1.0
+    K[:, k, :k] = 1.0
+    K[:, k, k] = 0.0
+    rhs = np.empty((nb, k + 1, 1))
+    rhs[:, :k, 0] = a
+    rhs[:, k, 0] = 1.0
     try:
         sol = np.linalg.solve(K, rhs)
-        resid = np.abs(K @ sol - rhs).max()
-        if not np.isfinite(resid) or resid > 1e-9 * (np.abs(K).max() * np.abs(sol).max() + 1.0):
-            raise np.linalg.LinAlgError
+        resid = np.abs(np.matmul(K, sol) - rhs).max(axis=(1, 2))
+        scale = np.abs(K).max(axis=(1, 2)) * np.abs(sol).max(axis=(1, 2)) + 1.0
+        bad = ~(np.isfinite(resid) & (resid <= 1e-9 * scale))
     except np.linalg.LinAlgError:
-        sol = np.linalg.lstsq(K, rhs, rcond=None)[0]
-    return sol[:k]
+        sol = np.empty_like(rhs)
+        bad = np.ones(nb, dtype=bool)
+    for r in np.flatnonzero(bad):
+        try:
+            sol[r] = np.linalg.solve(K[r], rhs[r])
+            resid = np.abs(K[r] @ sol[r] - rhs[r]).max()
+            if not np.isfinite(resid) or resid > 1e-9 * (np.abs(K[r]).max() * np.abs(sol[r]).max() + 1.0):
+                raise np.linalg.LinAlgError
+        except np.linalg.LinAlgError:
+            sol[r] = np.linalg.lstsq(K[r], rhs[r], rcond=None)[0]
+    return sol[:, :k, 0]
 
 
 def simplex_qp(
@@ -186,7 +209,7 @@ def simplex_qp(
     muS = np.asarray(muS, dtype=float)
     kkt = np.inf
     for it in range(1, max_iter + 1):
-        m = _face_minimiser(hsub(S), a[S])
+        m = _face_minimisers(hsub(S)[None], a[S][None])[0]
         if m.min() >= 0.0:
             muS = m
             g = grad(S, muS)
@@ -257,85 +280,104 @@ def loo_corrections(
 
 
 def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, s, e):
+    """Leave-one-out distributions of samples ``s..e-1``: (e - s, q, d) and #unconverged.
+
+    Vectorised over the block's samples: the kernel rows, the corrected statistics, one
+    batched face solve per label (each label keeps its global support, which is nearly always
+    still optimal since removing one of n samples moves G and a by O(1/n)) and one batched
+    gradient for the KKT check. Only the (sample, label) pairs whose support changes go
+    through the active-set solver, one at a time.
+    """
     n, d = X.shape
     q = Ys.shape[1]
+    nb = e - s
     scale = 1.0 / n**2
-    H = 2.0 * lambda_a * G
-    tol = tol * max(1.0, 2.0 * lambda_a)  # as in solve_global
+    c = 2.0 * lambda_a
+    H = c * G
+    tol = tol * max(1.0, c)  # as in solve_global
     supports = [np.flatnonzero(Mu[al] > 0) for al in range(q)]
     U = np.unique(np.concatenate(supports))
     pos = np.full(d, -1)
     pos[U] = np.arange(U.size)
-    supp_pos = [pos[sp] for sp in supports]
-    out = np.empty((e - s, q, d))
+    E = kernel_rows(X, np.arange(s, e), sigma2)  # (nb, n, d)
+    Et = E.transpose(0, 2, 1)
+    # Exact LOO statistics (spec 3.3), scaled by the same 1/n^2 as G and A: (nb, d, q).
+    A_loo = A[None] + scale * (1.0 - 2.0 * np.matmul(Et, Ys) * Ys[s:e, None, :])
+    EU = np.ascontiguousarray(E[:, :, U])
+    EUtEU = np.empty((nb, U.size, U.size))
+    for r in range(nb):
+        EUtEU[r] = EU[r].T @ EU[r]  # symmetric rank-k update, one BLAS call per sample
+    HUU = c * (G[np.ix_(U, U)][None] + scale * (1.0 - 2.0 * EUtEU))
+    # Fast path: each label's global support, all samples of the block at once.
+    cand = np.zeros((nb, U.size, q))
+    ok = np.empty((nb, q), dtype=bool)
+    for al, S in enumerate(supports):
+        sp = pos[S]
+        m = _face_minimisers(HUU[:, sp[:, None], sp[None, :]], A_loo[:, S, al])
+        ok[:, al] = m.min(axis=1) >= 0.0
+        cand[:, sp, al] = np.where(ok[:, al, None], m, 0.0)
+    Gm = c * (
+        np.matmul(G[:, U], cand)
+        + scale * (cand.sum(axis=1)[:, None, :] - 2.0 * np.matmul(Et, np.matmul(EU, cand)))
+    ) - A_loo  # (nb, d, q) gradients at the candidates
+    out = np.zeros((nb, q, d))
     fails = 0
-    E = kernel_rows(X, np.arange(s, e), sigma2)
-    for r in range(e - s):
-        i = s + r
-        Ei = E[r]
-        EU = Ei[:, U]
-        EUtEU = EU.T @ EU
-        yi = Ys[i]
-        # Exact LOO statistics (spec 3.3), scaled by the same 1/n^2 as G and A.
-        A_loo = A + scale * (1.0 - 2.0 * (Ei.T @ Ys) * yi[None, :])
-        HUU = 2.0 * lambda_a * (G[np.ix_(U, U)] + scale * (1.0 - 2.0 * EUtEU))
-        M = np.zeros((q, d))
-        # Fast path: keep each label's global support; one face solve per label, then one
-        # batched gradient for the KKT check of all labels.
-        cand = np.zeros((U.size, q))
-        ok = np.ones(q, dtype=bool)
-        for al in range(q):
-            sp = supp_pos[al]
-            m = _face_minimiser(HUU[np.ix_(sp, sp)], A_loo[supports[al], al])
-            if m.min() < 0.0:
-                ok[al] = False
-            else:
-                cand[sp, al] = m
-        Gm = 2.0 * lambda_a * (
-            G[:, U] @ cand + scale * (cand.sum(0)[None, :] - 2.0 * Ei.T @ (EU @ cand))
-        ) - A_loo
-        for al in range(q):
-            if ok[al]:
-                S = supports[al]
-                g = Gm[:, al]
-                nu = -g[S].mean()
-                z = g + nu
-                z[S] = np.inf
-                if z.min() >= -tol:
-                    M[al, U] = cand[:, al]
-                    continue
+    for al, S in enumerate(supports):
+        g = Gm[:, :, al]
+        z = g - g[:, S].mean(axis=1, keepdims=True)
+        z[:, S] = np.inf
+        accept = ok[:, al] & (z.min(axis=1) >= -tol)
+        out[np.ix_(accept, [al], U)] = cand[accept, :, al][:, None, :]
+        for r in np.flatnonzero(~accept):
+            Ei = E[r]
 
             def hsub(S, Ei=Ei):
                 ES = Ei[:, S]
-                return H[np.ix_(S, S)] + 2.0 * lambda_a * scale * (1.0 - 2.0 * ES.T @ ES)
+                return H[np.ix_(S, S)] + c * scale * (1.0 - 2.0 * ES.T @ ES)
 
-            def grad(S, muS, Ei=Ei, al=al, A_loo=A_loo):
-                return 2.0 * lambda_a * (
+            def grad(S, muS, Ei=Ei, a=A_loo[r, :, al]):
+                return c * (
                     G[:, S] @ muS + scale * (muS.sum() - 2.0 * Ei.T @ (Ei[:, S] @ muS))
-                ) - A_loo[:, al]
+                ) - a
 
-            S0 = supports[al]
-            res = simplex_qp(hsub, grad, A_loo[:, al], S0, Mu[al, S0], tol, max_iter)
-            M[al] = res.mu
+            res = simplex_qp(hsub, grad, A_loo[r, :, al], S, Mu[al, S], tol, max_iter)
+            out[r, al] = res.mu
             fails += not res.converged
-        out[r] = M
     return out, fails
 
 
 def loo_distributions(
     X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, n_jobs=1,
     report: Callable[[float], None] = lambda f: None,
+    consume: Callable[[int, int, np.ndarray], None] | None = None,
 ):
-    """``mu_alpha(X - x_i)`` for every (i, alpha): (n, q, d), plus the count of unconverged QPs.
+    """``mu_alpha(X - x_i)`` for every (i, alpha), plus the count of unconverged QPs.
 
     Uses the exact rank corrections ``G^(-i) = G - 2 E_i^T E_i + 11^T`` and
-    ``a^(-i) = a - 2 y_i E_i^T y + 1`` and warm-starts from the global solution.
+    ``a^(-i) = a - 2 y_i E_i^T y + 1`` and warm-starts from the global solution. With
+    ``consume``, each block of rows ``(start, stop, L_block)`` is handed over as it is solved
+    and the (n, q, d) array is never formed (returns ``None`` in its place); without it the
+    whole array is returned (small problems, tests).
     """
     n, d = X.shape
     args = (X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter)
-    parts = run_blocks(lambda s, e: _loo_block(*args, s, e), n, block_size(n, d), n_jobs, report)
-    L = np.concatenate([p[0] for p in parts], axis=0)
-    return L, sum(p[1] for p in parts)
+    L = None
+    if consume is None:
+        L = np.empty((n, Ys.shape[1], d))
+
+        def consume(s: int, e: int, Lb: np.ndarray) -> None:
+            L[s:e] = Lb
+
+    fails = 0
+
+    def take(s: int, e: int, part: tuple[np.ndarray, int]) -> None:
+        nonlocal fails
+        consume(s, e, part[0])
+        fails += part[1]
+
+    run_blocks(lambda s, e: _loo_block(*args, s, e), n, block_size(n, d, _LOO_BLOCK_BYTES),
+               n_jobs, report, take)
+    return L, fails
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +451,44 @@ def normalize(v: np.ndarray, mode: str) -> np.ndarray:
 def label_correlation(M: np.ndarray) -> np.ndarray:
     """``K_x = M M^T`` for every sample: (n, q, d) -> (n, q, q)."""
     return np.matmul(M, M.transpose(0, 2, 1))
+
+
+class SampleStats:
+    """What stages D-G need from the sample-level distributions, folded in block by block.
+
+    The (n, q, d) distributions ``mu_alpha(x_i)`` are only ever used through
+    ``F Z^T`` (the ridge maps, ``Z`` = distributions flattened to (n, q d)) and ``K_{x_i}``.
+    Each leave-one-out block is turned into its distributions (PCA step + normaliser) and
+    reduced at once, so nothing of size n q d is held (Business at n = 4000: 420 MB a copy).
+    When d > n the ridge maps are stored in dual form, which needs ``Z`` itself (then
+    n q d < q d^2, the size of the primal maps).
+
+    Fitted fields: ``primal``; ``XtZ`` (d, q d) = ``F Z^T`` (primal) or ``Z`` (n, q d) (dual);
+    ``Kx`` (n, q, q); ``spread_sum`` (sum over i, alpha of ``||mu_alpha(x_i) - mu_alpha(X)||_1``).
+    """
+
+    def __init__(self, Xs: np.ndarray, Mu: np.ndarray, centering: str, normalizer: str) -> None:
+        n, d = Xs.shape
+        q = Mu.shape[0]
+        self.Xs, self.Mu = Xs, Mu
+        self.centering, self.normalizer = centering, normalizer
+        self.primal = d <= n
+        self.XtZ = np.zeros((d, q * d)) if self.primal else None
+        self.Z = None if self.primal else np.empty((n, q * d))
+        self.Kx = np.empty((n, q, q))
+        self.spread_sum = 0.0
+
+    def add(self, s: int, e: int, Lb: np.ndarray) -> None:
+        """Fold in the leave-one-out distributions ``Lb`` (e - s, q, d) of samples s..e-1."""
+        v, _ = pca_combine(self.Mu, Lb, self.centering)
+        Mb = normalize(v, self.normalizer)
+        self.spread_sum += float(np.abs(Mb - self.Mu[None]).sum())
+        Zb = Mb.reshape(e - s, -1)
+        if self.primal:
+            self.XtZ += self.Xs[s:e].T @ Zb
+        else:
+            self.Z[s:e] = Zb
+        self.Kx[s:e] = label_correlation(Mb)
 
 
 def krr_reduced(Kx: np.ndarray, Ys: np.ndarray, lambda_k: float):

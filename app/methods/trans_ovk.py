@@ -40,8 +40,9 @@ cross-validation on the training data only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import product
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -62,6 +63,8 @@ LITERAL_READING = dict(pca_centering="row", normalizer="minmax_sum", k_order="li
 # Share of the whole fit spent in each stage, for progress fractions (measured on yeast and
 # scene: the leave-one-out pass, n*q warm-started QPs, dominates).
 _STAGES = (("alignment", 0.30), ("leave-one-out", 0.65), ("kernel", 0.03), ("solve", 0.02))
+# Bytes of predicted (rows, q, d) distributions per prediction chunk.
+_PREDICT_BYTES = 16 * 2**20
 
 
 class TransOVKParams(MethodParams):
@@ -129,7 +132,7 @@ class TransOVK(ClassifierMixin, BaseEstimator):
 
     # ----------------------------------------------------------------------------- training
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> "TransOVK":
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> TransOVK:
         report = progress or no_progress
         X = np.asarray(X, dtype=np.float64)
         Y = np.asarray(Y)
@@ -141,50 +144,55 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.n_labels_ = Y.shape[1]
         self.sigma2_ = self.sigma**2 if self.sigma is not None else ok.median_sigma2(Xs)
-        Mu, L = self._alignment(Xs, Ys, self.sigma2_, _staged(report))
-        M = self._sample_distributions(Mu, L)
-        self.distribution_spread_ = float(np.abs(M - Mu[None]).sum(-1).mean())
-        self._fit_head(Xs, Ys, M, _staged(report))
+        (stats,) = self._distribution_stats(
+            Xs, Ys, self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report))
+        self.distribution_spread_ = stats.spread_sum / (X.shape[0] * Y.shape[1])
+        self._fit_head(Xs, Ys, stats, _staged(report))
         return self
 
-    def _alignment(self, Xs, Ys, sigma2, report) -> tuple[np.ndarray, np.ndarray]:
-        """Stages A and B: global and leave-one-out distributions (the expensive part)."""
+    def _distribution_stats(
+        self, Xs, Ys, sigma2, readings: Sequence[tuple[str, str]], report
+    ) -> list[ok.SampleStats]:
+        """Stages A-C, the expensive part: global and leave-one-out distributions (A, B), each
+        leave-one-out block turned into sample-level distributions (C) for every
+        ``(pca_centering, normalizer)`` in ``readings`` and reduced to what the head needs, so
+        no (n, q, d) array is ever held. Several readings share one alignment pass (used by
+        the reproduction benchmark); :func:`tune_trans_ovk` reuses the result across the
+        lambda_w / lambda_k grid."""
         G, A = ok.alignment_stats(Xs, Ys, sigma2, self.n_jobs, lambda f: report("alignment", f))
         Mu, fails = ok.solve_global(G, A, self.lambda_a, self.qp_tol, self.qp_max_iter)
-        L, loo_fails = ok.loo_distributions(
+        stats = [ok.SampleStats(Xs, Mu, c, nz) for c, nz in readings]
+
+        def feed(s: int, e: int, Lb: np.ndarray) -> None:
+            for st in stats:
+                st.add(s, e, Lb)
+
+        _, loo_fails = ok.loo_distributions(
             Xs, Ys, sigma2, G, A, Mu, self.lambda_a, self.qp_tol, self.qp_max_iter,
-            self.n_jobs, lambda f: report("leave-one-out", f),
+            self.n_jobs, lambda f: report("leave-one-out", f), consume=feed,
         )
         self.mu_global_ = Mu
         self.n_qp_unconverged_ = int(fails + loo_fails)
-        return Mu, L
+        return stats
 
-    def _sample_distributions(self, Mu: np.ndarray, L: np.ndarray) -> np.ndarray:
-        """Stage C: PCA of [global; leave-one-out] then the normaliser, (n, q, d)."""
-        v, _ = ok.pca_combine(Mu, L, self.pca_centering)
-        return ok.normalize(v, self.normalizer)
-
-    def _fit_head(self, Xs, Ys, M, report) -> None:
+    def _fit_head(self, Xs, Ys, stats: ok.SampleStats, report) -> None:
         """Stages D-G: ridge maps, K_x, reduced KRR. Cheap; reused by :func:`tune_trans_ovk`."""
         n, d = Xs.shape
-        q = Ys.shape[1]
         report("kernel", 0.0)
-        Z = M.reshape(n, q * d)
         rho = n * self.lambda_w
         # W_alpha = Z_alpha F^T (F F^T + n lambda_w I)^{-1}; the dual (push-through) form is
         # smaller when d > n. Both give the same maps.
-        if d <= n:
-            P = np.linalg.solve(Xs.T @ Xs + rho * np.eye(d), Xs.T @ Z)  # (d, q d)
+        if stats.primal:
+            P = np.linalg.solve(Xs.T @ Xs + rho * np.eye(d), stats.XtZ)  # (d, q d)
             self.map_primal_ = np.ascontiguousarray(P)
             self.map_dual_ = self.map_basis_ = None
         else:
             self.map_dual_ = np.linalg.solve(Xs @ Xs.T + rho * np.eye(n), Xs)  # (n, d)
-            self.map_basis_ = Z
+            self.map_basis_ = stats.Z
             self.map_primal_ = None
-        Kx = ok.label_correlation(M)
         report("kernel", 1.0)
         report("solve", 0.0)
-        self.beta_, self.coef_, self.T_ = ok.krr_reduced(Kx, Ys, self.lambda_k)
+        self.beta_, self.coef_, self.T_ = ok.krr_reduced(stats.Kx, Ys, self.lambda_k)
         report("solve", 1.0)
 
     # ---------------------------------------------------------------------------- prediction
@@ -200,7 +208,15 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         return ok.normalize(V, self.normalizer)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Scores g(x) (p, q); higher = more relevant."""
+        """Scores g(x) (p, q); higher = more relevant. Rows go in chunks so the (rows, q, d)
+        predicted distributions stay small whatever p is."""
+        X = np.asarray(X, dtype=np.float64)
+        step = max(1, _PREDICT_BYTES // (8 * self.n_labels_ * self.n_features_in_))
+        return np.concatenate(
+            [self._scores(X[s : s + step]) for s in range(0, X.shape[0], step)]
+        ) if X.shape[0] else np.empty((0, self.n_labels_))
+
+    def _scores(self, X: np.ndarray) -> np.ndarray:
         Kt = ok.label_correlation(self.predict_distributions(X))
         if self.k_order == "literal":
             h = np.einsum("abc,pbc->pa", self.T_, Kt)
@@ -268,11 +284,11 @@ def tune_trans_ovk(
             Ys = np.where(Y[tr] > 0, 1.0, -1.0)
             est.x_min_, est.x_span_ = lo_t, span_t
             est.n_features_in_, est.n_labels_ = X.shape[1], Y.shape[1]
-            Mu, L = est._alignment(Xs, Ys, f * base_s2, lambda s, x: None)
-            M = est._sample_distributions(Mu, L)
+            (stats,) = est._distribution_stats(
+                Xs, Ys, f * base_s2, [(est.pca_centering, est.normalizer)], lambda s, x: None)
             for lw, lk in product(lambda_w_grid, lambda_k_grid):
                 est.lambda_w, est.lambda_k = lw, lk
-                est._fit_head(Xs, Ys, M, lambda s, x: None)
+                est._fit_head(Xs, Ys, stats, lambda s, x: None)
                 s = average_precision(Y[va], est.decision_function(X[va]))
                 scores.setdefault((f, la, lw, lk), []).append(s)
     rows = [

@@ -34,8 +34,14 @@ def label_columns(dataset: Dataset, version: ModelVersion) -> np.ndarray:
 
 
 def _score(
-    session: SessionDep, store: StoreDep, body: EvaluateRequest, version: ModelVersion,
-    task: str, model: Any, X: np.ndarray, Y: np.ndarray,
+    session: SessionDep,
+    store: StoreDep,
+    body: EvaluateRequest,
+    version: ModelVersion,
+    task: str,
+    model: Any,
+    X: np.ndarray,
+    Y: np.ndarray,
 ) -> tuple[dict[str, float], dict[str, Any] | None]:
     """The task's metrics, and for selectors how the downstream classifier was trained."""
     if task == "distribution":
@@ -48,8 +54,7 @@ def _score(
     if train is None:
         raise HTTPException(
             404,
-            f"train_dataset_id: dataset '{train_id}' not found "
-            "(was the selector's training data deleted?)",
+            f"train_dataset_id: dataset '{train_id}' not found (was the selector's training data deleted?)",
         )
     train = dataset_for(session, train.id, version)
     Xtr, Ytr = store.load_dataset(train.sha256)

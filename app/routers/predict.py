@@ -13,40 +13,53 @@ from app.methods.base import MethodSpec
 from app.methods.catalog import get_method
 from app.orm import Dataset, ModelVersion
 from app.prediction import InstanceError, instances_to_matrix, predict_items, selected_features
-from app.registry import RegistryError, resolve
+from app.registry import RegistryError, Served, VersionKey, resolve, resolve_key
 from app.schemas import JobOut, ModelInfo, PredictRequest, PredictResponse
 from app.store import ArtifactIntegrityError
 
 router = APIRouter(tags=["prediction"])
 
 
+def _reference_error(exc: Exception) -> HTTPException:
+    if isinstance(exc, RegistryError):
+        return HTTPException(404, f"model: {exc}")
+    return HTTPException(422, f"model: {exc}")
+
+
 def resolve_or_404(session: SessionDep, ref: str) -> tuple[ModelVersion, MethodSpec]:
     try:
         version = resolve(session, ref)
-    except ValueError as exc:
-        raise HTTPException(422, f"model: {exc}") from None
+    except (ValueError, RegistryError) as exc:
+        raise _reference_error(exc) from None
+    return version, method_of(version.method)
+
+
+def method_of(method_id: str) -> MethodSpec:
+    spec = get_method(method_id)
+    if spec is None:
+        raise HTTPException(409, f"model: method '{method_id}' is not available in this server")
+    return spec
+
+
+def load_served(request: Request, cache: CacheDep, key: VersionKey) -> Served:
+    """The loaded version (model, names) behind ``key``; 409 when its artifact is unusable."""
+    try:
+        served, hit = cache.get(key)
     except RegistryError as exc:
         raise HTTPException(404, f"model: {exc}") from None
-    spec = get_method(version.method)
-    if spec is None:
-        raise HTTPException(409, f"model: method '{version.method}' is not available in this server")
-    return version, spec
-
-
-def load_model(request: Request, cache: CacheDep, version: ModelVersion) -> Any:
-    try:
-        model, hit = cache.get(version.artifact_sha256)
     except FileNotFoundError:
-        raise HTTPException(
-            409, f"model: the artifact of {version.model_name}@{version.version} is missing from the store"
-        ) from None
+        raise HTTPException(409, f"model: version {key[0]}'s artifact is missing from the store") from None
     except ArtifactIntegrityError as exc:
         raise HTTPException(409, f"model: {exc}") from None
     request.app.state.metrics.cache_lookup(hit)
-    return model
+    return served
 
 
-def dataset_for(session: SessionDep, dataset_id: str, version: ModelVersion) -> Dataset:
+def load_model(request: Request, cache: CacheDep, version: ModelVersion) -> Any:
+    return load_served(request, cache, (version.id, version.created_at)).model
+
+
+def dataset_for(session: SessionDep, dataset_id: str, version: ModelVersion | Served) -> Dataset:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise HTTPException(404, f"dataset_id: dataset '{dataset_id}' not found")
@@ -74,22 +87,27 @@ def predict(
     runner: RunnerDep,
     settings: SettingsDep,
 ) -> Any:
-    version, spec = resolve_or_404(session, body.model)
+    try:
+        key = resolve_key(session, body.model)
+    except (ValueError, RegistryError) as exc:
+        raise _reference_error(exc) from None
+    served = load_served(request, cache, key)
+    spec = method_of(served.method)
     output = body.output or spec.default_output
     if output not in spec.outputs:
         raise HTTPException(422, f"output: a {spec.id} model gives {', '.join(spec.outputs)}; not '{output}'")
-    info = ModelInfo(name=version.model_name, version=version.version, method=spec.id)
-    model = load_model(request, cache, version)
+    info = ModelInfo(name=served.name, version=served.version, method=spec.id)
+    model = served.model
     if output == "features":
-        features = selected_features(model, version.feature_names, body.top_k)
+        features = selected_features(model, served.feature_names, body.top_k)
         return PredictResponse(model=info, output=output, features=features)
     if (body.instances is None) == (body.dataset_id is None):
         raise HTTPException(422, "give exactly one of instances and dataset_id")
     if body.dataset_id is not None:
-        dataset = dataset_for(session, body.dataset_id, version)
+        dataset = dataset_for(session, body.dataset_id, served)
         if dataset.n_samples > settings.batch_job_rows:
             job_request = body.model_dump() | {
-                "model": f"{version.model_name}@{version.version}",
+                "model": f"{served.name}@{served.version}",
                 "output": output,
             }
             job = enqueue(session, runner, "predict", job_request, method=spec.id, dataset_id=dataset.id)
@@ -97,14 +115,14 @@ def predict(
         X, _ = store.load_dataset(dataset.sha256)
     else:
         try:
-            X = instances_to_matrix(body.instances, version.feature_names)  # type: ignore[arg-type]
+            X = instances_to_matrix(body.instances, served.feature_names)  # type: ignore[arg-type]
         except InstanceError as exc:
             raise HTTPException(422, str(exc)) from None
     predictions = predict_items(
         model,
         output,
         X,
-        version.label_names,
+        served.label_names,
         threshold=body.threshold,
         top_k=body.top_k,
         include_scores=body.include_scores,
