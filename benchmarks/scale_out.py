@@ -5,7 +5,9 @@ Issue 7 targets, measured as ratios within one run (never as absolute timings):
 * 4 trainings submitted at once: wall time with 1 worker divided by wall time with 2 workers
   (ideal: 2.0 when the two workers get a core each);
 * ``POST /predict`` latency (p50/p95 over a bounded number of sequential requests, 10
-  instances each) while those trainings run, against the same API idle: at most 2x.
+  instances each, one every 50 ms: steady light traffic, so that the measuring client does not
+  itself take the cores the workers need) while those trainings run, against the same API
+  idle: at most 2x.
 
 Everything is real and local: a ``labelserve serve`` API process (uvicorn, 127.0.0.1 only,
 ``LABELSERVE_JOB_BACKEND=celery``), ``labelserve worker --concurrency 1`` processes, the
@@ -50,6 +52,7 @@ POSTGRES_ADMIN_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("LABELSERVE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 TRAININGS = 4
+PACE = 0.05  # seconds between /predict requests: the client must not eat the cores it measures
 
 
 def csv_upload(X: np.ndarray, Y: np.ndarray) -> bytes:
@@ -139,13 +142,16 @@ class Cluster:
                 proc.wait(timeout=10)
 
 
-def measure_latency(client: httpx.Client, body: dict, count: int) -> list[float]:
+def measure_latency(client: httpx.Client, body: dict, count: int, pace: float = PACE) -> list[float]:
+    """``count`` requests, one every ``pace`` seconds (light steady traffic, not a flood)."""
     samples = []
     for _ in range(count):
         t0 = time.perf_counter()
         r = client.post("/predict", json=body)
-        samples.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
         r.raise_for_status()
+        samples.append(elapsed)
+        time.sleep(max(0.0, pace - elapsed))
     return samples
 
 
@@ -192,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="shorter trainings, fewer requests")
     ap.add_argument("--nice", type=int, default=0, help="niceness of the worker processes")
     args = ap.parse_args(argv)
-    iterations = 12000 if args.quick else 40000
-    idle_requests = 100 if args.quick else 300
+    iterations = 30000 if args.quick else 100000
+    idle_requests = 60 if args.quick else 200
 
     import redis
     from sqlalchemy import create_engine, text
@@ -245,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         assert r.json()["status"] == "succeeded", r.text
         body = {"model": "served", "instances": X[:10].tolist(), "output": "ranking"}
-        measure_latency(client, body, 20)  # warm: model cache, connections
+        measure_latency(client, body, 20, pace=0)  # warm: model cache, connections
 
         idle = percentiles(measure_latency(client, body, idle_requests))
         rows.append(("idle (1 worker, no job)", "-", f"{idle[0]:.1f}", f"{idle[1]:.1f}"))
@@ -268,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     lines = [
         f"scale_out: ELCFS max_iter={iterations} on 300x60 generated data, {TRAININGS} jobs; "
-        f"/predict of 10 instances (ML-kNN), {idle_requests} idle requests; workers nice {args.nice}; "
+        f"/predict of 10 instances (ML-kNN) every {PACE * 1000:g} ms, {idle_requests} idle requests; "
+        f"workers nice {args.nice}; "
         f"{os.cpu_count()} CPUs",
         "  ".join(h.ljust(w) for h, w in zip(header, widths)),
         *("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows),

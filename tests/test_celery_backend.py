@@ -71,11 +71,14 @@ def heartbeat_timeout() -> float:
 
 
 @pytest.fixture
-def service(redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: float) -> CelerySettings:
+def service(
+    redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: float
+) -> Iterator[CelerySettings]:
     import redis
 
-    redis.Redis.from_url(redis_url).flushdb()
-    return CelerySettings(
+    broker = redis.Redis.from_url(redis_url)
+    broker.flushdb()
+    yield CelerySettings(
         database_url=pg_url,
         model_dir=tmp_path / "store",
         job_backend="celery",
@@ -85,6 +88,7 @@ def service(redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: floa
         heartbeat_timeout=heartbeat_timeout,
         reap_seconds=0.5,
     )
+    broker.flushdb()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.methods import ovk_kernels as ok
+from app.methods import trans_ovk
 from app.methods.trans_ovk import LITERAL_READING, SPEC, TransOVK, TransOVKParams
 
 
@@ -196,14 +197,22 @@ def test_pca_and_normaliser_invariants():
 # --------------------------------------------------------------------- kernel and KRR algebra
 
 
+def _distributions(m, X, Y):
+    """The sample-level distributions (n, q, d) of a fitted model, computed densely (the
+    estimator itself never holds them: it folds them block by block into SampleStats)."""
+    Xs = (X - m.x_min_) / m.x_span_
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    G, A = ok.alignment_stats(Xs, Ys, m.sigma2_)
+    Mu, _ = ok.solve_global(G, A, m.lambda_a, m.qp_tol, m.qp_max_iter)
+    L, _ = ok.loo_distributions(Xs, Ys, m.sigma2_, G, A, Mu, m.lambda_a, m.qp_tol,
+                                m.qp_max_iter)
+    return ok.normalize(ok.pca_combine(Mu, L, m.pca_centering)[0], m.normalizer)
+
+
 def _fitted(n=30, d=5, q=3, **kw):
     X, Y = _data(n=n, d=d, q=q, seed=5)
     m = TransOVK(**kw).fit(X, Y)
-    Xs = (X - m.x_min_) / m.x_span_
-    Ys = np.where(Y > 0, 1.0, -1.0)
-    Mu, L = m._alignment(Xs, Ys, m.sigma2_, lambda s, f: None)
-    M = m._sample_distributions(Mu, L)
-    return m, X, Ys, M
+    return m, X, np.where(Y > 0, 1.0, -1.0), _distributions(m, X, Y)
 
 
 def test_label_correlation_and_operator_kernel_identities():
@@ -259,8 +268,7 @@ def test_ridge_map_matches_closed_form_both_forms():
         X, Y = _data(n=n, d=d, q=2, seed=2)
         m = TransOVK(pca_centering="column", normalizer="minmax_sum").fit(X, Y)
         Xs = (X - m.x_min_) / m.x_span_
-        Mu, L = m._alignment(Xs, np.where(Y > 0, 1.0, -1.0), m.sigma2_, lambda s, f: None)
-        M = m._sample_distributions(Mu, L)
+        M = _distributions(m, X, Y)
         Xt = np.random.default_rng(1).normal(size=(3, d))
         Xts = (Xt - m.x_min_) / m.x_span_
         F = Xs.T
@@ -271,6 +279,52 @@ def test_ridge_map_matches_closed_form_both_forms():
             assert np.allclose(m.predict_distributions(Xt)[:, al], ref, atol=1e-10)
         D = m.predict_distributions(Xt)
         assert (D >= 0).all() and np.allclose(D.sum(-1), 1.0)
+
+
+def _dense_reference_scores(m, X, Y, Xt):
+    """The pre-streaming pipeline: all (n, q, d) distributions held, ridge maps and K_x from
+    them in one piece, scores for all test rows at once."""
+    Xs = (X - m.x_min_) / m.x_span_
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    M = _distributions(m, X, Y)
+    n, q, d = M.shape
+    Z = M.reshape(n, q * d)
+    Xts = (Xt - m.x_min_) / m.x_span_
+    rho = n * m.lambda_w
+    if d <= n:
+        V = Xts @ np.linalg.solve(Xs.T @ Xs + rho * np.eye(d), Xs.T @ Z)
+    else:
+        V = (Xts @ np.linalg.solve(Xs @ Xs.T + rho * np.eye(n), Xs).T) @ Z
+    Kt = ok.label_correlation(ok.normalize(V.reshape(-1, q, d), m.normalizer))
+    beta, _, T = ok.krr_reduced(ok.label_correlation(M), Ys, m.lambda_k)
+    h = np.einsum("abc,pbc->pa", T, Kt) if m.k_order == "literal" else Kt @ beta
+    if m.self_factor:
+        h = np.einsum("pab,pb->pa", Kt, np.einsum("pab,pb->pa", Kt, h))
+    spread = np.abs(M - ok.solve_global(*ok.alignment_stats(Xs, Ys, m.sigma2_), m.lambda_a,
+                                         m.qp_tol, m.qp_max_iter)[0][None]).sum(-1).mean()
+    return h, spread
+
+
+@pytest.mark.parametrize("n,d,reading", [
+    (80, 7, {}), (80, 7, LITERAL_READING),
+    (80, 7, dict(normalizer="none", k_order="standard")), (25, 40, {}),
+])
+def test_streamed_fit_equals_dense_pipeline(monkeypatch, n, d, reading):
+    """Blockwise statistics (several LOO blocks, threads, chunked prediction) give the same
+    scores as holding every distribution; a duplicated feature makes G singular (lstsq path)."""
+    X, Y = _data(n=n, d=d, q=4, seed=13)
+    X[:, -1] = X[:, 0]
+    Xt = np.random.default_rng(6).normal(size=(23, d))
+    monkeypatch.setattr(ok, "_LOO_BLOCK_BYTES", 8 * n * d * 6)  # 6 rows per LOO block
+    monkeypatch.setattr(ok, "_BLOCK_BYTES", 8 * n * d * 5)
+    monkeypatch.setattr(trans_ovk, "_PREDICT_BYTES", 8 * 4 * d * 5)  # 5 rows per chunk
+    for n_jobs in (1, 2):
+        m = TransOVK(n_jobs=n_jobs, **reading).fit(X, Y)
+        ref, spread = _dense_reference_scores(m, X, Y, Xt)
+        S = m.decision_function(Xt)
+        assert np.allclose(S, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+        assert abs(m.distribution_spread_ - spread) <= 1e-12
+        assert m.n_qp_unconverged_ == 0
 
 
 # ------------------------------------------------------------------------- estimator contract

@@ -331,7 +331,10 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, s, e):
         for r in np.flatnonzero(~accept):
             Ei = E[r]
 
-            def hsub(S, Ei=Ei):
+            def hsub(S, Ei=Ei, HU=HUU[r]):
+                p = pos[S]
+                if p.min() >= 0:  # face inside U: the corrected Hessian is already there
+                    return HU[np.ix_(p, p)]
                 ES = Ei[:, S]
                 return H[np.ix_(S, S)] + c * scale * (1.0 - 2.0 * ES.T @ ES)
 
