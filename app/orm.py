@@ -124,7 +124,7 @@ class Job(Base):
     model_name: Mapped[str | None] = mapped_column(String(255))
     model_version: Mapped[int | None] = mapped_column(Integer)
     request: Mapped[dict[str, Any]]
-    result_path: Mapped[str | None] = mapped_column(Text)
+    result_path: Mapped[str | None] = mapped_column(Text)  # file name under the store's results/
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -13,19 +13,22 @@ ML-KNN columns:
 * TRANS-OVK readings of spec section 6 (A1 PCA centring, A2 normaliser, A3 kernel order,
   A4 leading factor, sigma): ``literal`` is the spec's literal reading, the others are the
   alternatives; all share one alignment / leave-one-out computation per split and sigma;
-* ``tuned`` (``--tune``): sigma^2 factor and lambda_w, lambda_k chosen by inner 5-fold CV on the
+* ``tuned`` (``--tune <sets>``): sigma^2 factor and lambda_w, lambda_k chosen by inner 5-fold CV on the
   training part only (:func:`app.methods.trans_ovk.tune_trans_ovk`, criterion AVP), on the
   signed reading ``col+signed+std`` (the best-ranking reading on emotions).
 
-Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce --datasets emotions --repeats 10 --tune``
-(``--quick``: emotions, 3 splits). Writes one table per data set to
-``benchmarks/results/trans_ovk_reproduce_<dataset>.md``.
+Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce --datasets emotions --repeats 10
+--tune emotions`` (``--quick``: emotions, 3 splits). Writes one table per data set to
+``benchmarks/results/trans_ovk_reproduce_<dataset>.md`` (and its means to ``.json``), then the
+combined AVP table over every saved data set to ``trans_ovk_reproduce_summary.md``
+(``--summary`` rebuilds only that table).
 Skips cleanly when the data folder is absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -95,24 +98,27 @@ def scores_of(Y: np.ndarray, S: np.ndarray, Z: np.ndarray) -> dict[str, float]:
 
 
 def transovk_variants(Xtr, Ytr, Xte, Yte, n_jobs) -> tuple[dict[str, dict], float]:
-    """All VARIANTS on one split; the alignment and LOO stages run once per sigma factor."""
+    """All VARIANTS on one split; one alignment / leave-one-out pass per sigma factor feeds
+    the sample statistics of every reading with that factor."""
     out: dict[str, dict] = {}
     lo, span = ok.minmax_fit(Xtr)
     Xs = (Xtr - lo) / span
     Ys = np.where(Ytr > 0, 1.0, -1.0)
     s2 = ok.median_sigma2(Xs)
     t0 = time.perf_counter()
-    cache: dict[float, tuple] = {}
-    for name, (factor, params) in VARIANTS.items():
-        est = TransOVK(sigma=float(np.sqrt(factor * s2)), n_jobs=n_jobs, **params)
-        est.x_min_, est.x_span_ = lo, span
-        est.n_features_in_, est.n_labels_ = Xtr.shape[1], Ytr.shape[1]
-        if factor not in cache:
-            cache[factor] = est._alignment(Xs, Ys, factor * s2, lambda s, f: None)
-        Mu, L = cache[factor]
-        est._fit_head(Xs, Ys, est._sample_distributions(Mu, L), lambda s, f: None)
-        S = est.decision_function(Xte)
-        out[name] = scores_of(Yte, S, est.predict(Xte))
+    for factor in sorted({f for f, _ in VARIANTS.values()}):
+        names = [k for k, (f, _) in VARIANTS.items() if f == factor]
+        ests = [TransOVK(sigma=float(np.sqrt(factor * s2)), n_jobs=n_jobs, **VARIANTS[k][1])
+                for k in names]
+        for est in ests:
+            est.x_min_, est.x_span_ = lo, span
+            est.n_features_in_, est.n_labels_ = Xtr.shape[1], Ytr.shape[1]
+        all_stats = ests[0]._distribution_stats(
+            Xs, Ys, factor * s2, [(e.pca_centering, e.normalizer) for e in ests],
+            lambda s, f: None)
+        for name, est, stats in zip(names, ests, all_stats):
+            est._fit_head(Xs, Ys, stats, lambda s, f: None)
+            out[name] = scores_of(Yte, est.decision_function(Xte), est.predict(Xte))
     return out, time.perf_counter() - t0
 
 
@@ -179,30 +185,74 @@ def table(name: str, res: dict[str, list[dict]], repeats: int) -> str:
     return "\n".join(lines)
 
 
+SUMMARY_COLS = ("paper TRANS-OVK", "paper ML-KNN", "ML-kNN", "freq", *VARIANTS, "tuned")
+SUMMARY_ORDER = ("emotions", "yeast", "scene", "business", "birds", "genbase", "cal500")
+
+
+def save_json(path: Path, name: str, res: dict[str, list[dict]], repeats: int) -> None:
+    means = {c: {m: [float(np.mean([r[m] for r in rs])), float(np.std([r[m] for r in rs]))]
+                 for m in METRICS} for c, rs in res.items()}
+    path.write_text(json.dumps({"dataset": name, "repeats": repeats, "means": means}, indent=1))
+
+
+def summary(results: Path) -> str:
+    """One AVP table over every data set that has a saved run (``*.json`` next to the .md)."""
+    runs = {}
+    for p in results.glob("trans_ovk_reproduce_*.json"):
+        r = json.loads(p.read_text())
+        runs[r["dataset"]] = r
+    lines = ["### TRANS-OVK average precision (AVP, higher is better): paper vs ours, mean over "
+             "random 80/20 splits", "",
+             "| data set | splits | " + " | ".join(SUMMARY_COLS) + " |",
+             "|---" * (len(SUMMARY_COLS) + 2) + "|"]
+    for name in sorted(runs, key=lambda k: SUMMARY_ORDER.index(k) if k in SUMMARY_ORDER else 99):
+        r = runs[name]
+        cells = []
+        for c in SUMMARY_COLS:
+            if c.startswith("paper"):
+                v = PAPER.get(name, {}).get("AVP")
+                cells.append(f"{v[0 if c == 'paper TRANS-OVK' else 1][0]:.3f}" if v else "-")
+            else:
+                v = r["means"].get(c)
+                cells.append(f"{v['AVP'][0]:.3f}" if v else "-")
+        lines.append(f"| {name} | {r['repeats']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="emotions",
                         help="comma list of emotions,scene,yeast,birds,genbase,cal500,business")
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--tune", action="store_true", help="add the inner-CV tuned column")
+    parser.add_argument("--tune", default="",
+                        help="comma list of data sets (or 'all') that get the inner-CV tuned column")
     parser.add_argument("--quick", action="store_true", help="emotions, 3 splits")
+    parser.add_argument("--summary", action="store_true",
+                        help="only rebuild the combined AVP table from saved runs")
     parser.add_argument("--n-jobs", type=int, default=2)
     args = parser.parse_args(argv)
     from benchmarks.datasets import data_dir
 
-    if data_dir() is None:
-        print("data folder not found (set LABELSERVE_DATA_DIR); skipping")
-        return 0
-    names = ["emotions"] if args.quick else [s.strip() for s in args.datasets.split(",") if s.strip()]
-    repeats = 3 if args.quick else args.repeats
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    for name in names:
-        t0 = time.perf_counter()
-        res = run_dataset(name, repeats, args.tune, args.n_jobs)
-        text = table(name, res, repeats)
-        print(text + f"\n\n({name}: {time.perf_counter() - t0:.0f}s)\n", flush=True)
-        (results / f"trans_ovk_reproduce_{name}.md").write_text(text + "\n")
+    if not args.summary:
+        if data_dir() is None:
+            print("data folder not found (set LABELSERVE_DATA_DIR); skipping")
+            return 0
+        names = (["emotions"] if args.quick
+                 else [s.strip() for s in args.datasets.split(",") if s.strip()])
+        tune = {s.strip() for s in args.tune.split(",") if s.strip()}
+        repeats = 3 if args.quick else args.repeats
+        for name in names:
+            t0 = time.perf_counter()
+            res = run_dataset(name, repeats, "all" in tune or name in tune, args.n_jobs)
+            text = table(name, res, repeats)
+            print(text + f"\n\n({name}: {time.perf_counter() - t0:.0f}s)\n", flush=True)
+            (results / f"trans_ovk_reproduce_{name}.md").write_text(text + "\n")
+            save_json(results / f"trans_ovk_reproduce_{name}.json", name, res, repeats)
+    text = summary(results)
+    print(text)
+    (results / "trans_ovk_reproduce_summary.md").write_text(text + "\n")
     return 0
 
 

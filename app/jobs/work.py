@@ -234,7 +234,7 @@ def _batch_predict(job: Job, database_url: str, store: Store, progress: JobProgr
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    if not _finish(database_url, job.id, "succeeded", stage="done", progress=1.0, result_path=str(path)):
+    if not _finish(database_url, job.id, "succeeded", stage="done", progress=1.0, result_path=path.name):
         path.unlink(missing_ok=True)
 
 

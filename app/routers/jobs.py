@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from app.deps import PageDep, RunnerDep, SessionDep
+from app.deps import PageDep, RunnerDep, SessionDep, StoreDep
 from app.jobs.queue import cancel, job_out
 from app.orm import Job
 from app.paging import page
@@ -52,14 +51,14 @@ def cancel_job(job_id: str, session: SessionDep, runner: RunnerDep) -> JobOut:
 
 
 @router.get("/{job_id}/result")
-def job_result(job_id: str, session: SessionDep) -> Response:
+def job_result(job_id: str, session: SessionDep, store: StoreDep) -> Response:
     """The output file of a batch prediction job (JSON lines or CSV)."""
     job = get_job_or_404(session, job_id)
     if job.kind != "predict":
         raise HTTPException(404, f"job '{job_id}' is a {job.kind} job; it has no result file")
     if job.status != "succeeded" or not job.result_path:
         raise HTTPException(409, f"job '{job_id}' is {job.status}; its result is not ready")
-    path = Path(job.result_path)
+    path = store.results / job.result_path  # relative: workers may mount the store elsewhere
     if not path.exists():
         raise HTTPException(404, f"the result of job '{job_id}' is no longer in the store")
     media = "text/csv" if path.suffix == ".csv" else "application/x-ndjson"
