@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 Task = Literal["multilabel", "distribution", "selection"]
@@ -87,3 +88,39 @@ class MethodSpec:
 
 
 ProgressFn = Callable[[str, float], None]
+
+
+class RankedSelectorMixin:
+    """``get_support`` and ``transform`` for selectors that rank every feature (``ranking_``).
+
+    Subclasses say how many features are kept by default (``_default_count``); the papers
+    differ on rounding.
+    """
+
+    n_features_in_: int
+    ranking_: np.ndarray
+
+    def _default_count(self, d: int) -> int:
+        raise NotImplementedError
+
+    def _n_selected(self, k: int | None) -> int:
+        d = self.n_features_in_
+        if k is None:
+            return self._default_count(d)
+        if not 1 <= k <= d:
+            raise ValueError(f"k must be in [1, {d}], got {k}")
+        return int(k)
+
+    def get_support(self, k: int | None = None, indices: bool = False) -> np.ndarray:
+        """Top-``k`` features (default: the method's ``ratio``): a boolean mask, or the indices
+        best first when ``indices=True``."""
+        top = self.ranking_[: self._n_selected(k)]
+        if indices:
+            return top
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[top] = True
+        return mask
+
+    def transform(self, X: np.ndarray, k: int | None = None) -> np.ndarray:
+        """Columns of ``X`` for the top-``k`` features, in original column order (as scikit-learn)."""
+        return np.asarray(X)[:, self.get_support(k)]

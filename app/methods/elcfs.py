@@ -31,7 +31,7 @@ from pydantic import Field
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, no_progress
 
 _DELTA = 1e-12  # guards zero denominators of the multiplicative updates (not in the paper)
 
@@ -75,7 +75,7 @@ class ELCFSParams(MethodParams):
     random_state: int | None = Field(0, description="Seed of K-means and of the uniform(0,1) initial W, Z.")
 
 
-class ELCFS(BaseEstimator):
+class ELCFS(RankedSelectorMixin, BaseEstimator):
     """Embedded multi-label feature selector with cluster-enhanced label correlations.
 
     Parameters are documented on :class:`ELCFSParams` (same names, same defaults).
@@ -283,27 +283,9 @@ class ELCFS(BaseEstimator):
         return float(data + reg), GW, BZ
 
     # ------------------------------------------------------------------ selection
-    def _n_selected(self, k: int | None) -> int:
-        d = self.n_features_in_
-        if k is None:
-            return max(1, int(round(self.ratio * d)))
-        if not 1 <= k <= d:
-            raise ValueError(f"k must be in [1, {d}], got {k}")
-        return int(k)
-
-    def get_support(self, k: int | None = None, indices: bool = False) -> np.ndarray:
-        """Top-``k`` features (default ``max(1, round(ratio * d))``): boolean mask, or the indices
-        best first when ``indices=True``."""
-        top = self.ranking_[: self._n_selected(k)]
-        if indices:
-            return top
-        mask = np.zeros(self.n_features_in_, dtype=bool)
-        mask[top] = True
-        return mask
-
-    def transform(self, X: np.ndarray, k: int | None = None) -> np.ndarray:
-        """Columns of ``X`` for the top-``k`` features, in original column order (as scikit-learn)."""
-        return np.asarray(X)[:, self.get_support(k)]
+    def _default_count(self, d: int) -> int:
+        """Features kept by default: max(1, round(ratio * d))."""
+        return max(1, int(round(self.ratio * d)))
 
 
 SPEC = MethodSpec(

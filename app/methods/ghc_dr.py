@@ -43,7 +43,7 @@ from pydantic import Field
 from scipy import sparse
 from sklearn.base import BaseEstimator
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, no_progress
 
 _SINGULAR_RTOL = 1e-10  # |D_ij| below this times max|D| counts as a zero eigenvalue (spec 3.6)
 _SIGMA_FLOOR = 1e-12  # floor of the feature-graph bandwidth (A8)
@@ -371,7 +371,7 @@ class GHCDRParams(MethodParams):
     n_jobs: int = Field(1, description="joblib threads over row blocks (-1 = all cores). Results do not depend on it.")
 
 
-class GHCDR(BaseEstimator):
+class GHCDR(RankedSelectorMixin, BaseEstimator):
     """Filter feature selector: fuzzy-rough higher-order relevance + MI/graph dual redundancy.
 
     Parameters are documented on :class:`GHCDRParams` (same names, same defaults).
@@ -545,27 +545,9 @@ class GHCDR(BaseEstimator):
         return (FD - FD.min()) / span if span > 0 else np.ones_like(FD)
 
     # ------------------------------------------------------------------ selection
-    def _n_selected(self, k: int | None) -> int:
-        d = self.n_features_in_
-        if k is None:
-            return max(1, int(np.ceil(self.ratio * d - 1e-9)))
-        if not 1 <= k <= d:
-            raise ValueError(f"k must be in [1, {d}], got {k}")
-        return int(k)
-
-    def get_support(self, k: int | None = None, indices: bool = False) -> np.ndarray:
-        """Top-``k`` features (default ``max(1, ceil(ratio * d))``, A15): boolean mask, or the indices
-        best first when ``indices=True``."""
-        top = self.ranking_[: self._n_selected(k)]
-        if indices:
-            return top
-        mask = np.zeros(self.n_features_in_, dtype=bool)
-        mask[top] = True
-        return mask
-
-    def transform(self, X: np.ndarray, k: int | None = None) -> np.ndarray:
-        """Columns of ``X`` for the top-``k`` features, in original column order (as scikit-learn)."""
-        return np.asarray(X)[:, self.get_support(k)]
+    def _default_count(self, d: int) -> int:
+        """Features kept by default: max(1, ceil(ratio * d)), A15."""
+        return max(1, int(np.ceil(self.ratio * d - 1e-9)))
 
 
 SPEC = MethodSpec(
