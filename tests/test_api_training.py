@@ -201,3 +201,15 @@ def test_restart_gives_identical_predictions(settings):
         assert np.isclose(
             after["predictions"][0]["ranking"][0]["score"], before["predictions"][0]["ranking"][0]["score"]
         )
+
+
+def test_unseeded_training_records_the_seed_it_used(client, distribution_dataset):
+    train(client, "ldlkm", distribution_dataset["id"], "seeded", k=3)
+    seed = client.get("/models/seeded/versions/1").json()["params"]["random_state"]
+    assert isinstance(seed, int)
+    # retraining with the recorded seed reproduces the model exactly
+    train(client, "ldlkm", distribution_dataset["id"], "seeded", k=3, random_state=seed)
+    X = [[0.1, 0.2, 0.3, 0.4, 0.5]]
+    first = client.post("/predict", json={"model": "seeded@1", "instances": X}).json()
+    second = client.post("/predict", json={"model": "seeded@2", "instances": X}).json()
+    assert first["predictions"] == second["predictions"]

@@ -12,6 +12,7 @@ import csv
 import json
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -144,8 +145,10 @@ def _train(job: Job, database_url: str, store: Store, progress: JobProgress) -> 
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
     params = dict(request.get("params") or {})
-    if request.get("random_state") is not None and "random_state" in spec.params.model_fields:
-        params.setdefault("random_state", request["random_state"])
+    if "random_state" in spec.params.model_fields and params.get("random_state") is None:
+        # An unseeded training records the seed it drew, so every version is reproducible.
+        seed = request.get("random_state")
+        params["random_state"] = secrets.randbelow(2**31) if seed is None else seed
     estimator = spec.build(params)
     indices = None
     if selector_row is not None:
