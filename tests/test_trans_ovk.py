@@ -163,6 +163,27 @@ def test_loo_corrections_and_distributions_equal_recomputation():
     assert (L >= -1e-12).all() and np.allclose(L.sum(-1), 1.0, atol=1e-9)
 
 
+def test_local_alignment_equals_alignment_on_the_neighbourhood():
+    X, Y = _data(n=45, d=5, q=3, seed=8)
+    Xs = _scaled(X)
+    Ys = np.where(Y > 0, 1.0, -1.0)
+    s2 = ok.median_sigma2(Xs)
+    k = 12
+    L, fails = ok.local_distributions(Xs, Ys, s2, k, 0.5, 1e-12, 500)
+    assert fails == 0 and (L >= -1e-12).all() and np.allclose(L.sum(-1), 1.0)
+    for i in (0, 17, 44):
+        dist = ((Xs - Xs[i]) ** 2).sum(1)
+        dist[i] = np.inf
+        nb = np.argsort(dist, kind="stable")[:k]
+        G_i, A_i = ok.alignment_stats(Xs[nb], Ys[nb], s2)
+        Mu_i, _ = ok.solve_global(G_i, A_i, 0.5, 1e-12, 500)
+        assert np.abs(L[i] - Mu_i).max() < 1e-8
+    # O(1) moves, unlike leave-one-out; and the fitted model's scores depend on the input
+    m = TransOVK(local_k=k, pca_centering="row").fit(X, Y)
+    assert m.distribution_spread_ > 0.05 and m.n_qp_unconverged_ == 0
+    assert np.ptp(m.decision_function(X), axis=0).max() > 0
+
+
 # ------------------------------------------------------------------------ PCA and normaliser
 
 
