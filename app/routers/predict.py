@@ -5,17 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 
-from app.deps import CacheDep, RunnerDep, SessionDep, SettingsDep, StoreDep
+from app.config import Settings
+from app.db import session_scope
+from app.deps import CacheDep, SessionDep
 from app.jobs.queue import enqueue, job_out
+from app.jobs.runner import JobRunner
 from app.methods.base import MethodSpec
 from app.methods.catalog import get_method
 from app.orm import Dataset, ModelVersion
 from app.prediction import InstanceError, instances_to_matrix, predict_items, selected_features
-from app.registry import RegistryError, Served, VersionKey, resolve, resolve_key
+from app.registry import ModelCache, RegistryError, Served, VersionKey, resolve, resolve_key
 from app.schemas import JobOut, ModelInfo, PredictRequest, PredictResponse
-from app.store import ArtifactIntegrityError
+from app.store import ArtifactIntegrityError, Store
 
 router = APIRouter(tags=["prediction"])
 
@@ -78,14 +83,28 @@ def dataset_for(session: SessionDep, dataset_id: str, version: ModelVersion | Se
     response_model_exclude_none=True,
     responses={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}},
 )
-def predict(
+async def predict(body: PredictRequest, request: Request) -> Any:
+    """One threadpool hop for the whole request, so the hot path costs about what ``/health``
+    does (sync dependencies would each add a hop; the session is opened inside instead)."""
+    return await run_in_threadpool(_predict, body, request)
+
+
+def _predict(body: PredictRequest, request: Request) -> Any:
+    state = request.app.state
+    settings: Settings = state.settings
+    store: Store = state.store
+    with session_scope(settings.resolved_database_url) as session:
+        return _answer(body, request, session, settings, store, state.model_cache, state.runner)
+
+
+def _answer(
     body: PredictRequest,
     request: Request,
-    session: SessionDep,
-    store: StoreDep,
-    cache: CacheDep,
-    runner: RunnerDep,
-    settings: SettingsDep,
+    session: Session,
+    settings: Settings,
+    store: Store,
+    cache: ModelCache,
+    runner: JobRunner,
 ) -> Any:
     try:
         key = resolve_key(session, body.model)
