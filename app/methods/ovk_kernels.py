@@ -258,7 +258,7 @@ def solve_global(G: np.ndarray, A: np.ndarray, lambda_a: float, tol: float, max_
         k = int(np.argmin(0.5 * np.diag(H) - a))
         res = simplex_qp(
             lambda S: H[np.ix_(S, S)],
-            lambda S, muS: H[:, S] @ muS - a,
+            lambda S, muS, a=a: H[:, S] @ muS - a,
             a, np.array([k]), np.array([1.0]), tol, max_iter,
         )
         mus[al] = res.mu
@@ -364,9 +364,18 @@ def loo_distributions(
     """
     n, d = X.shape
     args = (X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter)
+    # Large blocks cut Python steps, but every thread needs several (small n, e.g. emotions).
+    b = min(block_size(n, d, _LOO_BLOCK_BYTES), max(1, -(-n // (4 * n_jobs))))
+    return _distribution_blocks(lambda s, e: _loo_block(*args, s, e), (n, Ys.shape[1], d), b,
+                                n_jobs, report, consume)
+
+
+def _distribution_blocks(fn, shape, b, n_jobs, report, consume):
+    """Run ``fn(start, stop) -> (distributions of those rows, #unconverged)`` over row blocks;
+    hand each block to ``consume`` or, without one, gather the whole ``shape`` array."""
     L = None
     if consume is None:
-        L = np.empty((n, Ys.shape[1], d))
+        L = np.empty(shape)
 
         def consume(s: int, e: int, Lb: np.ndarray) -> None:
             L[s:e] = Lb
@@ -378,14 +387,15 @@ def loo_distributions(
         consume(s, e, part[0])
         fails += part[1]
 
-    run_blocks(lambda s, e: _loo_block(*args, s, e), n, block_size(n, d, _LOO_BLOCK_BYTES),
-               n_jobs, report, take)
+    run_blocks(fn, shape[0], b, n_jobs, report, take)
     return L, fails
 
 
 def _local_block(X, Ys, sigma2, lambda_a, tol, max_iter, k, s, e):
     """Local alignment distributions of samples ``s..e-1``: the Stage A QP on the ``k``
-    nearest training neighbours of each x_i (x_i itself excluded), (e - s, q, d)."""
+    nearest training neighbours of each x_i (x_i itself excluded), (e - s, q, d). Started at
+    the best vertex like the global QPs: local supports are small and far from the global
+    ones, so a warm start from ``mu_alpha(X)`` takes more active-set steps, not fewer."""
     n, d = X.shape
     q = Ys.shape[1]
     D = (X[s:e] ** 2).sum(1)[:, None] - 2.0 * X[s:e] @ X.T + (X**2).sum(1)[None, :]
@@ -418,24 +428,10 @@ def local_distributions(
     alignment of its reference [31]; unlike leave-one-out, it moves the distribution by O(1),
     not O(1/n)."""
     n, d = X.shape
-    L = None
-    if consume is None:
-        L = np.empty((n, Ys.shape[1], d))
-
-        def consume(s: int, e: int, Lb: np.ndarray) -> None:
-            L[s:e] = Lb
-
-    fails = 0
-
-    def take(s: int, e: int, part: tuple[np.ndarray, int]) -> None:
-        nonlocal fails
-        consume(s, e, part[0])
-        fails += part[1]
-
     kk = int(min(k, n - 1))
-    run_blocks(lambda s, e: _local_block(X, Ys, sigma2, lambda_a, tol, max_iter, kk, s, e),
-               n, 64, n_jobs, report, take)
-    return L, fails
+    return _distribution_blocks(
+        lambda s, e: _local_block(X, Ys, sigma2, lambda_a, tol, max_iter, kk, s, e),
+        (n, Ys.shape[1], d), 64, n_jobs, report, consume)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +449,7 @@ def pca_combine(Mu: np.ndarray, L: np.ndarray, centering: str) -> tuple[np.ndarr
     """
     n, q, d = L.shape
     g = np.broadcast_to(Mu - 1.0 / d, L.shape)
-    l = L - 1.0 / d
+    lc = L - 1.0 / d
     if centering == "column":
         P = np.empty((n, q, 2))
         P[..., 0] = 1.0 / np.sqrt(2.0)
@@ -463,8 +459,8 @@ def pca_combine(Mu: np.ndarray, L: np.ndarray, centering: str) -> tuple[np.ndarr
     if centering != "row":
         raise ValueError(f"unknown pca_centering {centering!r}")
     c11 = np.einsum("iad,iad->ia", g, g)
-    c22 = np.einsum("iad,iad->ia", l, l)
-    c12 = np.einsum("iad,iad->ia", g, l)
+    c22 = np.einsum("iad,iad->ia", lc, lc)
+    c12 = np.einsum("iad,iad->ia", g, lc)
     half = 0.5 * (c11 - c22)
     l1 = 0.5 * (c11 + c22) + np.sqrt(half**2 + c12**2)
     p1 = np.where(c12 != 0, c12, np.where(c11 >= c22, 1.0, 0.0))
@@ -477,7 +473,7 @@ def pca_combine(Mu: np.ndarray, L: np.ndarray, centering: str) -> tuple[np.ndarr
     flip = (p1 + p2 < 0) | ((p1 + p2 == 0) & (p1 < 0))
     p1 = np.where(flip, -p1, p1)
     p2 = np.where(flip, -p2, p2)
-    v = p1[..., None] * g + p2[..., None] * l
+    v = p1[..., None] * g + p2[..., None] * lc
     return v, np.stack([p1, p2], axis=-1)
 
 
