@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import session_scope
 from app.jobs.runner import JobRunner
-from app.registry import ModelCache
+from app.registry import MAX_DB_INT, ModelCache
 from app.store import Store
 
 
@@ -66,8 +66,8 @@ CacheDep = Annotated[ModelCache, Depends(cache_dep)]
 def page_params(limit: int = 100, offset: int = 0) -> tuple[int, int]:
     if not 1 <= limit <= 1000:
         raise HTTPException(422, "limit: must be between 1 and 1000")
-    if offset < 0:
-        raise HTTPException(422, "offset: must be >= 0")
+    if not 0 <= offset <= MAX_DB_INT:
+        raise HTTPException(422, f"offset: must be between 0 and {MAX_DB_INT}")
     return limit, offset
 
 

@@ -24,6 +24,7 @@ from app.orm import Alias, Model, ModelVersion
 from app.store import Store
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+MAX_DB_INT = 2**31 - 1  # bound of versions, offsets and other integers that reach the database
 _NAME_RE = re.compile(NAME_PATTERN)
 
 
@@ -41,6 +42,8 @@ class ModelRef:
         name, _, selector = ref.partition("@")
         if not _NAME_RE.match(name) or (ref.count("@") == 1 and not selector):
             raise ValueError(f"'{ref}' is not a model reference (name, name@version or name@alias)")
+        if selector.isdigit() and not 1 <= int(selector) <= MAX_DB_INT:
+            raise ValueError(f"'{ref}': version must be between 1 and {MAX_DB_INT}")
         return cls(name, selector or None)
 
 

@@ -7,7 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.registry import NAME_PATTERN
+from app.registry import MAX_DB_INT, NAME_PATTERN
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features"]
@@ -80,7 +80,7 @@ class TrainRequest(Strict):
     data: InlineData | None = None
     model_name: str = Field(pattern=NAME_PATTERN)
     params: dict[str, Any] = Field(default_factory=dict)
-    random_state: int | None = Field(None, ge=0)
+    random_state: int | None = Field(None, ge=0, le=2**32 - 1)
     feature_selector: FeatureSelection | None = None
 
     @model_validator(mode="after")
@@ -143,7 +143,7 @@ class ModelOut(BaseModel):
 
 
 class AliasIn(Strict):
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=MAX_DB_INT)
 
 
 # prediction and evaluation ----------------------------------------------------------------

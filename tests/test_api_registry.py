@@ -41,3 +41,15 @@ def test_deleting_versions_and_models(client, settings, multilabel_dataset):
     train(client, "mlknn", multilabel_dataset["id"], "n", k=3)
     assert client.delete(f"/datasets/{multilabel_dataset['id']}").status_code == 204
     assert client.get("/models/n/versions/1").json()["dataset_sha256"] == multilabel_dataset["sha256"]
+
+
+def test_out_of_range_integers_are_422_not_500(client, multilabel_dataset):
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
+    huge = 12603205630790563840  # found by schemathesis: overflowed SQLite's INTEGER
+    assert client.get(f"/models/m/versions/{huge}").status_code == 422
+    assert client.delete(f"/models/m/versions/{huge}").status_code == 422
+    assert client.put("/models/m/aliases/prod", json={"version": huge}).status_code == 422
+    assert client.get(f"/models?offset={huge}").status_code == 422
+    X, _ = make_multilabel()
+    r = client.post("/predict", json={"model": f"m@{huge}", "instances": X[:1].tolist()})
+    assert r.status_code == 422 and "version must be between" in r.text

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Response
 from sqlalchemy import delete, select
 
 from app.deps import PageDep, SessionDep, StoreDep
 from app.orm import Alias, Model, ModelVersion
 from app.paging import page
-from app.registry import artifact_in_use
+from app.registry import MAX_DB_INT, artifact_in_use
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
 
 router = APIRouter(prefix="/models", tags=["models"])
+
+VersionPath = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 def version_out(row: ModelVersion) -> VersionOut:
@@ -70,7 +74,7 @@ def get_model(name: str, session: SessionDep) -> ModelOut:
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionOut)
-def get_version(name: str, version: int, session: SessionDep) -> VersionOut:
+def get_version(name: str, version: VersionPath, session: SessionDep) -> VersionOut:
     return version_out(get_version_or_404(session, name, version))
 
 
@@ -82,7 +86,7 @@ def _drop_artifacts(session: SessionDep, store: StoreDep, hashes: set[str]) -> N
 
 
 @router.delete("/{name}/versions/{version}", status_code=204)
-def delete_version(name: str, version: int, session: SessionDep, store: StoreDep) -> Response:
+def delete_version(name: str, version: VersionPath, session: SessionDep, store: StoreDep) -> Response:
     row = get_version_or_404(session, name, version)
     sha256 = row.artifact_sha256
     session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))

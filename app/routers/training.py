@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -121,7 +121,7 @@ async def train(
     store: StoreDep,
     runner: RunnerDep,
     wait: bool = False,
-    timeout: float = 3600,
+    timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
     spec, dataset, job_request = await run_in_threadpool(prepare, session, store, body)
