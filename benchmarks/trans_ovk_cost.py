@@ -2,7 +2,8 @@
 
 Every measurement runs in a fresh subprocess that loads the data, fits once and reports its
 wall time and peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), so peak
-memory is the whole process (interpreter + data + fit), not a tracemalloc estimate. ML-kNN is
+memory is the whole process (interpreter + data + fit), not a tracemalloc estimate. Stage
+times run from each stage's first progress call (the estimator reports every stage's start). ML-kNN is
 fitted in the same subprocess as the in-run baseline (times on this shared 2-core machine are
 noisy; the ratio is the stabler figure).
 
