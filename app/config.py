@@ -27,9 +27,7 @@ class Settings(BaseSettings):
     job_backend: Literal["local", "celery"] = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"
     model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")
-    batch_job_rows: int = Field(
-        50_000, ge=1, description="Datasets with more rows are predicted as a background job"
-    )
+    batch_job_rows: int = Field(50_000, ge=1, description="Datasets with more rows are predicted as a background job")
     log_level: str = "INFO"
 
     @property

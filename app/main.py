@@ -33,9 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         migrate(settings.resolved_database_url)
         api.state.store = Store(settings.model_dir)
-        api.state.model_cache = ModelCache(
-            api.state.store, settings.resolved_database_url, settings.model_cache_size
-        )
+        api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
         api.state.runner = make_runner(settings)
         api.state.runner.recover()
         try:

@@ -13,9 +13,7 @@ from app.schemas import Page
 T = TypeVar("T")
 
 
-def page(
-    session: Session, query: Select[Any], limit: int, offset: int, convert: Callable[[Any], T]
-) -> Page[T]:
+def page(session: Session, query: Select[Any], limit: int, offset: int, convert: Callable[[Any], T]) -> Page[T]:
     """Fetch one row more than asked for to know whether another page exists."""
     rows = session.scalars(query.offset(offset).limit(limit + 1)).all()
     more = len(rows) > limit

@@ -100,8 +100,7 @@ def rankings(model: Any, X: np.ndarray, label_names: list[str], top_k: int | Non
     scores = np.asarray(model.decision_function(X), dtype=np.float64)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
     return [
-        {"ranking": [{"label": label_names[j], "score": float(s[j])} for j in row]}
-        for row, s in zip(order, scores)
+        {"ranking": [{"label": label_names[j], "score": float(s[j])} for j in row]} for row, s in zip(order, scores)
     ]
 
 

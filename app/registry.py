@@ -124,9 +124,7 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
 
 def artifact_in_use(session: Session, sha256: str) -> bool:
     return (
-        session.scalar(
-            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
-        )
+        session.scalar(select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256))
         or 0
     ) > 0
 

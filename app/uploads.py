@@ -52,9 +52,7 @@ class UploadLimit:
 
     @staticmethod
     async def _reject(send: Send, limit_mb: float) -> None:
-        body = json.dumps(
-            {"detail": f"request body larger than LABELSERVE_MAX_UPLOAD_MB ({limit_mb:g} MB)"}
-        ).encode()
+        body = json.dumps({"detail": f"request body larger than LABELSERVE_MAX_UPLOAD_MB ({limit_mb:g} MB)"}).encode()
         await send(
             {
                 "type": "http.response.start",

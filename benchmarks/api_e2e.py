@@ -42,7 +42,9 @@ def start_server(store: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = os.environ | {"LABELSERVE_MODEL_DIR": str(store), "LABELSERVE_LOG_LEVEL": "WARNING"}
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -68,9 +70,16 @@ def upload(client: httpx.Client, folder: Path, name: str, part: str) -> str:
 
 def api_round(client: httpx.Client, method: str, train_id: str, test_id: str, name: str) -> float:
     start = time.perf_counter()
-    job = client.post("/train?wait=true", json={
-        "method": method, "dataset_id": train_id, "model_name": name, "params": {"k": 10},
-    }, timeout=600).json()
+    job = client.post(
+        "/train?wait=true",
+        json={
+            "method": method,
+            "dataset_id": train_id,
+            "model_name": name,
+            "params": {"k": 10},
+        },
+        timeout=600,
+    ).json()
     assert job["status"] == "succeeded", job
     predicted = client.post("/predict", json={"model": name, "dataset_id": test_id}, timeout=600)
     predicted.raise_for_status()
@@ -92,9 +101,7 @@ def skml_round(name: str) -> float:
     return time.perf_counter() - start
 
 
-def throughput(
-    base: str, body: dict | None, requests: int, clients: int = 16
-) -> tuple[float, float, float]:
+def throughput(base: str, body: dict | None, requests: int, clients: int = 16) -> tuple[float, float, float]:
     """Requests/s, p50 and p95 latency (ms): POST /predict with ``body``, or GET /health."""
     latencies: list[float] = []
 
@@ -143,10 +150,16 @@ def main(argv: list[str] | None = None) -> int:
                     folder = root / "multilabel" / name
                     train_id, test_id = upload(client, folder, name, "train"), upload(client, folder, name, "test")
                     api_round(client, "mlknn", train_id, test_id, "warm-up")
-                    t_ml = statistics.median(api_round(client, "mlknn", train_id, test_id, f"mlknn-{name}") for _ in range(args.repeats))
-                    t_dm = statistics.median(api_round(client, "dmknn", train_id, test_id, f"dmknn-{name}") for _ in range(args.repeats))
+                    t_ml = statistics.median(
+                        api_round(client, "mlknn", train_id, test_id, f"mlknn-{name}") for _ in range(args.repeats)
+                    )
+                    t_dm = statistics.median(
+                        api_round(client, "dmknn", train_id, test_id, f"dmknn-{name}") for _ in range(args.repeats)
+                    )
                     t_sk = statistics.median(skml_round(name) for _ in range(args.repeats))
-                    lines.append(f"  {name:<8}{t_ml:12.3f}{t_dm:12.3f}{t_sk:20.3f}{t_sk / t_ml:9.1f}x{t_dm / t_ml:12.2f}x")
+                    lines.append(
+                        f"  {name:<8}{t_ml:12.3f}{t_dm:12.3f}{t_sk:20.3f}{t_sk / t_ml:9.1f}x{t_dm / t_ml:12.2f}x"
+                    )
                 lines.append("  target: skml/API >= 3x")
                 if "scene" in args.datasets:
                     instance = load_mulan("scene", "test").X[0].tolist()

@@ -81,8 +81,12 @@ def macro_f1_of_means(Y: np.ndarray, Yhat: np.ndarray) -> float:
 def evaluate(Y: np.ndarray, Yhat: np.ndarray, S: np.ndarray) -> dict[str, float]:
     Y, Yhat = Y.astype(np.int64), Yhat.astype(np.int64)
     return {
-        "maF1": macro_f1(Y, Yhat), "maF1*": macro_f1_of_means(Y, Yhat), "miF1": micro_f1(Y, Yhat),
-        "exF1": example_f1(Y, Yhat), "HL": hamming_loss(Y, Yhat), "RL": ranking_loss(Y, S),
+        "maF1": macro_f1(Y, Yhat),
+        "maF1*": macro_f1_of_means(Y, Yhat),
+        "miF1": micro_f1(Y, Yhat),
+        "exF1": example_f1(Y, Yhat),
+        "HL": hamming_loss(Y, Yhat),
+        "RL": ranking_loss(Y, S),
         "AP": average_precision(Y, S),
     }
 
@@ -135,12 +139,17 @@ def choose_nonempty(X: np.ndarray, Y: np.ndarray) -> tuple[bool, float, float]:
 
 
 def fmt_table(rows: dict[str, dict], paper: float) -> list[str]:
-    head = f"  {'config':<15}" + "".join(f"{k:>7}" for k in ALL_KEYS) + f"{'M':>4}{'items%':>8}{'empty%':>8}   gap to paper F1 {paper:.3f} (pts: maF1 / maF1* / miF1 / exF1)"
+    head = (
+        f"  {'config':<15}"
+        + "".join(f"{k:>7}" for k in ALL_KEYS)
+        + f"{'M':>4}{'items%':>8}{'empty%':>8}   gap to paper F1 {paper:.3f} (pts: maF1 / maF1* / miF1 / exF1)"
+    )
     lines = [head]
     for name, r in rows.items():
         gaps = " / ".join(f"{100 * (r[k] - paper):+.1f}" for k in F1_KEYS)
         lines.append(
-            f"  {name:<15}" + "".join(f"{r[k]:7.3f}" for k in ALL_KEYS)
+            f"  {name:<15}"
+            + "".join(f"{r[k]:7.3f}" for k in ALL_KEYS)
             + f"{int(r['M']):4d}{r['itemset%']:8.1f}{r['empty%']:8.1f}   {gaps}"
         )
     return lines
@@ -183,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         for tri, tei in cv_splits(Y, 5, repeats):
             for cfg, row in run_configs(X[tri], Y[tri], X[tei], Y[tei]).items():
                 folds.setdefault(cfg, []).append(row)
-        out.append(f"== {name}: 5-fold CV on train+test ({len(X)} samples, stratified by label set, {repeats} shuffle(s)), mean +- sd")
+        out.append(
+            f"== {name}: 5-fold CV on train+test ({len(X)} samples, stratified by label set, {repeats} shuffle(s)), mean +- sd"
+        )
         out.append(f"  {'config':<15}" + "".join(f"{k:>14}" for k in ALL_KEYS))
         for cfg, rows in folds.items():
             cells = "".join(

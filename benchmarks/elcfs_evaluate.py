@@ -115,10 +115,7 @@ def evaluate_dataset(name: str, n_folds: int) -> tuple[dict[str, dict[str, float
             cols = np.sort(r[:k])
             per[m].append(mlknn_scores(Xtr[:, cols], Ytr, Xte[:, cols], Yte))
         per["all features"].append(mlknn_scores(Xtr, Ytr, Xte, Yte))
-        rnd = [
-            mlknn_scores(Xtr[:, c], Ytr, Xte[:, c], Yte)
-            for c in random_subsets(d, k, N_RANDOM, random_state=f)
-        ]
+        rnd = [mlknn_scores(Xtr[:, c], Ytr, Xte[:, c], Yte) for c in random_subsets(d, k, N_RANDOM, random_state=f)]
         per["random 20% (mean of 5)"].append(mean_dict(rnd))
     info = {
         "n": n,
@@ -185,9 +182,7 @@ def run_sensitivity(name: str, n_folds: int, out: Report) -> None:
         return mean_dict(rows)
 
     out.append("")
-    out.append(
-        f"## Sensitivity on {name} ({n_folds}-fold CV, top 20%, ML-kNN K=10); defaults lambda1..4 = 0.1"
-    )
+    out.append(f"## Sensitivity on {name} ({n_folds}-fold CV, top 20%, ML-kNN K=10); defaults lambda1..4 = 0.1")
     out.append(header("setting"))
     for lam in ("lambda1", "lambda2", "lambda3", "lambda4"):
         for v in GRID:
@@ -262,15 +257,9 @@ def run_cost(names: list[str], out: Report) -> None:
                 f"{name:<11}{X.shape[1]:>5}{Y.shape[1]:>4}{threads:>4}{fit:>8.2f}{t_km:>10.2f}{iters:>7}"
                 f"{per_iter:>9.2f}{peak:>10.1f}{X.nbytes / 2**20:>7.1f}{t_mi:>7.2f}{t_knn:>9.2f}"
             )
-    out.append(
-        "(fit = median of 3; kmeans = the K-means step alone (10 k-means++ restarts); peak = tracemalloc"
-    )
-    out.append(
-        " peak of NumPy/Python allocations during one fit; ms/iter = one iteration (objective, W and Z"
-    )
-    out.append(
-        " steps) timed alone, Grams precomputed; MI s / MLkNN s (1 thread) = MI filter ranking and one"
-    )
+    out.append("(fit = median of 3; kmeans = the K-means step alone (10 k-means++ restarts); peak = tracemalloc")
+    out.append(" peak of NumPy/Python allocations during one fit; ms/iter = one iteration (objective, W and Z")
+    out.append(" steps) timed alone, Grams precomputed; MI s / MLkNN s (1 thread) = MI filter ranking and one")
     out.append(" ML-kNN fit + 500 predictions on all features, the same-run baselines; target: fit < 30 s)")
 
 

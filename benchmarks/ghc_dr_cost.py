@@ -78,7 +78,9 @@ def timed_fit(X: np.ndarray, Y: np.ndarray, n_jobs: int, trace: bool) -> tuple[G
     return model, wall, stages, peak
 
 
-def unpruned_similarity_time(X: np.ndarray, Y: np.ndarray, lam: float = 1.0, rows: int = 256) -> tuple[float, np.ndarray]:
+def unpruned_similarity_time(
+    X: np.ndarray, Y: np.ndarray, lam: float = 1.0, rows: int = 256
+) -> tuple[float, np.ndarray]:
     """Baseline: S Y and row sums of S by row blocks with a running minimum over all d features."""
     Xs = minmax_scale(np.asarray(X, dtype=np.float64))[0]
     xi = Xs.std(axis=0, ddof=1) / lam
@@ -120,22 +122,28 @@ def yahoo_part(names: list[str], out: Report) -> None:
         return
     out.append("## Yahoo training sets (n = 2000): one GHC-DR fit at the defaults, n_jobs = 2")
     out.append("target: < 60 s and < 2 GB peak memory")
-    out.append(f"{'set':<11}{'d':>5}{'q':>4}{'fit s':>8}{'traced MiB':>12}{'S density':>11}"
-               f"{'k_DT':>6}{'convex':>8}  stages (s)")
+    out.append(
+        f"{'set':<11}{'d':>5}{'q':>4}{'fit s':>8}{'traced MiB':>12}{'S density':>11}"
+        f"{'k_DT':>6}{'convex':>8}  stages (s)"
+    )
     for name in names:
         ds = datasets.load_yahoo(name, "train")
         X, Y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.Y).astype(int)
         model, wall, stages, peak = timed_fit(X, Y, n_jobs=2, trace=True)
-        out.append(f"{name:<11}{X.shape[1]:>5}{Y.shape[1]:>4}{wall:>8.2f}{peak:>12.0f}"
-                   f"{model.similarity_density_:>11.5f}{model.k_dt_:>6}{str(model.convex_):>8}  {fmt_stages(stages)}")
+        out.append(
+            f"{name:<11}{X.shape[1]:>5}{Y.shape[1]:>4}{wall:>8.2f}{peak:>12.0f}"
+            f"{model.similarity_density_:>11.5f}{model.k_dt_:>6}{str(model.convex_):>8}  {fmt_stages(stages)}"
+        )
     ds = datasets.load_yahoo(names[0], "train")
     X, Y = np.asarray(ds.X, dtype=np.float64), (np.asarray(ds.Y) > 0).astype(float)
     t_plain, L_plain = unpruned_similarity_time(X, Y)
     t_pruned, L_pruned = pruned_memberships(X, Y)
     same = np.allclose(L_plain, L_pruned, rtol=0, atol=1e-14)
-    out.append(f"fuzzy memberships (Eq. 3-4) on {names[0]}, 1 thread: unpruned row blocks {t_plain:.2f} s, "
-               f"pruned {t_pruned:.2f} s (ratio {t_plain / t_pruned:.1f}x); max |diff| "
-               f"{np.abs(L_plain - L_pruned).max():.1e} ({'identical up to summation order' if same else 'DIFFERENT'})")
+    out.append(
+        f"fuzzy memberships (Eq. 3-4) on {names[0]}, 1 thread: unpruned row blocks {t_plain:.2f} s, "
+        f"pruned {t_pruned:.2f} s (ratio {t_plain / t_pruned:.1f}x); max |diff| "
+        f"{np.abs(L_plain - L_pruned).max():.1e} ({'identical up to summation order' if same else 'DIFFERENT'})"
+    )
 
 
 def scaling_part(sizes: list[int], out: Report) -> None:
@@ -147,8 +155,10 @@ def scaling_part(sizes: list[int], out: Report) -> None:
         X, Y = synthetic(n)
         model, wall, stages, peak = timed_fit(X, Y, n_jobs=2, trace=True)
         first = first or wall
-        out.append(f"{n:>6}{wall:>8.2f}{wall / first:>10.1f}{peak:>12.0f}{model.similarity_density_:>11.5f}"
-                   f"{model.k_dt_:>6}  {fmt_stages(stages)}")
+        out.append(
+            f"{n:>6}{wall:>8.2f}{wall / first:>10.1f}{peak:>12.0f}{model.similarity_density_:>11.5f}"
+            f"{model.k_dt_:>6}  {fmt_stages(stages)}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     names = args.yahoo if args.yahoo is not None else (["Arts"] if args.quick else ["Arts", "Reference"])
     sizes = args.sizes or ([1000, 2000, 4000] if args.quick else [1000, 2000, 4000, 8000])
     out = Report()
-    out.append(f"# GHC-DR cost (OMP/OPENBLAS threads = {os.environ['OMP_NUM_THREADS']}, {os.cpu_count()} cores, shared machine)")
+    out.append(
+        f"# GHC-DR cost (OMP/OPENBLAS threads = {os.environ['OMP_NUM_THREADS']}, {os.cpu_count()} cores, shared machine)"
+    )
     if names:
         yahoo_part(names, out)
     scaling_part(sizes, out)

@@ -172,24 +172,41 @@ def run_set(name: str, grid: bool, out: Report) -> dict:
         extra = ""
         if grid:
             best, curve, nonconvex = grid_search(Xtr, Ytr, ev, scale)
-            cols = {"GHC-DR": cols["GHC-DR"], "GHC-DR grid": mean_metrics(curve),
-                    **{k: v for k, v in cols.items() if k != "GHC-DR"}}
-            extra = (f"; grid (test-tuned, optimistic) picked alpha={best['alpha']:g} beta={best['beta']:g} "
-                     f"lambda={best['lam']:g} ({'convex' if best['convex'] else 'NON-CONVEX saddle'}), "
-                     f"{nonconvex}/125 grid points non-convex")
+            cols = {
+                "GHC-DR": cols["GHC-DR"],
+                "GHC-DR grid": mean_metrics(curve),
+                **{k: v for k, v in cols.items() if k != "GHC-DR"},
+            }
+            extra = (
+                f"; grid (test-tuned, optimistic) picked alpha={best['alpha']:g} beta={best['beta']:g} "
+                f"lambda={best['lam']:g} ({'convex' if best['convex'] else 'NON-CONVEX saddle'}), "
+                f"{nonconvex}/125 grid points non-convex"
+            )
         pct = "p=5,10..50%" if yahoo else "p=1..50%"
         out.append("")
-        out.append(f"### {name} (n_train={len(Xtr)}, n_test={len(Xte)}, d={d}, q={Ytr.shape[1]}); ML-kNN on "
-                   f"{'raw' if scale == 'none' else 'min-max scaled'} features; mean over {pct}")
-        out.append(f"GHC-DR fit {fit_s:.2f} s, defaults {'convex' if model.convex_ else 'NON-CONVEX'} "
-                   f"(min eigenvalue {model.min_D_:.3f}){extra}")
+        out.append(
+            f"### {name} (n_train={len(Xtr)}, n_test={len(Xte)}, d={d}, q={Ytr.shape[1]}); ML-kNN on "
+            f"{'raw' if scale == 'none' else 'min-max scaled'} features; mean over {pct}"
+        )
+        out.append(
+            f"GHC-DR fit {fit_s:.2f} s, defaults {'convex' if model.convex_ else 'NON-CONVEX'} "
+            f"(min eigenvalue {model.min_D_:.3f}){extra}"
+        )
         names = list(cols)
         gaps = [c for c in ("GHC-DR", "GHC-DR grid") if c in cols]
-        out.append(f"{'metric':<8}" + "".join(f"{c:>13}" for c in names) + f"{'paper':>10}"
-                   + "".join(f"{'gap' + c[6:]:>10}" for c in gaps))
+        out.append(
+            f"{'metric':<8}"
+            + "".join(f"{c:>13}" for c in names)
+            + f"{'paper':>10}"
+            + "".join(f"{'gap' + c[6:]:>10}" for c in gaps)
+        )
         for i, (m, _, _, higher) in enumerate(METRICS):
-            out.append(f"{m + ('+' if higher else '-'):<8}" + "".join(f"{fmt(cols[c][m]):>13}" for c in names)
-                       + f"{fmt(paper[i]):>10}" + "".join(f"{cols[c][m] - paper[i]:>+10.4f}" for c in gaps))
+            out.append(
+                f"{m + ('+' if higher else '-'):<8}"
+                + "".join(f"{fmt(cols[c][m]):>13}" for c in names)
+                + f"{fmt(paper[i]):>10}"
+                + "".join(f"{cols[c][m] - paper[i]:>+10.4f}" for c in gaps)
+            )
         result[scale] = cols
     return result
 

@@ -39,23 +39,35 @@ import numpy as np
 from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 
-from app.metrics import ldl_metrics
 from app.methods.ldlkm import LDLKM, reciprocal_softmax
+from app.metrics import ldl_metrics
 
 METRICS = ("chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection")
-SHORT = {"chebyshev": "Cheby", "clark": "Clark", "canberra": "Canbe",
-         "kl_divergence": "KL", "cosine": "Cosine", "intersection": "Interse"}
+SHORT = {
+    "chebyshev": "Cheby",
+    "clark": "Clark",
+    "canberra": "Canbe",
+    "kl_divergence": "KL",
+    "cosine": "Cosine",
+    "intersection": "Interse",
+}
 LOWER_IS_BETTER = {"chebyshev", "clark", "canberra", "kl_divergence"}
 PAPER_SETTINGS = {"k": 5, "max_iter": 20, "p": 5.0}
 
 #: Paper Tables 3-5, LDLKM column (spec 003 section 8); KL is not in the paper.
 PAPER = {
-    "Yeast_alpha": ("Table 3", {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812,
-                                "cosine": 0.9946, "intersection": 0.9624}),
-    "Yeast_cdc": ("Table 4", {"chebyshev": 0.0162, "clark": 0.2158, "canberra": 0.6467,
-                              "cosine": 0.9933, "intersection": 0.9575}),
-    "Yeast_elu": ("Table 5", {"chebyshev": 0.0163, "clark": 0.1995, "canberra": 0.5855,
-                              "cosine": 0.9940, "intersection": 0.9587}),
+    "Yeast_alpha": (
+        "Table 3",
+        {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812, "cosine": 0.9946, "intersection": 0.9624},
+    ),
+    "Yeast_cdc": (
+        "Table 4",
+        {"chebyshev": 0.0162, "clark": 0.2158, "canberra": 0.6467, "cosine": 0.9933, "intersection": 0.9575},
+    ),
+    "Yeast_elu": (
+        "Table 5",
+        {"chebyshev": 0.0163, "clark": 0.1995, "canberra": 0.5855, "cosine": 0.9940, "intersection": 0.9587},
+    ),
     "SJAFFE": ("Table 6, missing pages", {}),
     "Movie": ("Table 8, missing pages", {}),
 }
@@ -66,10 +78,8 @@ AAKNN_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100, 150, 2
 AAKNN_GRID = [(s, k) for s in (False, True) for k in AAKNN_KS]
 TEMPERATURES = tuple(float(t) for t in 10.0 ** np.arange(-4.0, 4.01, 0.5))
 #: (k, standardize, temperature) points; the paper's setting first so that ties keep it.
-LDLKM_GRID = [(5, False, 1.0)] + [(5, s, t) for s in (False, True) for t in TEMPERATURES
-                                  if (s, t) != (False, 1.0)]
-LDLKM_K_GRID = LDLKM_GRID + [(k, s, t) for k in (10, 20, 40) for s in (False, True)
-                             for t in TEMPERATURES]
+LDLKM_GRID = [(5, False, 1.0)] + [(5, s, t) for s in (False, True) for t in TEMPERATURES if (s, t) != (False, 1.0)]
+LDLKM_K_GRID = LDLKM_GRID + [(k, s, t) for k in (10, 20, 40) for s in (False, True) for t in TEMPERATURES]
 
 
 def chebyshev_rows(D: np.ndarray, P: np.ndarray) -> float:
@@ -80,8 +90,9 @@ def chebyshev_rows(D: np.ndarray, P: np.ndarray) -> float:
 # ---------------------------------------------------------------- predictors
 
 
-def aaknn_candidates(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray,
-                     grid: list[tuple[bool, int]]) -> dict[tuple[bool, int], np.ndarray]:
+def aaknn_candidates(
+    Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray, grid: list[tuple[bool, int]]
+) -> dict[tuple[bool, int], np.ndarray]:
     """AA-kNN predictions for every (standardize, k) point: the mean of the k nearest training
     rows of D (brute force, Euclidean, ties in scikit-learn's order), on raw features or on
     features z-scored with the training part's mean and std; one neighbour search per
@@ -94,8 +105,7 @@ def aaknn_candidates(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray,
             sd[sd == 0] = 1.0
             A, B = (Xtr - mu) / sd, (Xte - mu) / sd
         ks = [k for s, k in grid if s == standardize and k <= len(Xtr)]
-        idx = NearestNeighbors(n_neighbors=max(ks), algorithm="brute").fit(A).kneighbors(
-            B, return_distance=False)
+        idx = NearestNeighbors(n_neighbors=max(ks), algorithm="brute").fit(A).kneighbors(B, return_distance=False)
         csum = np.cumsum(Dtr[idx], axis=1)  # (n_test, kmax, c)
         out.update({(standardize, k): csum[:, k - 1] / k for k in ks})
     return out
@@ -104,16 +114,18 @@ def aaknn_candidates(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray,
 Opt = tuple[int, bool, float]  # (k, standardize, temperature)
 
 
-def ldlkm_candidates(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray, seed: int,
-                     grid: list[Opt]) -> dict[Opt, np.ndarray]:
+def ldlkm_candidates(
+    Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray, seed: int, grid: list[Opt]
+) -> dict[Opt, np.ndarray]:
     """LDLKM predictions for every (k, standardize, temperature) point: one fit per
     (k, standardize); the temperature only enters the softmax, so the distances are reused."""
     out: dict[Opt, np.ndarray] = {}
     for k, standardize in sorted({(k, s) for k, s, _ in grid}):
         if k > len(Xtr):
             continue
-        est = LDLKM(k=k, max_iter=PAPER_SETTINGS["max_iter"], p=PAPER_SETTINGS["p"],
-                    random_state=seed, standardize=standardize).fit(Xtr, Dtr)
+        est = LDLKM(
+            k=k, max_iter=PAPER_SETTINGS["max_iter"], p=PAPER_SETTINGS["p"], random_state=seed, standardize=standardize
+        ).fit(Xtr, Dtr)
         T = est.distances(Xte)
         for point in grid:
             if point[:2] == (k, standardize):
@@ -149,8 +161,7 @@ class Result:
         return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
 
 
-def evaluate(X: np.ndarray, D: np.ndarray, *, seed: int, repeats: int, inner_folds: int,
-             tune: bool) -> Result:
+def evaluate(X: np.ndarray, D: np.ndarray, *, seed: int, repeats: int, inner_folds: int, tune: bool) -> Result:
     res = Result()
     for r in range(repeats):
         outer = KFold(10, shuffle=True, random_state=seed + r)
@@ -163,23 +174,22 @@ def evaluate(X: np.ndarray, D: np.ndarray, *, seed: int, repeats: int, inner_fol
             res.add("LDLKM", Dte, P, time.perf_counter() - t0)
 
             t0 = time.perf_counter()
-            res.add("train-mean", Dte, np.tile(Dtr.mean(axis=0), (len(te), 1)),
-                    time.perf_counter() - t0)
+            res.add("train-mean", Dte, np.tile(Dtr.mean(axis=0), (len(te), 1)), time.perf_counter() - t0)
 
             if not tune:
                 continue
             t0 = time.perf_counter()
-            sk = inner_choice(Xtr, Dtr, lambda a, b, c: aaknn_candidates(a, b, c, AAKNN_GRID),
-                              AAKNN_GRID, inner_folds, fold_seed)
-            res.add("AA-kNN", Dte, aaknn_candidates(Xtr, Dtr, Xte, [sk])[sk],
-                    time.perf_counter() - t0)
+            sk = inner_choice(
+                Xtr, Dtr, lambda a, b, c: aaknn_candidates(a, b, c, AAKNN_GRID), AAKNN_GRID, inner_folds, fold_seed
+            )
+            res.add("AA-kNN", Dte, aaknn_candidates(Xtr, Dtr, Xte, [sk])[sk], time.perf_counter() - t0)
             res.aaknn_k.append(sk)
 
             for label, grid in (("LDLKM+opts", LDLKM_GRID), ("LDLKM+opts+k", LDLKM_K_GRID)):
                 t0 = time.perf_counter()
                 opt = inner_choice(
-                    Xtr, Dtr, lambda a, b, c: ldlkm_candidates(a, b, c, fold_seed, grid),
-                    grid, inner_folds, fold_seed)
+                    Xtr, Dtr, lambda a, b, c: ldlkm_candidates(a, b, c, fold_seed, grid), grid, inner_folds, fold_seed
+                )
                 P = ldlkm_candidates(Xtr, Dtr, Xte, fold_seed, [opt])[opt]
                 res.add(label, Dte, P, time.perf_counter() - t0)
                 res.chosen.setdefault(label, []).append(opt)
@@ -193,15 +203,21 @@ def cell(mean: float, std: float) -> str:
     return f"{mean:.4f} ± {std:.4f}"
 
 
-def report(name: str, shape: tuple[int, int, int], inner_folds: int, res: Result,
-           lines: list[str],
-           done_cells: list[tuple[str, str, str, float, float]]) -> None:
+def report(
+    name: str,
+    shape: tuple[int, int, int],
+    inner_folds: int,
+    res: Result,
+    lines: list[str],
+    done_cells: list[tuple[str, str, str, float, float]],
+) -> None:
     table, paper = PAPER[name]
     folds = len(res.per_fold["LDLKM"])
-    methods = [m for m in ("train-mean", "AA-kNN", "LDLKM+opts", "LDLKM+opts+k")
-               if m in res.per_fold]
-    lines.append(f"{name} ({table}): n={shape[0]} d={shape[1]} c={shape[2]}; "
-                 f"{folds} folds; inner CV {inner_folds} folds; mean ± std over folds")
+    methods = [m for m in ("train-mean", "AA-kNN", "LDLKM+opts", "LDLKM+opts+k") if m in res.per_fold]
+    lines.append(
+        f"{name} ({table}): n={shape[0]} d={shape[1]} c={shape[2]}; "
+        f"{folds} folds; inner CV {inner_folds} folds; mean ± std over folds"
+    )
     head = f"{'metric':<10}{'paper':>8}  {'LDLKM (ours)':>17} {'gap':>7}"
     for m in methods:
         head += f"  {m:>17} {'gap':>7}"
@@ -225,26 +241,28 @@ def report(name: str, shape: tuple[int, int, int], inner_folds: int, res: Result
         picked: dict[tuple[bool, int], int] = {}
         for o in res.aaknn_k:
             picked[o] = picked.get(o, 0) + 1
-        lines.append("AA-kNN chosen (features, k): " + ", ".join(
-            f"({'std' if s else 'raw'}, {k})×{c}" for (s, k), c in sorted(picked.items())))
+        lines.append(
+            "AA-kNN chosen (features, k): "
+            + ", ".join(f"({'std' if s else 'raw'}, {k})×{c}" for (s, k), c in sorted(picked.items()))
+        )
     for label, opts in res.chosen.items():
         counts: dict[Opt, int] = {}
         for o in opts:
             counts[o] = counts.get(o, 0) + 1
-        lines.append(f"{label} chosen (k, features, temperature): " + ", ".join(
-            f"({k}, {'std' if s else 'raw'}, {t:g})×{c}" for (k, s, t), c in sorted(counts.items())))
+        lines.append(
+            f"{label} chosen (k, features, temperature): "
+            + ", ".join(f"({k}, {'std' if s else 'raw'}, {t:g})×{c}" for (k, s, t), c in sorted(counts.items()))
+        )
     if "AA-kNN" in res.per_fold:
         base, knn = res.stat("LDLKM", "chebyshev")[0], res.stat("AA-kNN", "chebyshev")[0]
         tuned = {m: res.stat(m, "chebyshev")[0] for m in res.chosen}
         text = ", ".join(f"{m} {v:.4f}" for m, v in tuned.items())
         if base > knn:
-            text += " closing " + ", ".join(
-                f"{100 * (base - v) / (base - knn):.0f}%" for v in tuned.values())
+            text += " closing " + ", ".join(f"{100 * (base - v) / (base - knn):.0f}%" for v in tuned.values())
             lines.append(f"Chebyshev gap LDLKM -> AA-kNN: {base:.4f} -> {knn:.4f}; {text} of it")
         else:
             lines.append(f"Chebyshev: LDLKM {base:.4f} is no worse than AA-kNN {knn:.4f}; {text}")
-    lines.append("seconds (all folds, incl. inner CV): " + ", ".join(
-        f"{m} {s:.1f}" for m, s in res.seconds.items()))
+    lines.append("seconds (all folds, incl. inner CV): " + ", ".join(f"{m} {s:.1f}" for m, s in res.seconds.items()))
     lines.append("")
 
 
@@ -252,33 +270,38 @@ def done_summary(cells: list[tuple[str, str, str, float, float]]) -> list[str]:
     """The issue's criterion, cell by cell, for LDLKM and (for honesty) the train-mean."""
     out: list[str] = []
     for method in ("LDLKM", "train-mean"):
-        mine = [(ds, metric, ref, ours, (ours - ref) / ref)
-                for m, ds, metric, ref, ours in cells if m == method]
+        mine = [(ds, metric, ref, ours, (ours - ref) / ref) for m, ds, metric, ref, ours in cells if m == method]
         if not mine:
             continue
         within = [c for c in mine if abs(c[4]) <= DONE_TOLERANCE]
         worst = max(mine, key=lambda c: abs(c[4]))
         verdict = "HOLDS" if len(within) == len(mine) else "FAILS"
-        out.append(f"{method} vs the paper's LDLKM cells, within {100 * DONE_TOLERANCE:.0f}% "
-                   f"relative: {len(within)}/{len(mine)} -> {verdict}; worst {worst[0]} "
-                   f"{worst[1]}: paper {worst[2]}, ours {worst[3]:.4f} ({100 * worst[4]:+.2f}%)")
-        out += [f"  outside: {c[0]} {c[1]} paper {c[2]}, ours {c[3]:.4f} ({100 * c[4]:+.2f}%)"
-                for c in mine if abs(c[4]) > DONE_TOLERANCE]
+        out.append(
+            f"{method} vs the paper's LDLKM cells, within {100 * DONE_TOLERANCE:.0f}% "
+            f"relative: {len(within)}/{len(mine)} -> {verdict}; worst {worst[0]} "
+            f"{worst[1]}: paper {worst[2]}, ours {worst[3]:.4f} ({100 * worst[4]:+.2f}%)"
+        )
+        out += [
+            f"  outside: {c[0]} {c[1]} paper {c[2]}, ours {c[3]:.4f} ({100 * c[4]:+.2f}%)"
+            for c in mine
+            if abs(c[4]) > DONE_TOLERANCE
+        ]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", choices=list(PAPER), default=list(PAPER))
-    parser.add_argument("--quick", action="store_true",
-                        help="yeast sets and SJAFFE only, one repeat")
+    parser.add_argument("--quick", action="store_true", help="yeast sets and SJAFFE only, one repeat")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fold shuffle")
     parser.add_argument("--repeats", type=int, default=1, help="10-fold CV repeats (shuffles)")
     parser.add_argument("--inner-folds", type=int, default=5)
-    parser.add_argument("--movie-inner-folds", type=int, default=3,
-                        help="inner folds on Movie (7755 x 1869), to keep it affordable")
-    parser.add_argument("--no-tune", action="store_true",
-                        help="skip AA-kNN and LDLKM+opts (paper setting and train-mean only)")
+    parser.add_argument(
+        "--movie-inner-folds", type=int, default=3, help="inner folds on Movie (7755 x 1869), to keep it affordable"
+    )
+    parser.add_argument(
+        "--no-tune", action="store_true", help="skip AA-kNN and LDLKM+opts (paper setting and train-mean only)"
+    )
     args = parser.parse_args(argv)
 
     from benchmarks.datasets import data_dir, load_ldl
@@ -287,16 +310,18 @@ def main(argv: list[str] | None = None) -> int:
         print("ldlkm_reproduce: data folder not found (set LABELSERVE_DATA_DIR); skipping.")
         return 0
     names = [n for n in args.datasets if not args.quick or n != "Movie"]
-    lines = [f"LDLKM reproduction (paper 003, Tables 3-5): k=5, max_iter=20, p=5, 10-fold CV, "
-             f"seed {args.seed}, repeats {args.repeats}; inner CV selects by Chebyshev", ""]
+    lines = [
+        f"LDLKM reproduction (paper 003, Tables 3-5): k=5, max_iter=20, p=5, 10-fold CV, "
+        f"seed {args.seed}, repeats {args.repeats}; inner CV selects by Chebyshev",
+        "",
+    ]
     print("\n".join(lines), flush=True)
     done_cells: list[tuple[str, str, str, float, float]] = []
     for name in names:
         ds = load_ldl(name)
         X, D = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.Y, dtype=np.float64)
         inner = args.movie_inner_folds if name == "Movie" else args.inner_folds
-        res = evaluate(X, D, seed=args.seed, repeats=args.repeats, inner_folds=inner,
-                       tune=not args.no_tune)
+        res = evaluate(X, D, seed=args.seed, repeats=args.repeats, inner_folds=inner, tune=not args.no_tune)
         block: list[str] = []
         report(name, (*X.shape, D.shape[1]), inner, res, block, done_cells)
         print("\n".join(block), flush=True)

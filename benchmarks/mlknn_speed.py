@@ -37,8 +37,8 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.datasets:
         tr, te = load_mulan(name, "train"), load_mulan(name, "test")
         Xtr_raw, Xte_raw = np.asarray(tr.X, dtype=float), np.asarray(te.X, dtype=float)
-        Ytr, Yte = np.asarray(tr.Y, dtype=np.int64), np.asarray(te.Y, dtype=np.int64)
+        Ytr = np.asarray(tr.Y, dtype=np.int64)
         lo, factor = minmax_fit(Xtr_raw)
         Xtr, Xte = (Xtr_raw - lo) * factor, (Xte_raw - lo) * factor
 

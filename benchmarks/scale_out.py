@@ -281,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         *("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows),
         "",
         f"speed-up 1 -> 2 workers (wall ratio): {one / two:.2f}x   (ideal 2.00x)",
-        f"predict latency while training vs idle, 1 worker:  "
-        f"p50 {p1[0] / idle[0]:.2f}x  p95 {p1[1] / idle[1]:.2f}x",
+        f"predict latency while training vs idle, 1 worker:  p50 {p1[0] / idle[0]:.2f}x  p95 {p1[1] / idle[1]:.2f}x",
         f"predict latency while training vs idle, 2 workers: "
         f"p50 {p2[0] / idle[0]:.2f}x  p95 {p2[1] / idle[1]:.2f}x   (target <= 2x)",
     ]

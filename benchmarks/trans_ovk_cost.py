@@ -55,22 +55,37 @@ print(json.dumps({"n": X.shape[0], "d": X.shape[1], "q": Y.shape[1], "secs": sec
 
 def measure(name: str, n: int, n_jobs: int, threads: int) -> dict:
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
-           "MKL_NUM_THREADS": str(threads), "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-c", _CHILD, name, str(n), str(n_jobs)], cwd=root,
-                         env=env, capture_output=True, text=True, check=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONPATH": str(root),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, name, str(n), str(n_jobs)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def row(label: str, r: dict, target: str = "") -> str:
     stages = ", ".join(f"{k} {v}s" for k, v in r["stages"].items())
-    return (f"| {label} | {r['n']} x {r['d']}, q={r['q']} | {r['secs']:.1f} | {r['mlknn_secs']:.2f} | "
-            f"{r['secs'] / r['mlknn_secs']:.0f}x | {r['peak_mb']:.0f} ({r['rss0_mb']:.0f} before fit) | "
-            f"{stages} | {target} |")
+    return (
+        f"| {label} | {r['n']} x {r['d']}, q={r['q']} | {r['secs']:.1f} | {r['mlknn_secs']:.2f} | "
+        f"{r['secs'] / r['mlknn_secs']:.0f}x | {r['peak_mb']:.0f} ({r['rss0_mb']:.0f} before fit) | "
+        f"{stages} | {target} |"
+    )
 
 
-HEADER = ("| data | n x d | TRANS-OVK fit s | ML-kNN fit s | ratio | peak RSS MB | stages | target |\n"
-          "|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| data | n x d | TRANS-OVK fit s | ML-kNN fit s | ratio | peak RSS MB | stages | target |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(row(name, measure(name, 0, args.n_jobs, threads), target))
         print(lines[-1], flush=True)
     if not args.quick:
-        lines += ["", "Scaling on Yahoo Business (first n rows of one seeded permutation)", "",
-                  HEADER]
+        lines += ["", "Scaling on Yahoo Business (first n rows of one seeded permutation)", "", HEADER]
         print("\n".join(lines[-3:]), flush=True)
         for n in (500, 1000, 2000, 4000):
             if n > args.max_n:

@@ -130,9 +130,7 @@ def test_list_get_page_and_delete(client, settings):
 
 def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, multilabel_dataset):
     with session_scope(settings.resolved_database_url) as session:
-        session.add(
-            Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=multilabel_dataset["id"])
-        )
+        session.add(Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=multilabel_dataset["id"]))
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]
     assert client.get(f"/datasets/{multilabel_dataset['id']}").status_code == 200

@@ -189,9 +189,7 @@ def test_evaluate_classifier_ldl_and_selector(client, classifier, distribution_d
 
     train(client, "ldlkm", distribution_dataset["id"], "ldl", k=3)
     ldl = client.post("/evaluate", json={"model": "ldl", "dataset_id": distribution_dataset["id"]})
-    assert {"chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection"} == set(
-        ldl.json()["metrics"]
-    )
+    assert {"chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection"} == set(ldl.json()["metrics"])
 
     train(client, "elcfs", classifier["id"], "sel", max_iter=50)
     sel = client.post("/evaluate", json={"model": "sel", "dataset_id": classifier["id"], "top_k": 2})

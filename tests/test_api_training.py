@@ -30,9 +30,7 @@ def test_training_adds_versions_with_full_metadata(client, distribution_dataset)
 
 
 def test_train_without_wait_returns_202_and_a_status_url(client, multilabel_dataset):
-    r = client.post(
-        "/train", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "async"}
-    )
+    r = client.post("/train", json={"method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "async"})
     assert r.status_code == 202
     body = r.json()
     assert body["status"] == "queued" and body["status_url"] == f"/jobs/{body['job_id']}"
@@ -144,9 +142,7 @@ def test_cancel_running_and_queued_jobs(client):
     assert client.delete(f"/jobs/{running}").status_code == 409
     # the worker notices at its next progress report; nothing is registered, and the pool is
     # free again for the next job
-    ok = client.post(
-        "/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"], "model_name": "after"}
-    )
+    ok = client.post("/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"], "model_name": "after"})
     assert ok.json()["status"] == "succeeded"
     assert client.get("/models/long").status_code == 404
     assert client.get(f"/jobs/{queued}").json()["started_at"] is None

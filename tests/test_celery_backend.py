@@ -71,9 +71,7 @@ def heartbeat_timeout() -> float:
 
 
 @pytest.fixture
-def service(
-    redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: float
-) -> Iterator[CelerySettings]:
+def service(redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: float) -> Iterator[CelerySettings]:
     import redis
 
     broker = redis.Redis.from_url(redis_url)

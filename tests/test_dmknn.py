@@ -10,8 +10,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from app.methods.dmknn import SPEC, DMKNN, beta_threshold
+from app.methods.dmknn import DMKNN, SPEC, beta_threshold
 from app.methods.itemsets import frequent_label_sets, support_count
 from app.methods.mlknn import MLkNN
 
@@ -128,9 +129,7 @@ def test_worked_example_fractions_and_predictions(mode):
     np.testing.assert_array_equal(lab.kappa_bar_[0], [0, 1])
     np.testing.assert_allclose(lab.posterior_table_[0], [12 / 17, 9 / 14], rtol=1e-14)
     np.testing.assert_allclose(lab.posterior_table_[1:], [[0.25, 0.75]] * 2, rtol=1e-14)
-    np.testing.assert_allclose(
-        model.independence_threshold_, [23819 / 35938, 151 / 202, 151 / 202], rtol=1e-13
-    )
+    np.testing.assert_allclose(model.independence_threshold_, [23819 / 35938, 151 / 202, 151 / 202], rtol=1e-13)
     T = np.array([[0.04], [0.96]])
     Yhat, extras = model.predict_details(T)
     np.testing.assert_array_equal(Yhat, [[1, 1, 0], [0, 0, 1]])
@@ -154,7 +153,12 @@ def test_agrees_with_plain_python_reference(seed, k, s, sigma, min_size, mode, d
     Xte = data(seed + 100, m=30)[0]
     items, cts, its, ref = reference_dmknn(X.tolist(), Y.tolist(), Xte.tolist(), k, s, sigma, min_size, mode, den)
     model = DMKNN(
-        k=k, s=s, min_support=sigma, min_itemset_size=min_size, support_mode=mode, itemset_prior_denominator=den,
+        k=k,
+        s=s,
+        min_support=sigma,
+        min_itemset_size=min_size,
+        support_mode=mode,
+        itemset_prior_denominator=den,
         ensure_nonempty=False,
     ).fit(X, Y)
     assert [frozenset(np.flatnonzero(r)) for r in model.itemsets_] == items
@@ -253,7 +257,9 @@ def test_i8_threshold_monotonicity():
     np.testing.assert_array_equal(model.predict(Xte), s2)
     model.independence_threshold_ = np.ones_like(model.independence_threshold_)
     assert not model.predict(Xte).any()
-    no_items = DMKNN(k=5, min_support=len(X), ensure_nonempty=False).fit(X, Y)  # sigma = m: no combination that frequent
+    no_items = DMKNN(k=5, min_support=len(X), ensure_nonempty=False).fit(
+        X, Y
+    )  # sigma = m: no combination that frequent
     assert len(no_items.itemsets_) == 0
     np.testing.assert_array_equal(no_items.predict(Xte), s2)
     assert all(e["branch"] == "independent" for e in no_items.predict_details(Xte)[1])
@@ -428,7 +434,7 @@ def test_pickle_spec_progress_catalog():
     assert clone.predict_details(Xte)[1] == model.predict_details(Xte)[1]
     assert set(SPEC.params.model_fields) == set(inspect.signature(DMKNN.__init__).parameters) - {"self"}
     assert SPEC.build({}).get_params() == DMKNN().get_params()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         SPEC.build({"min_support": 1.5})
     from app.methods.catalog import catalog
 

@@ -22,9 +22,7 @@ def _data(n: int = 60, d: int = 8, q: int = 4, seed: int = 0) -> tuple[np.ndarra
 def _planted(seed: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(300, 30))
-    Y = np.stack([X[:, 3] > 0.5, X[:, 11] > 0.6, X[:, 20] > 0.4, (X[:, 3] + X[:, 20]) > 1.0], axis=1).astype(
-        int
-    )
+    Y = np.stack([X[:, 3] > 0.5, X[:, 11] > 0.6, X[:, 20] > 0.4, (X[:, 3] + X[:, 20]) > 1.0], axis=1).astype(int)
     return X, Y, [3, 11, 20]
 
 

@@ -136,10 +136,7 @@ def test_arff_sparse():
 def test_arff_identifier_attribute_dropped_with_warning():
     rows = "\n".join(f"P{i},{i * 0.5},{i % 2}" for i in range(12))
     values = ",".join(f"P{i}" for i in range(20))
-    text = (
-        f"@relation g\n@attribute protein {{{values}}}\n@attribute x numeric\n"
-        f"@attribute l {{0,1}}\n@data\n{rows}\n"
-    )
+    text = f"@relation g\n@attribute protein {{{values}}}\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}\n"
     ds = parse(text, "g.arff", label_count=1)
     assert ds.feature_names == ["x"]
     assert any("identifier attribute 'protein'" in w for w in ds.warnings)
@@ -156,8 +153,7 @@ def test_arff_utf8_and_latin1_names():
 def test_arff_latin1_byte_deep_in_the_data_section():
     rows = "".join(f"{i},0,'row{i}'\n" for i in range(3000))  # > the 8 KiB decoder chunk
     text = (
-        "@relation r\n@attribute x numeric\n@attribute l {0,1}\n@attribute s string\n"
-        f"@data\n{rows}5,1,'caf\u00e9'\n"
+        f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@attribute s string\n@data\n{rows}5,1,'caf\u00e9'\n"
     )
     ds = parse(text.encode("latin-1"), "r.arff", label_columns="l")
     assert ds.X.shape == (3001, 1) and ds.Y[-1, 0] == 1
@@ -168,9 +164,7 @@ def test_arff_more_rows_than_one_block():
     from app.formats import arff_format
 
     rows = "".join(f"{i},{i % 2}\n" for i in range(arff_format.BLOCK_ROWS * 2 + 5))
-    ds = parse(
-        f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}", "r.arff", label_count=1
-    )
+    ds = parse(f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}", "r.arff", label_count=1)
     n = arff_format.BLOCK_ROWS * 2 + 5
     np.testing.assert_array_equal(ds.X[:, 0], np.arange(n))
     np.testing.assert_array_equal(ds.Y[:, 0], np.arange(n) % 2)
@@ -187,9 +181,7 @@ def test_arff_more_rows_than_one_block():
 def test_arff_rejections():
     msg = rejects("cannot tell which ARFF attributes are labels", ARFF, "t.arff")
     assert "labels_file" in msg and "label_count" in msg
-    rejects(
-        "not attributes of the ARFF file: 'nope'", ARFF, "t.arff", XML.replace('name="labb"', 'name="nope"')
-    )
+    rejects("not attributes of the ARFF file: 'nope'", ARFF, "t.arff", XML.replace('name="labb"', 'name="nope"'))
     rejects("not valid XML", ARFF, "t.arff", "<labels><label name='a'>")
     rejects("no <label", ARFF, "t.arff", "<labels/>")
     msg = rejects("missing value", ARFF.replace("-2,blue", "?,blue"), "t.arff", XML)
@@ -254,9 +246,7 @@ def test_csv_rejections():
     rejects("label_count=4 but the CSV has only 4 columns", CSV, "d.csv", label_count=4)
     msg = rejects("CSV line 3, column 'b'", CSV.replace("4.5", "abc"), "d.csv", label_count=2)
     assert "'abc' is not a number" in msg
-    rejects(
-        "CSV line 4 has 3 values, the header has 4", CSV.replace("5,6,0,0", "5,6,0"), "d.csv", label_count=2
-    )
+    rejects("CSV line 4 has 3 values, the header has 4", CSV.replace("5,6,0,0", "5,6,0"), "d.csv", label_count=2)
     rejects("'a' appears more than once", "a,a,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
     rejects("column 2 has no name", "a,,y\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
     msg = rejects("feature 'b'", CSV.replace("4.5", "nan"), "d.csv", label_count=2)
@@ -374,17 +364,13 @@ def test_mat_v73_rejected():
 
 
 def test_mat_rejections():
-    rejects(
-        "expected 'features' and 'labels'.*'test_data'", mat_bytes(foo=np.ones((2, 2))), "x.mat", part="test"
-    )
+    rejects("expected 'features' and 'labels'.*'test_data'", mat_bytes(foo=np.ones((2, 2))), "x.mat", part="test")
     rejects(
         "has shape \\(3, 3\\); expected q x 5",
         mat_bytes(data=np.ones((5, 2)), target=np.ones((3, 3))),
         "x.mat",
     )
-    rejects(
-        "not a numeric matrix", mat_bytes(features=np.array(["ab", "cd"]), labels=np.ones((2, 1))), "x.mat"
-    )
+    rejects("not a numeric matrix", mat_bytes(features=np.array(["ab", "cd"]), labels=np.ones((2, 1))), "x.mat")
     rejects("not a readable MATLAB file", b"MATLAB 5.0 garbage" + b"\0" * 200, "x.mat")
     rejects(
         "6 feature rows but 5 label rows",

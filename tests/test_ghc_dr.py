@@ -350,6 +350,8 @@ def test_train_and_features_output_through_the_api(client, multilabel_dataset):
     assert len(body["features"]) == 3
     scores = [f["score"] for f in body["features"]]
     assert scores == sorted(scores, reverse=True)
-    bad = client.post("/train?wait=true", json={"method": "ghc-dr", "dataset_id": multilabel_dataset["id"],
-                                                "model_name": "x", "params": {"lambda": 1.0}})
+    bad = client.post(
+        "/train?wait=true",
+        json={"method": "ghc-dr", "dataset_id": multilabel_dataset["id"], "model_name": "x", "params": {"lambda": 1.0}},
+    )
     assert bad.status_code == 422

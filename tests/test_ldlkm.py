@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from app import metrics
 from app.methods.base import MethodSpec
-from app.methods.ldlkm import SPEC, LDLKM, reciprocal_softmax
+from app.methods.ldlkm import LDLKM, SPEC, reciprocal_softmax
 
 
 def blobs(m: int = 240, d: int = 5, c: int = 4, centers: int = 5, seed: int = 0):
@@ -71,8 +71,7 @@ def test_3_predictions_lie_in_the_convex_hull_of_U(fitted, X_test):
 def test_4_cluster_label_means(fitted, data):
     X, D = data
     for i in range(fitted.k):
-        np.testing.assert_allclose(fitted.label_means_[i], D[fitted.labels_ == i].mean(axis=0),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(fitted.label_means_[i], D[fitted.labels_ == i].mean(axis=0), rtol=1e-12)
     sizes = fitted.cluster_sizes_
     np.testing.assert_allclose(sizes @ fitted.label_means_ / len(D), D.mean(axis=0), rtol=1e-12)
 
@@ -80,8 +79,9 @@ def test_4_cluster_label_means(fitted, data):
 def test_5_cluster_feature_means_use_the_same_partition(fitted, data):
     X, _ = data
     for i in range(fitted.k):
-        np.testing.assert_allclose(fitted.cluster_centers_[i], X[fitted.labels_ == i].mean(axis=0),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            fitted.cluster_centers_[i], X[fitted.labels_ == i].mean(axis=0), rtol=1e-12, atol=1e-12
+        )
 
 
 def test_6_exactly_k_non_empty_clusters(fitted, data):
@@ -167,8 +167,7 @@ def test_12_equidistant_sample_gets_the_unweighted_mean_of_U(data):
         est = LDLKM(k=2, p=p, random_state=0).fit(X, D)
         midpoint = est.cluster_centers_.mean(axis=0, keepdims=True)
         np.testing.assert_allclose(est.weights(midpoint), [[0.5, 0.5]], atol=1e-12)
-        np.testing.assert_allclose(est.predict(midpoint)[0], est.label_means_.mean(axis=0),
-                                   atol=1e-12)
+        np.testing.assert_allclose(est.predict(midpoint)[0], est.label_means_.mean(axis=0), atol=1e-12)
     # and for any k, equal distances give uniform weights
     np.testing.assert_array_equal(reciprocal_softmax(np.full((2, 7), 3.5)), np.full((2, 7), 1 / 7))
 
@@ -208,8 +207,9 @@ def test_16_scaling_changes_only_the_sharpness(data, X_test):
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.label_means_, b.label_means_)
     np.testing.assert_allclose(b.distances(X_test * s), s * a.distances(X_test), rtol=1e-12)
-    spread = [np.ptp(LDLKM(random_state=6).fit(X * f, D).weights(X_test * f), axis=1).max()
-              for f in (1.0, 2.0**6, 2.0**12)]
+    spread = [
+        np.ptp(LDLKM(random_state=6).fit(X * f, D).weights(X_test * f), axis=1).max() for f in (1.0, 2.0**6, 2.0**12)
+    ]
     assert spread[0] > spread[1] > spread[2] and spread[2] < 1e-3  # W tends to uniform
 
 
@@ -242,13 +242,17 @@ def test_19_determinism_with_a_seed(data, X_test):
 
 @pytest.mark.parametrize(
     "p, metric, kw",
-    [(1, "cityblock", {}), (2, "euclidean", {}), ("inf", "chebyshev", {}),
-     (5, "minkowski", {"p": 5}), (1.5, "minkowski", {"p": 1.5})],
+    [
+        (1, "cityblock", {}),
+        (2, "euclidean", {}),
+        ("inf", "chebyshev", {}),
+        (5, "minkowski", {"p": 5}),
+        (1.5, "minkowski", {"p": 1.5}),
+    ],
 )
 def test_20_minkowski_orders(fitted, X_test, p, metric, kw):
     est = clone(fitted).set_params(p=p).fit(*blobs())
-    np.testing.assert_allclose(est.distances(X_test), cdist(X_test, est.cluster_centers_, metric, **kw),
-                               rtol=1e-12)
+    np.testing.assert_allclose(est.distances(X_test), cdist(X_test, est.cluster_centers_, metric, **kw), rtol=1e-12)
 
 
 def test_20_large_order_does_not_overflow(fitted, X_test):
@@ -383,8 +387,14 @@ def test_pickle_round_trip(fitted, X_test):
 
 def test_get_and_set_params(data):
     est = LDLKM()
-    assert est.get_params() == {"k": 5, "max_iter": 20, "p": 5.0, "random_state": None,
-                                "standardize": False, "temperature": 1.0}
+    assert est.get_params() == {
+        "k": 5,
+        "max_iter": 20,
+        "p": 5.0,
+        "random_state": None,
+        "standardize": False,
+        "temperature": 1.0,
+    }
     est.set_params(k=3, p="inf", temperature=0.5)
     assert est.get_params()["k"] == 3 and est.get_params()["p"] == "inf"
     assert clone(est).get_params() == est.get_params()
@@ -404,7 +414,11 @@ def test_progress_reports_kmeans_stage(data):
 def test_spec_and_params_model():
     assert isinstance(SPEC, MethodSpec)
     assert (SPEC.id, SPEC.task, SPEC.outputs, SPEC.dataset_kind) == (
-        "ldlkm", "distribution", ("distribution",), "distribution")
+        "ldlkm",
+        "distribution",
+        ("distribution",),
+        "distribution",
+    )
     assert "kmeans" in SPEC.stages and SPEC.estimator is LDLKM
     fields = set(SPEC.params.model_fields)
     assert fields == set(LDLKM().get_params())
@@ -412,9 +426,17 @@ def test_spec_and_params_model():
     for p in ("inf", "Infinity", float("inf")):
         assert SPEC.params.model_validate({"p": p}).p == "inf"
     assert SPEC.params.model_validate({"p": 1}).p == 1.0
-    for bad in ({"p": 0.5}, {"p": "two"}, {"p": float("nan")}, {"k": 0}, {"max_iter": 0},
-                {"temperature": 0}, {"temperature": float("inf")}, {"random_state": -1},
-                {"n_clusters": 5}):
+    for bad in (
+        {"p": 0.5},
+        {"p": "two"},
+        {"p": float("nan")},
+        {"k": 0},
+        {"max_iter": 0},
+        {"temperature": 0},
+        {"temperature": float("inf")},
+        {"random_state": -1},
+        {"n_clusters": 5},
+    ):
         with pytest.raises(ValidationError):
             SPEC.params.model_validate(bad)
     est = SPEC.build({"k": 3, "p": "inf", "random_state": 1})
@@ -440,8 +462,7 @@ def test_reproduces_paper_table_3_on_yeast_alpha():
     for f, (tr, te) in enumerate(KFold(10, shuffle=True, random_state=0).split(X)):
         P = LDLKM(k=5, max_iter=20, p=5, random_state=f).fit(X[tr], D[tr]).predict(X[te])
         folds.append(metrics.ldl_metrics(D[te], P))
-    paper = {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812, "cosine": 0.9946,
-             "intersection": 0.9624}
+    paper = {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812, "cosine": 0.9946, "intersection": 0.9624}
     for name, ref in paper.items():
         ours = float(np.mean([f[name] for f in folds]))
         assert abs(ours - ref) / ref <= 0.02, (name, ours, ref)

@@ -225,8 +225,7 @@ def _distributions(m, X, Y):
     Ys = np.where(Y > 0, 1.0, -1.0)
     G, A = ok.alignment_stats(Xs, Ys, m.sigma2_)
     Mu, _ = ok.solve_global(G, A, m.lambda_a, m.qp_tol, m.qp_max_iter)
-    L, _ = ok.loo_distributions(Xs, Ys, m.sigma2_, G, A, Mu, m.lambda_a, m.qp_tol,
-                                m.qp_max_iter)
+    L, _ = ok.loo_distributions(Xs, Ys, m.sigma2_, G, A, Mu, m.lambda_a, m.qp_tol, m.qp_max_iter)
     return ok.normalize(ok.pca_combine(Mu, L, m.pca_centering)[0], m.normalizer)
 
 
@@ -251,8 +250,7 @@ def test_label_correlation_and_operator_kernel_identities():
     Mij = sum(np.outer(M[i, c], M[j, c]) for c in range(q))
     expansion = np.array([[M[i, a] @ Mij @ M[j, b] for b in range(q)] for a in range(q)])
     transform = Kx[i] @ Kx[j].T  # rows phi_h(x_i) . phi_l(x_j)
-    trace = np.array([[np.trace(np.outer(M[j, b], M[i, a]) @ Mij) for b in range(q)]
-                      for a in range(q)])
+    trace = np.array([[np.trace(np.outer(M[j, b], M[i, a]) @ Mij) for b in range(q)] for a in range(q)])
     for other in (expansion, transform, trace):
         assert np.allclose(Kij, other, rtol=1e-12, atol=1e-15)
     # block matrix: symmetric PSD, rank <= q, equal to Phi^T Phi
@@ -321,15 +319,25 @@ def _dense_reference_scores(m, X, Y, Xt):
     h = np.einsum("abc,pbc->pa", T, Kt) if m.k_order == "literal" else Kt @ beta
     if m.self_factor:
         h = np.einsum("pab,pb->pa", Kt, np.einsum("pab,pb->pa", Kt, h))
-    spread = np.abs(M - ok.solve_global(*ok.alignment_stats(Xs, Ys, m.sigma2_), m.lambda_a,
-                                         m.qp_tol, m.qp_max_iter)[0][None]).sum(-1).mean()
+    spread = (
+        np.abs(
+            M - ok.solve_global(*ok.alignment_stats(Xs, Ys, m.sigma2_), m.lambda_a, m.qp_tol, m.qp_max_iter)[0][None]
+        )
+        .sum(-1)
+        .mean()
+    )
     return h, spread
 
 
-@pytest.mark.parametrize("n,d,reading", [
-    (80, 7, {}), (80, 7, LITERAL_READING),
-    (80, 7, dict(normalizer="none", k_order="standard")), (25, 40, {}),
-])
+@pytest.mark.parametrize(
+    "n,d,reading",
+    [
+        (80, 7, {}),
+        (80, 7, LITERAL_READING),
+        (80, 7, dict(normalizer="none", k_order="standard")),
+        (25, 40, {}),
+    ],
+)
 def test_streamed_fit_equals_dense_pipeline(monkeypatch, n, d, reading):
     """Blockwise statistics (several LOO blocks, threads, chunked prediction) give the same
     scores as holding every distribution; a duplicated feature makes G singular (lstsq path)."""
@@ -371,14 +379,11 @@ def test_determinism_and_permutation_symmetry():
     S = TransOVK(**kw).fit(X, Y).decision_function(Xt)
     assert np.array_equal(S, TransOVK(**kw).fit(X, Y).decision_function(Xt))
     perm = np.random.default_rng(3).permutation(50)
-    assert np.allclose(TransOVK(**kw).fit(X[perm], Y[perm]).decision_function(Xt), S,
-                       rtol=1e-7, atol=1e-12)
+    assert np.allclose(TransOVK(**kw).fit(X[perm], Y[perm]).decision_function(Xt), S, rtol=1e-7, atol=1e-12)
     lp = np.array([2, 0, 1])
-    assert np.allclose(TransOVK(**kw).fit(X, Y[:, lp]).decision_function(Xt), S[:, lp],
-                       rtol=1e-7, atol=1e-12)
+    assert np.allclose(TransOVK(**kw).fit(X, Y[:, lp]).decision_function(Xt), S[:, lp], rtol=1e-7, atol=1e-12)
     fp = np.random.default_rng(4).permutation(6)
-    assert np.allclose(TransOVK(**kw).fit(X[:, fp], Y).decision_function(Xt[:, fp]), S,
-                       rtol=1e-7, atol=1e-12)
+    assert np.allclose(TransOVK(**kw).fit(X[:, fp], Y).decision_function(Xt[:, fp]), S, rtol=1e-7, atol=1e-12)
 
 
 def test_pickle_roundtrip_and_params_contract():

@@ -111,9 +111,7 @@ def parse_mulan_xml(labels_file: bytes) -> list[str]:
     return names
 
 
-def _label_indices(
-    names: list[str], relation: str, labels_file: bytes | None, options: ParseOptions
-) -> list[int]:
+def _label_indices(names: list[str], relation: str, labels_file: bytes | None, options: ParseOptions) -> list[int]:
     """Attribute indices of the labels, in ARFF order (precedence: see the module docstring)."""
     n_attr = len(names)
     position = {name: j for j, name in enumerate(names)}
@@ -155,9 +153,7 @@ def _label_indices(
     )
 
 
-def _read_rows(
-    rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int]
-) -> tuple[list[np.ndarray], np.ndarray]:
+def _read_rows(rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
     """Stream decoded rows into float64 blocks of ``BLOCK_ROWS`` rows holding the ``keep``
     columns (nominal values as their declaration index, missing as nan); also return each row's
     line number (for error messages)."""
@@ -242,9 +238,7 @@ def parse_arff(content: bytes, *, labels_file: bytes | None, options: ParseOptio
         if not isinstance(kind, list):
             continue
         if any(value is None for value in kind):
-            raise DatasetFormatError(
-                f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value"
-            )
+            raise DatasetFormatError(f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value")
         codes, how = _nominal_codes(kind)
         c = column[j]
         for block in blocks:
@@ -260,9 +254,7 @@ def parse_arff(content: bytes, *, labels_file: bytes | None, options: ParseOptio
         else:
             ordinal.append(names[j])
     for j in sorted(identifiers):
-        warnings.append(
-            f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)"
-        )
+        warnings.append(f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)")
     if ordinal:
         more = f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else ""
         warnings.append(

@@ -55,10 +55,7 @@ def _locate_error(content: bytes, delimiter: str, names: list[str]) -> str:
             try:
                 float(value)
             except ValueError:
-                return (
-                    f"CSV line {line}, column {names[j]!r} (column {j + 1}): {value.strip()!r} "
-                    "is not a number"
-                )
+                return f"CSV line {line}, column {names[j]!r} (column {j + 1}): {value.strip()!r} is not a number"
     return ""
 
 
@@ -72,8 +69,7 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         missing = [c for c in options.label_columns if c not in names]
         if missing:
             raise DatasetFormatError(
-                f"label_columns names column(s) not in the CSV header: "
-                f"{', '.join(repr(m) for m in missing[:5])}"
+                f"label_columns names column(s) not in the CSV header: {', '.join(repr(m) for m in missing[:5])}"
             )
         wanted = set(options.label_columns)
         label_idx = [j for j, name in enumerate(names) if name in wanted]
@@ -84,9 +80,7 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
                 "(at least one must remain a feature)"
             )
         q = options.label_count
-        label_idx = (
-            list(range(len(names) - q, len(names))) if options.label_location == "end" else list(range(q))
-        )
+        label_idx = list(range(len(names) - q, len(names))) if options.label_location == "end" else list(range(q))
     else:
         raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
 

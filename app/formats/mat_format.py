@@ -73,18 +73,14 @@ def _label_major(target: np.ndarray, n: int, key: str, warnings: list[str]) -> n
     if target.shape[0] == n:
         warnings.append(f"{key} is n x q (samples in rows), not q x n; read it that way")
         return target
-    raise DatasetFormatError(
-        f"MAT variable {key!r} has shape {target.shape}; expected q x {n} (one column per sample)"
-    )
+    raise DatasetFormatError(f"MAT variable {key!r} has shape {target.shape}; expected q x {n} (one column per sample)")
 
 
 def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
     variables, other = load_mat_variables(content)
     for key in ("features", "labels", f"{options.part}_data", f"{options.part}_target", "data", "target"):
         if key in other:
-            raise DatasetFormatError(
-                f"MAT variable {key!r} is not a numeric matrix (numpy dtype {other[key]})"
-            )
+            raise DatasetFormatError(f"MAT variable {key!r} is not a numeric matrix (numpy dtype {other[key]})")
     warnings: list[str] = []
     if "features" in variables and "labels" in variables:
         X = _matrix(variables, "features")

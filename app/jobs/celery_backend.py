@@ -146,9 +146,7 @@ def _stale(cutoff_seconds: float) -> ColumnElement[bool]:
     return func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at) < cutoff
 
 
-def _fail_running(
-    database_url: str, job_ids: list[str], error: str, *conditions: ColumnElement[bool]
-) -> list[str]:
+def _fail_running(database_url: str, job_ids: list[str], error: str, *conditions: ColumnElement[bool]) -> list[str]:
     """Compare-and-set ``running -> failed``; returns the ids that were actually failed."""
     failed = []
     with session_scope(database_url) as session:
@@ -244,9 +242,7 @@ class CeleryRunner:
         """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
         reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
         with session_scope(self._url) as session:
-            queued = session.scalars(
-                select(Job.id).where(Job.status == "queued").order_by(Job.created_at)
-            ).all()
+            queued = session.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.created_at)).all()
         for job_id in queued:
             try:
                 self._send(job_id)

@@ -126,9 +126,7 @@ class LocalRunner:
                 .where(Job.status == "running")
                 .values(status="failed", error=INTERRUPTED, finished_at=utcnow())
             )
-            queued = session.scalars(
-                select(Job.id).where(Job.status == "queued").order_by(Job.created_at)
-            ).all()
+            queued = session.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.created_at)).all()
         for job_id in queued:
             self.submit(job_id)
 

@@ -57,9 +57,7 @@ class Heartbeat:
             try:
                 with session_scope(self.database_url) as session:
                     alive = session.execute(
-                        update(Job)
-                        .where(Job.id == self.job_id, Job.status == "running")
-                        .values(heartbeat_at=utcnow())
+                        update(Job).where(Job.id == self.job_id, Job.status == "running").values(heartbeat_at=utcnow())
                     ).rowcount
             except Exception:  # a transient database error: the next beat may get through
                 log.warning("heartbeat failed", extra={"job_id": self.job_id}, exc_info=True)
@@ -76,9 +74,7 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-def execute_job(
-    job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None
-) -> None:
+def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None) -> None:
     """Run one queued job to its end state. Safe to call for a job that is no longer queued.
 
     With ``heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs (see

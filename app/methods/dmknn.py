@@ -229,7 +229,9 @@ class DMKNN(BaseEstimator):
         """``(label_scores (n, q), itemset_scores (n, M))``: s_x(l_j) and s_x(P_j)."""
         check_is_fitted(self, "independence_threshold_")
         neighbours = self.label_model_.index_.kneighbors(self._transform(X), int(self.k))
-        label_scores = lookup(self.label_model_.posterior_table_, neighbour_counts(self.label_model_.Y_fit_, neighbours))
+        label_scores = lookup(
+            self.label_model_.posterior_table_, neighbour_counts(self.label_model_.Y_fit_, neighbours)
+        )
         return label_scores, lookup(self.item_table_, self._item_counts(neighbours))
 
     def _choose_items(self, item_scores: np.ndarray) -> np.ndarray:
@@ -313,22 +315,37 @@ class DMKNNParams(MethodParams):
     k: int = Field(10, ge=1, description="Number of nearest neighbours K (at most m - 1).")
     s: float = Field(1.0, gt=0, description="Laplace smoothing of priors and count likelihoods.")
     min_support: float = Field(
-        0.01, gt=0, description="Minimum support sigma: a fraction in (0, 1) of the training samples, or an integer count >= 2."
+        0.01,
+        gt=0,
+        description="Minimum support sigma: a fraction in (0, 1) of the training samples, or an integer count >= 2.",
     )
     min_itemset_size: int = Field(2, ge=1, description="Smallest number of labels in a frequent label combination.")
     support_mode: Literal["containment", "exact"] = Field(
-        "containment", description="Support of a label combination: samples containing it (FP-growth) or having exactly it."
+        "containment",
+        description="Support of a label combination: samples containing it (FP-growth) or having exactly it.",
     )
-    beta_prior: tuple[float, float] = Field((1.0, 1.0), description="Initial (alpha, beta) of the threshold Beta distributions.")
-    beta_scale: float = Field(100.0, gt=0, description="Pseudo-count added per training score in the Beta updates (paper: 100).")
-    normalization: Literal["minmax", "zscore", "none"] = Field("minmax", description="Feature normalisation before Euclidean distances.")
+    beta_prior: tuple[float, float] = Field(
+        (1.0, 1.0), description="Initial (alpha, beta) of the threshold Beta distributions."
+    )
+    beta_scale: float = Field(
+        100.0, gt=0, description="Pseudo-count added per training score in the Beta updates (paper: 100)."
+    )
+    normalization: Literal["minmax", "zscore", "none"] = Field(
+        "minmax", description="Feature normalisation before Euclidean distances."
+    )
     itemset_selection: Selection = Field(
-        "max_score", description="Choice among passing items: largest score (Alg. 4), largest score/threshold (eq. 1), or global maximum only."
+        "max_score",
+        description="Choice among passing items: largest score (Alg. 4), largest score/threshold (eq. 1), or global maximum only.",
     )
-    itemset_prior_denominator: Literal["s+m", "2s+m"] = Field("s+m", description="Denominator of the itemset prior (Alg. 1 prints s+m).")
-    strategy: Strategy = Field("combined", description="combined (the method), itemset_only (Strategy 1) or independent_only (Strategy 2).")
+    itemset_prior_denominator: Literal["s+m", "2s+m"] = Field(
+        "s+m", description="Denominator of the itemset prior (Alg. 1 prints s+m)."
+    )
+    strategy: Strategy = Field(
+        "combined", description="combined (the method), itemset_only (Strategy 1) or independent_only (Strategy 2)."
+    )
     ensure_nonempty: bool = Field(
-        True, description="Return the best label by score/threshold instead of an empty set (off = Algorithm 4 as printed)."
+        True,
+        description="Return the best label by score/threshold instead of an empty set (off = Algorithm 4 as printed).",
     )
     include_self_in_training_neighbours: bool = Field(
         False, description="Count each training sample as its own neighbour when learning tables and thresholds."

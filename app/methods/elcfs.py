@@ -42,9 +42,7 @@ class ELCFSParams(MethodParams):
     lambda1: float = Field(0.1, ge=0, description="Weight of the cluster-centre regression ||HW - TZ||^2.")
     lambda2: float = Field(0.1, ge=0, description="Weight of both label self-representation terms.")
     lambda3: float = Field(0.1, ge=0, description="l2,1 row sparsity of the label-correlation matrix Z.")
-    lambda4: float = Field(
-        0.1, ge=0, description="l2,1 row sparsity of the projection W (feature selection)."
-    )
+    lambda4: float = Field(0.1, ge=0, description="l2,1 row sparsity of the projection W (feature selection).")
     n_clusters: int | None = Field(
         None,
         ge=1,
@@ -138,9 +136,7 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
             Xs[:, rng_ == 0] = 0.0  # constant features carry no information: map to 0
         else:
             if (X < 0).any():
-                raise ValueError(
-                    "X has negative entries; the multiplicative updates need X >= 0 (use scale=True)"
-                )
+                raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
             self.data_min_ = np.zeros(d)
             self.data_range_ = np.ones(d)
             Xs = X
@@ -213,9 +209,7 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
         T = (onehot.T @ Y) / counts[:, None]
         return H, T, assign
 
-    def _grams(
-        self, Xs: np.ndarray, Y: np.ndarray, H: np.ndarray, T: np.ndarray
-    ) -> dict[str, np.ndarray | float]:
+    def _grams(self, Xs: np.ndarray, Y: np.ndarray, H: np.ndarray, T: np.ndarray) -> dict[str, np.ndarray | float]:
         """G_X = X'X + l1 H'H, B = X'Y + l1 H'T, G_Y = (1+l2) Y'Y + (l1+l2) T'T, C = l2 (Y'Y + T'T).
 
         With ``cluster_terms=False`` every H/T product is dropped (eq. (22)).
@@ -271,13 +265,7 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
         """Monitored objective J_mon (spec 3.5) in Gram form; also returns G_X W and B Z."""
         GW = g["GX"] @ W
         BZ = g["B"] @ Z
-        data = (
-            np.vdot(W, GW)
-            - 2.0 * np.vdot(W, BZ)
-            + np.vdot(Z, g["GY"] @ Z)
-            - 2.0 * np.vdot(Z, g["C"])
-            + g["const"]
-        )
+        data = np.vdot(W, GW) - 2.0 * np.vdot(W, BZ) + np.vdot(Z, g["GY"] @ Z) - 2.0 * np.vdot(Z, g["C"]) + g["const"]
         reg = 2.0 * self.lambda3 * np.sqrt((Z * Z).sum(axis=1) + self.eps).sum()
         reg += 2.0 * self.lambda4 * np.sqrt((W * W).sum(axis=1) + self.eps).sum()
         return float(data + reg), GW, BZ

@@ -97,9 +97,7 @@ def _indicators(codes: np.ndarray, n_bins: int) -> np.ndarray:
     return np.concatenate([(codes == a) for a in range(n_bins - 1)], axis=1).astype(np.float64)
 
 
-def _mi_from_products(
-    P: np.ndarray, mA: np.ndarray, mB: np.ndarray, n: int, nbA: int, nbB: int
-) -> np.ndarray:
+def _mi_from_products(P: np.ndarray, mA: np.ndarray, mB: np.ndarray, n: int, nbA: int, nbB: int) -> np.ndarray:
     """Plug-in MI in bits of every (column of A, column of B) pair from indicator products.
 
     ``P`` = EA' EB holds the joint counts of (bin a < nbA-1, bin b < nbB-1) for every pair; the
@@ -509,7 +507,12 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         progress("similarity", 0.05)
         blocks = self._run_blocks(
             lambda s, e: _membership_block(Xs, self.xi_, order, Y, s, e, chunk),
-            n, rows, "similarity", 0.05, 0.6, progress,
+            n,
+            rows,
+            "similarity",
+            0.05,
+            0.6,
+            progress,
         )
         L = np.vstack([b[0] for b in blocks])
         self.similarity_density_ = sum(b[1] for b in blocks) / float(n * n)
@@ -524,14 +527,24 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         DT = np.vstack(
             self._run_blocks(
                 lambda s, e: _heterogeneous_block(A, s, e, k),
-                n, self._block_rows(8 * n * (A.shape[1] + 4)), "dependency", 0.6, 0.7, progress,
+                n,
+                self._block_rows(8 * n * (A.shape[1] + 4)),
+                "dependency",
+                0.6,
+                0.7,
+                progress,
             )
         )
         self.heterogeneous_sets_ = DT
         POS = np.vstack(
             self._run_blocks(
                 lambda s, e: _positive_region_block(Xs, self.xi_, DT, s, e),
-                n, self._block_rows(3 * 8 * k * d), "dependency", 0.7, 0.9, progress,
+                n,
+                self._block_rows(3 * 8 * k * d),
+                "dependency",
+                0.7,
+                0.9,
+                progress,
             )
         )
         return POS.mean(axis=0)

@@ -204,10 +204,7 @@ class LDLKM(BaseEstimator):
             raise ValueError("k and max_iter must be >= 1")
         m, d = X.shape
         if k > 1 and not _has_k_distinct_rows(X, k):
-            raise ValueError(
-                f"k={k} exceeds the number of distinct training rows; empty clusters could not "
-                "be avoided"
-            )
+            raise ValueError(f"k={k} exceeds the number of distinct training rows; empty clusters could not be avoided")
 
         if self.standardize:
             self.mean_ = X.mean(axis=0)
@@ -331,8 +328,9 @@ class LDLKM(BaseEstimator):
 
     def distances(self, X: Any) -> np.ndarray:
         """Matrix T (n, k) of Minkowski-p distances to the cluster means (eq. 6)."""
-        return minkowski_to_centers(self._features(np.asarray(X, dtype=np.float64)),
-                                    self.cluster_centers_, _order(self.p))
+        return minkowski_to_centers(
+            self._features(np.asarray(X, dtype=np.float64)), self.cluster_centers_, _order(self.p)
+        )
 
     def weights(self, X: Any) -> np.ndarray:
         """Weight matrix W (n, k) of eqs. (7)-(8); rows sum to 1."""
@@ -352,11 +350,11 @@ class LDLKMParams(MethodParams):
     random_state: int | None = Field(
         None, ge=0, lt=2**32, description="Seed for the initial cluster means; null = random."
     )
-    standardize: bool = Field(
-        False, description="Extension (not in the paper): z-score features on the training data."
-    )
+    standardize: bool = Field(False, description="Extension (not in the paper): z-score features on the training data.")
     temperature: float = Field(
-        1.0, gt=0, allow_inf_nan=False,
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
         description="Extension: softmax temperature on 1/distance; 1.0 is the paper's eq. (8).",
     )
 

@@ -282,7 +282,9 @@ class MLkNN(BaseEstimator):
         self.offset_, self.factor_ = np.zeros(Xs.shape[1]), np.ones(Xs.shape[1])
         return self._fit_tables(np.ascontiguousarray(Xs, dtype=np.float64), Y, no_progress, include_self)
 
-    def _fit_tables(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False) -> np.ndarray:
+    def _fit_tables(
+        self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False
+    ) -> np.ndarray:
         self.n_features_in_ = Xs.shape[1]
         self.index_ = ExactKNN(Xs)
         self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)

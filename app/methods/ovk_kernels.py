@@ -50,9 +50,7 @@ def median_sigma2(X: np.ndarray, n_pairs: int = 20000, seed: int = 0) -> float:
     return float(np.median(nz)) if nz.size else 1.0
 
 
-def kernel_rows(
-    X: np.ndarray, rows: np.ndarray, sigma2: float, cols: slice = slice(None)
-) -> np.ndarray:
+def kernel_rows(X: np.ndarray, rows: np.ndarray, sigma2: float, cols: slice = slice(None)) -> np.ndarray:
     """Per-feature Gaussian kernel values ``E[r, j, t] = exp(-(x_rows[r]^t - x_j^t)^2 / sigma2)``.
 
     Shape (len(rows), n_cols, d). Computed in place to keep one temporary of that size.
@@ -69,7 +67,11 @@ def block_size(n: int, d: int, budget: int = _BLOCK_BYTES) -> int:
 
 
 def run_blocks(
-    fn: Callable, n: int, b: int, n_jobs: int, report: Callable[[float], None],
+    fn: Callable,
+    n: int,
+    b: int,
+    n_jobs: int,
+    report: Callable[[float], None],
     consume: Callable[[int, int, object], None],
 ) -> None:
     """Apply ``fn(start, stop)`` to consecutive row blocks, ``n_jobs`` threads at a time, and
@@ -111,7 +113,10 @@ def _stats_block(X, Ys, sigma2, s, e):
 
 
 def alignment_stats(
-    X: np.ndarray, Ys: np.ndarray, sigma2: float, n_jobs: int = 1,
+    X: np.ndarray,
+    Ys: np.ndarray,
+    sigma2: float,
+    n_jobs: int = 1,
     report: Callable[[float], None] = lambda f: None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``G[h, t] = <K_h, K_t>_F`` and ``A[t, alpha] = y_alpha^T K_t y_alpha``, both / n^2.
@@ -128,8 +133,7 @@ def alignment_stats(
         G[...] += part[0]
         A[...] += part[1]
 
-    run_blocks(lambda s, e: _stats_block(X, Ys, sigma2, s, e), n, block_size(n, d), n_jobs,
-               report, add)
+    run_blocks(lambda s, e: _stats_block(X, Ys, sigma2, s, e), n, block_size(n, d), n_jobs, report, add)
     G = 2.0 * G + n
     A = 2.0 * A + n
     G = 0.5 * (G + G.T)
@@ -259,16 +263,18 @@ def solve_global(G: np.ndarray, A: np.ndarray, lambda_a: float, tol: float, max_
         res = simplex_qp(
             lambda S: H[np.ix_(S, S)],
             lambda S, muS, a=a: H[:, S] @ muS - a,
-            a, np.array([k]), np.array([1.0]), tol, max_iter,
+            a,
+            np.array([k]),
+            np.array([1.0]),
+            tol,
+            max_iter,
         )
         mus[al] = res.mu
         fails += not res.converged
     return mus, fails
 
 
-def loo_corrections(
-    Ei: np.ndarray, yi: np.ndarray, Ys: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def loo_corrections(Ei: np.ndarray, yi: np.ndarray, Ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unscaled rank corrections: ``G^(-i) - G`` and ``A^(-i) - A`` for one left-out sample.
 
     ``Ei`` is (n, d) with ``Ei[j, t] = K_t(i, j)``. Used by the tests; the solver applies the
@@ -316,10 +322,11 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, s, e):
         m = _face_minimisers(HUU[:, sp[:, None], sp[None, :]], A_loo[:, S, al])
         ok[:, al] = m.min(axis=1) >= 0.0
         cand[:, sp, al] = np.where(ok[:, al, None], m, 0.0)
-    Gm = c * (
-        np.matmul(G[:, U], cand)
-        + scale * (cand.sum(axis=1)[:, None, :] - 2.0 * np.matmul(Et, np.matmul(EU, cand)))
-    ) - A_loo  # (nb, d, q) gradients at the candidates
+    Gm = (
+        c
+        * (np.matmul(G[:, U], cand) + scale * (cand.sum(axis=1)[:, None, :] - 2.0 * np.matmul(Et, np.matmul(EU, cand))))
+        - A_loo
+    )  # (nb, d, q) gradients at the candidates
     out = np.zeros((nb, q, d))
     fails = 0
     for al, S in enumerate(supports):
@@ -339,9 +346,7 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, s, e):
                 return H[np.ix_(S, S)] + c * scale * (1.0 - 2.0 * ES.T @ ES)
 
             def grad(S, muS, Ei=Ei, a=A_loo[r, :, al]):
-                return c * (
-                    G[:, S] @ muS + scale * (muS.sum() - 2.0 * Ei.T @ (Ei[:, S] @ muS))
-                ) - a
+                return c * (G[:, S] @ muS + scale * (muS.sum() - 2.0 * Ei.T @ (Ei[:, S] @ muS))) - a
 
             res = simplex_qp(hsub, grad, A_loo[r, :, al], S, Mu[al, S], tol, max_iter)
             out[r, al] = res.mu
@@ -350,7 +355,16 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, s, e):
 
 
 def loo_distributions(
-    X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, n_jobs=1,
+    X,
+    Ys,
+    sigma2,
+    G,
+    A,
+    Mu,
+    lambda_a,
+    tol,
+    max_iter,
+    n_jobs=1,
     report: Callable[[float], None] = lambda f: None,
     consume: Callable[[int, int, np.ndarray], None] | None = None,
 ):
@@ -366,8 +380,7 @@ def loo_distributions(
     args = (X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter)
     # Large blocks cut Python steps, but every thread needs several (small n, e.g. emotions).
     b = min(block_size(n, d, _LOO_BLOCK_BYTES), max(1, -(-n // (4 * n_jobs))))
-    return _distribution_blocks(lambda s, e: _loo_block(*args, s, e), (n, Ys.shape[1], d), b,
-                                n_jobs, report, consume)
+    return _distribution_blocks(lambda s, e: _loo_block(*args, s, e), (n, Ys.shape[1], d), b, n_jobs, report, consume)
 
 
 def _distribution_blocks(fn, shape, b, n_jobs, report, consume):
@@ -417,7 +430,14 @@ def _local_block(X, Ys, sigma2, lambda_a, tol, max_iter, k, s, e):
 
 
 def local_distributions(
-    X, Ys, sigma2, k, lambda_a, tol, max_iter, n_jobs=1,
+    X,
+    Ys,
+    sigma2,
+    k,
+    lambda_a,
+    tol,
+    max_iter,
+    n_jobs=1,
     report: Callable[[float], None] = lambda f: None,
     consume: Callable[[int, int, np.ndarray], None] | None = None,
 ):
@@ -431,7 +451,12 @@ def local_distributions(
     kk = int(min(k, n - 1))
     return _distribution_blocks(
         lambda s, e: _local_block(X, Ys, sigma2, lambda_a, tol, max_iter, kk, s, e),
-        (n, Ys.shape[1], d), 64, n_jobs, report, consume)
+        (n, Ys.shape[1], d),
+        64,
+        n_jobs,
+        report,
+        consume,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,8 +67,7 @@ Normalizer = Literal["minmax_sum", "minmax", "softmax", "none"]
 KOrder = Literal["literal", "standard"]
 
 #: The spec's literal reading of section 6 (A1-A4); pass as ``TransOVK(**LITERAL_READING)``.
-LITERAL_READING = dict(pca_centering="row", normalizer="minmax_sum", k_order="literal",
-                       self_factor=True)
+LITERAL_READING = dict(pca_centering="row", normalizer="minmax_sum", k_order="literal", self_factor=True)
 
 # Share of the whole fit spent in each stage, for progress fractions (measured on yeast and
 # scene: the leave-one-out pass, n*q warm-started QPs, dominates).
@@ -81,25 +80,34 @@ class TransOVKParams(MethodParams):
     """Hyperparameters of TRANS-OVK; the paper states none of their values (spec 3.0, A7)."""
 
     sigma: float | None = Field(
-        None, gt=0, description="Width of the per-feature Gaussian kernels exp(-d^2/sigma^2); "
-        "None = median heuristic (median non-zero squared per-feature difference, fixed seed).")
+        None,
+        gt=0,
+        description="Width of the per-feature Gaussian kernels exp(-d^2/sigma^2); "
+        "None = median heuristic (median non-zero squared per-feature difference, fixed seed).",
+    )
     lambda_a: float = Field(1.0, gt=0, description="Weight of ||K_mu||_F^2 in the alignment QP.")
     lambda_w: float = Field(0.01, gt=0, description="Ridge penalty of the x -> mu_alpha(x) maps.")
     lambda_k: float = Field(0.01, gt=0, description="Kernel ridge penalty (bold K + n lambda_k I).")
     pca_centering: Centering = Field(
-        "column", description="A1: centre each column of the 2 x d PCA matrix (default; gives "
-        "the leave-one-out influence mu(X) - mu(X - x_i)) or each row (the paper's literal text).")
+        "column",
+        description="A1: centre each column of the 2 x d PCA matrix (default; gives "
+        "the leave-one-out influence mu(X) - mu(X - x_i)) or each row (the paper's literal text).",
+    )
     normalizer: Normalizer = Field(
-        "minmax_sum", description="A2: the paper's unstated 'normalise' of the PCA output "
-        "(min-max then divide by the sum, a distribution); 'none' keeps the signed output.")
-    k_order: KOrder = Field(
-        "literal", description="A3: K(x_i, x) as printed (literal) or K(x, x_i) (representer).")
+        "minmax_sum",
+        description="A2: the paper's unstated 'normalise' of the PCA output "
+        "(min-max then divide by the sum, a distribution); 'none' keeps the signed output.",
+    )
+    k_order: KOrder = Field("literal", description="A3: K(x_i, x) as printed (literal) or K(x, x_i) (representer).")
     self_factor: bool = Field(True, description="A4: keep the leading K(x, x)^T factor in g(x).")
     threshold: float = Field(0.0, description="A9: label set = scores above this value.")
     local_k: int | None = Field(
-        None, ge=2, description="A5: None = the paper's X - x_i, leave-one-out alignment "
+        None,
+        ge=2,
+        description="A5: None = the paper's X - x_i, leave-one-out alignment "
         "(default); k = alternative reading 'alignment at the point x_i': the alignment QP on "
-        "the k nearest training neighbours of x_i (local kernel alignment, ref. [31]).")
+        "the k nearest training neighbours of x_i (local kernel alignment, ref. [31]).",
+    )
     qp_tol: float = Field(1e-10, gt=0, description="KKT tolerance of the scaled alignment QPs.")
     qp_max_iter: int = Field(1000, ge=1, description="Active-set iterations per QP.")
     n_jobs: int = Field(1, ge=1, description="Threads for the streamed kernel passes.")
@@ -161,14 +169,13 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.n_labels_ = Y.shape[1]
         self.sigma2_ = self.sigma**2 if self.sigma is not None else ok.median_sigma2(Xs)
         (stats,) = self._distribution_stats(
-            Xs, Ys, self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report))
+            Xs, Ys, self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report)
+        )
         self.distribution_spread_ = stats.spread_sum / (X.shape[0] * Y.shape[1])
         self._fit_head(Xs, Ys, stats, _staged(report))
         return self
 
-    def _distribution_stats(
-        self, Xs, Ys, sigma2, readings: Sequence[tuple[str, str]], report
-    ) -> list[ok.SampleStats]:
+    def _distribution_stats(self, Xs, Ys, sigma2, readings: Sequence[tuple[str, str]], report) -> list[ok.SampleStats]:
         """Stages A-C, the expensive part: global and leave-one-out distributions (A, B), each
         leave-one-out block turned into sample-level distributions (C) for every
         ``(pca_centering, normalizer)`` in ``readings`` and reduced to what the head needs, so
@@ -187,13 +194,31 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         report("leave-one-out", 0.0)
         if self.local_k is None:
             _, loo_fails = ok.loo_distributions(
-                Xs, Ys, sigma2, G, A, Mu, self.lambda_a, self.qp_tol, self.qp_max_iter,
-                self.n_jobs, lambda f: report("leave-one-out", f), consume=feed,
+                Xs,
+                Ys,
+                sigma2,
+                G,
+                A,
+                Mu,
+                self.lambda_a,
+                self.qp_tol,
+                self.qp_max_iter,
+                self.n_jobs,
+                lambda f: report("leave-one-out", f),
+                consume=feed,
             )
         else:
             _, loo_fails = ok.local_distributions(
-                Xs, Ys, sigma2, self.local_k, self.lambda_a, self.qp_tol, self.qp_max_iter,
-                self.n_jobs, lambda f: report("leave-one-out", f), consume=feed,
+                Xs,
+                Ys,
+                sigma2,
+                self.local_k,
+                self.lambda_a,
+                self.qp_tol,
+                self.qp_max_iter,
+                self.n_jobs,
+                lambda f: report("leave-one-out", f),
+                consume=feed,
             )
         self.mu_global_ = Mu
         self.n_qp_unconverged_ = int(fails + loo_fails)
@@ -236,9 +261,11 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         predicted distributions stay small whatever p is."""
         X = np.asarray(X, dtype=np.float64)
         step = max(1, _PREDICT_BYTES // (8 * self.n_labels_ * self.n_features_in_))
-        return np.concatenate(
-            [self._scores(X[s : s + step]) for s in range(0, X.shape[0], step)]
-        ) if X.shape[0] else np.empty((0, self.n_labels_))
+        return (
+            np.concatenate([self._scores(X[s : s + step]) for s in range(0, X.shape[0], step)])
+            if X.shape[0]
+            else np.empty((0, self.n_labels_))
+        )
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         Kt = ok.label_correlation(self.predict_distributions(X))
@@ -309,21 +336,24 @@ def tune_trans_ovk(
             est.x_min_, est.x_span_ = lo_t, span_t
             est.n_features_in_, est.n_labels_ = X.shape[1], Y.shape[1]
             (stats,) = est._distribution_stats(
-                Xs, Ys, f * base_s2, [(est.pca_centering, est.normalizer)], lambda s, x: None)
+                Xs, Ys, f * base_s2, [(est.pca_centering, est.normalizer)], lambda s, x: None
+            )
             for lw, lk in product(lambda_w_grid, lambda_k_grid):
                 est.lambda_w, est.lambda_k = lw, lk
                 est._fit_head(Xs, Ys, stats, lambda s, x: None)
                 s = average_precision(Y[va], est.decision_function(X[va]))
                 scores.setdefault((f, la, lw, lk), []).append(s)
     rows = [
-        {"sigma2_factor": f, "lambda_a": la, "lambda_w": lw, "lambda_k": lk,
-         "cv_average_precision": float(np.mean(v))}
+        {"sigma2_factor": f, "lambda_a": la, "lambda_w": lw, "lambda_k": lk, "cv_average_precision": float(np.mean(v))}
         for (f, la, lw, lk), v in scores.items()
     ]
     best = max(rows, key=lambda r: r["cv_average_precision"])
     model = TransOVK(
-        sigma=float(np.sqrt(best["sigma2_factor"] * base_s2)), lambda_a=best["lambda_a"],
-        lambda_w=best["lambda_w"], lambda_k=best["lambda_k"], **fixed,
+        sigma=float(np.sqrt(best["sigma2_factor"] * base_s2)),
+        lambda_a=best["lambda_a"],
+        lambda_w=best["lambda_w"],
+        lambda_k=best["lambda_k"],
+        **fixed,
     ).fit(X, Y)
     return model, rows
 

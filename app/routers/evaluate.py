@@ -76,8 +76,7 @@ def evaluate(
     if dataset.kind != spec.dataset_kind:
         raise HTTPException(
             422,
-            f"dataset_id: a {spec.id} model is evaluated on {spec.dataset_kind} data; "
-            f"'{dataset.id}' is {dataset.kind}",
+            f"dataset_id: a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}",
         )
     model = load_model(request, cache, version)
     X, Y = store.load_dataset(dataset.sha256)

@@ -74,8 +74,7 @@ def check_selector(session: SessionDep, spec: MethodSpec, body: TrainRequest, da
     if selector_spec is None or selector_spec.task != "selection":
         raise HTTPException(
             422,
-            f"feature_selector.model: '{selection.model}' is a {version.method} model, "
-            "not a feature selector",
+            f"feature_selector.model: '{selection.model}' is a {version.method} model, not a feature selector",
         )
     if version.feature_names != dataset.feature_names:
         raise HTTPException(
@@ -83,9 +82,7 @@ def check_selector(session: SessionDep, spec: MethodSpec, body: TrainRequest, da
         )
 
 
-def prepare(
-    session: SessionDep, store: StoreDep, body: TrainRequest
-) -> tuple[MethodSpec, Dataset, dict[str, Any]]:
+def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[MethodSpec, Dataset, dict[str, Any]]:
     spec = get_method(body.method)
     if spec is None:
         raise HTTPException(422, f"method: unknown method '{body.method}'; available: {', '.join(catalog())}")
@@ -105,8 +102,7 @@ def prepare(
     if dataset.kind != spec.dataset_kind:
         raise HTTPException(
             422,
-            f"dataset_id: method '{spec.id}' needs a {spec.dataset_kind} dataset; "
-            f"'{dataset.id}' is {dataset.kind}",
+            f"dataset_id: method '{spec.id}' needs a {spec.dataset_kind} dataset; '{dataset.id}' is {dataset.kind}",
         )
     check_selector(session, spec, body, dataset)
     request = body.model_dump(exclude={"data"}) | {"dataset_id": dataset.id, "params": params}
