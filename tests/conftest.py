@@ -11,6 +11,7 @@ import io
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -83,18 +84,26 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'registry.db'}"
         return
-    admin_url = request.getfixturevalue("postgres_admin")
+    with throwaway_postgres(request.getfixturevalue("postgres_admin")) as url:
+        yield url
+
+
+@contextmanager
+def throwaway_postgres(admin_url: str) -> Iterator[str]:
+    """Create an empty database on the admin URL's server, yield its URL, drop it afterwards."""
+    from app.db import get_engine
+
     name = f"labelserve_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    from app.db import get_engine
-
-    get_engine.cache_clear()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        get_engine.cache_clear()  # close pooled connections before dropping
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -15,21 +15,18 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from subprocess import Popen
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from app.db import get_engine, session_scope
+from app.db import session_scope
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
 from app.orm import Job, ModelVersion
-from tests.conftest import make_multilabel, train, upload_csv
+from tests.conftest import make_multilabel, throwaway_postgres, train, upload_csv
 from tests.test_api_training import long_job, wait_status
 
 pytestmark = pytest.mark.celery
@@ -53,15 +50,8 @@ def redis_url() -> str:
 @pytest.fixture
 def pg_url(postgres_admin: str) -> Iterator[str]:
     """A throw-away PostgreSQL database (as ``tests.conftest.database_url`` makes them)."""
-    name = f"labelserve_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_admin, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(postgres_admin).set(database=name).render_as_string(hide_password=False)
-    get_engine.cache_clear()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with throwaway_postgres(postgres_admin) as url:
+        yield url
 
 
 @pytest.fixture

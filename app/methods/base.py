@@ -90,6 +90,27 @@ class MethodSpec:
 ProgressFn = Callable[[str, float], None]
 
 
+def check_multilabel(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``fit``'s input checks for multi-label learners: float64 ``X`` and 0/1 float64 ``Y``.
+
+    -1/+1 targets (Mulan, the Yahoo .mat files) are accepted, -1 meaning "absent", so that the
+    estimators take the same data as the service's parsers without a conversion step.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y)
+    if X.ndim != 2 or Y.ndim != 2:
+        raise ValueError("X and Y must be 2-D")
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    if X.shape[0] < 2 or X.shape[1] < 1 or Y.shape[1] < 1:
+        raise ValueError("need at least 2 samples, 1 feature and 1 label")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinite values")
+    if not np.isin(Y, (-1, 0, 1)).all():
+        raise ValueError("Y must be a 0/1 (or -1/+1) label matrix")
+    return X, (Y > 0).astype(np.float64)
+
+
 class RankedSelectorMixin:
     """``get_support`` and ``transform`` for selectors that rank every feature (``ranking_``).
 

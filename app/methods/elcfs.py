@@ -31,7 +31,7 @@ from pydantic import Field
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, no_progress
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
 
 _DELTA = 1e-12  # guards zero denominators of the multiplicative updates (not in the paper)
 
@@ -121,7 +121,7 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> ELCFS:
         progress = progress or no_progress
-        X, Y = self._validate(X, Y)
+        X, Y = check_multilabel(X, Y)
         n, d = X.shape
         q = Y.shape[1]
         for name in ("lambda1", "lambda2", "lambda3", "lambda4"):
@@ -176,21 +176,6 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
         self.n_features_in_ = d
         return self
-
-    def _validate(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        X = np.asarray(X, dtype=np.float64)
-        Y = np.asarray(Y)
-        if X.ndim != 2 or Y.ndim != 2:
-            raise ValueError("X and Y must be 2-D")
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-        if X.shape[0] < 2 or X.shape[1] < 1 or Y.shape[1] < 1:
-            raise ValueError("need at least 2 samples, 1 feature and 1 label")
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values")
-        if not np.isin(Y, (0, 1)).all():
-            raise ValueError("Y must be a 0/1 label matrix")
-        return X, Y.astype(np.float64)
 
     def _cluster(self, Xs: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """K-means on the scaled features (A3); centres' features and labels are member means."""

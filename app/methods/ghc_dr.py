@@ -43,7 +43,7 @@ from pydantic import Field
 from scipy import sparse
 from sklearn.base import BaseEstimator
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, no_progress
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
 
 _SINGULAR_RTOL = 1e-10  # |D_ij| below this times max|D| counts as a zero eigenvalue (spec 3.6)
 _SIGMA_FLOOR = 1e-12  # floor of the feature-graph bandwidth (A8)
@@ -420,7 +420,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> GHCDR:
         progress = progress or no_progress
-        X, Y = self._validate(X, Y)
+        X, Y = check_multilabel(X, Y)
         d = X.shape[1]
         Xs, self.data_min_, self.data_range_ = minmax_scale(X)
 
@@ -462,21 +462,6 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         self.n_features_in_ = d
         progress("solve", 1.0)
         return self
-
-    def _validate(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        X = np.asarray(X, dtype=np.float64)
-        Y = np.asarray(Y)
-        if X.ndim != 2 or Y.ndim != 2:
-            raise ValueError("X and Y must be 2-D")
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-        if X.shape[0] < 2 or X.shape[1] < 1 or Y.shape[1] < 1:
-            raise ValueError("need at least 2 samples, 1 feature and 1 label")
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values")
-        if not np.isin(Y, (-1, 0, 1)).all():
-            raise ValueError("Y must be a 0/1 (or -1/+1) label matrix")
-        return X, (Y > 0).astype(np.float64)  # Mulan/Yahoo -1 means "absent"
 
     def _block_rows(self, per_row_bytes: float) -> int:
         """Rows per block so that all concurrently running blocks fit the memory budget."""
