@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import make_multilabel, train
+from tests.helpers import make_multilabel, train
 
 
 def test_versions_aliases_and_references(client, multilabel_dataset):

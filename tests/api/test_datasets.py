@@ -10,7 +10,7 @@ import scipy.io
 
 from app.db import session_scope
 from app.orm import Job
-from tests.conftest import csv_bytes, make_distribution, make_multilabel, upload_csv
+from tests.helpers import csv_bytes, make_distribution, make_multilabel, upload_csv
 
 
 def stored_files(settings) -> list[str]:

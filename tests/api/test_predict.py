@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tests.conftest import make_distribution, make_multilabel, train, upload_csv
+from tests.helpers import make_distribution, make_multilabel, train, upload_csv
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_large_batch_runs_as_a_job_with_a_downloadable_result(client, classifier
     r = predict(client, model="clf", dataset_id=classifier["id"], output="ranking", format="csv")
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    from tests.test_api_training import wait_status
+    from tests.helpers import wait_status
 
     assert wait_status(client, job_id, ("succeeded", "failed"))["status"] == "succeeded"
     result = client.get(f"/jobs/{job_id}/result")

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import csv_bytes, make_multilabel
+from tests.helpers import csv_bytes, make_multilabel
 
 
 @pytest.fixture

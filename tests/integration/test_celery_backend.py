@@ -26,8 +26,7 @@ from app.db import session_scope
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
 from app.orm import Job, ModelVersion
-from tests.conftest import make_multilabel, throwaway_postgres, train, upload_csv
-from tests.test_api_training import long_job, wait_status
+from tests.helpers import long_job, make_multilabel, throwaway_postgres, train, upload_csv, wait_status
 
 pytestmark = pytest.mark.celery
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.conftest import make_multilabel, upload_csv
+from tests.helpers import make_multilabel, upload_csv
 
 
 def test_health_ready_docs(client):

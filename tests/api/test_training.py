@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from app.db import session_scope
 from app.main import create_app
 from app.orm import Job
-from tests.conftest import make_multilabel, train, upload_csv
+from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
 
 
 def test_training_adds_versions_with_full_metadata(client, distribution_dataset):
@@ -101,30 +101,6 @@ def test_failed_training_reports_why(client, multilabel_dataset):
     job = r.json()
     assert r.status_code == 200 and job["status"] == "failed" and job["error"]
     assert client.get("/models/too-big").status_code == 404
-
-
-def long_job(client: TestClient, dataset_id: str, name: str) -> str:
-    r = client.post(
-        "/train",
-        json={
-            "method": "elcfs",
-            "dataset_id": dataset_id,
-            "model_name": name,
-            "params": {"max_iter": 10_000_000, "tol": 0.0},
-        },
-    )
-    assert r.status_code == 202, r.text
-    return r.json()["job_id"]
-
-
-def wait_status(client: TestClient, job_id: str, statuses: tuple[str, ...], timeout: float = 60) -> dict:
-    deadline = time.time() + timeout
-    while True:
-        job = client.get(f"/jobs/{job_id}").json()
-        if job["status"] in statuses:
-            return job
-        assert time.time() < deadline, job
-        time.sleep(0.05)
 
 
 def test_cancel_running_and_queued_jobs(client):

@@ -341,7 +341,7 @@ def test_flags_real_data_fit():
 
 
 def test_train_and_features_output_through_the_api(client, multilabel_dataset):
-    from tests.conftest import train
+    from tests.helpers import train
 
     job = train(client, "ghc-dr", multilabel_dataset["id"], "ghc", alpha=0.1, lam=0.8)
     assert job["progress"] == 1.0
