@@ -1,4 +1,12 @@
-# labelserve API (and, with `labelserve worker`, a job worker).
+# labelserve API (and, with `labelserve worker`, a job worker; with `labelserve migrate`, the
+# one-shot schema migration that docker-compose.yml runs before both).
+#
+# On its own (`docker run`), the image serves the embedded set-up: SQLite and the model store in
+# the /data/models volume; the API migrates that SQLite file itself at start-up
+# (LABELSERVE_AUTO_MIGRATE defaults to true on SQLite only). With a server database
+# (LABELSERVE_DATABASE_URL=postgresql+psycopg://...), run `labelserve migrate` once per release
+# before starting the API and the workers: the API then only checks that the schema is current
+# and refuses to start otherwise.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -1,7 +1,7 @@
 """Service configuration, read from ``LABELSERVE_*`` environment variables (or a ``.env`` file).
 
 Defaults are the embedded set-up: SQLite and the artifact store under ``models/``, jobs in a
-local process pool. Nothing else needs to be running.
+local process pool, the schema migrated by the API at start-up. Nothing else needs to be running.
 """
 
 from __future__ import annotations
@@ -29,12 +29,25 @@ class Settings(BaseSettings):
     model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")
     batch_job_rows: int = Field(50_000, ge=1, description="Datasets with more rows are predicted as a background job")
     log_level: str = "INFO"
+    auto_migrate: bool | None = Field(
+        None,
+        description="Apply the database migrations when the API starts. Unset: only on SQLite (the "
+        "embedded set-up, where nothing else would); with a server database run `labelserve migrate` "
+        "before starting the API and the workers",
+    )
 
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.model_dir / 'labelserve.db').resolve()}"
+
+    @property
+    def migrate_at_startup(self) -> bool:
+        """``auto_migrate`` if set, else True exactly for an SQLite database."""
+        if self.auto_migrate is not None:
+            return self.auto_migrate
+        return self.resolved_database_url.startswith("sqlite")
 
 
 @lru_cache(maxsize=1)

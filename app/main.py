@@ -1,7 +1,7 @@
 """The ASGI application: ``app.main:app``.
 
-Start-up applies the migrations, opens the store, starts the job runner and settles jobs a
-previous process left unfinished. Every route but the operations ones and the docs sits behind
+Start-up migrates the schema or checks that it is current (``app.db.prepare_schema``), opens
+the store, starts the job runner and settles jobs a previous process left unfinished. Every route but the operations ones and the docs sits behind
 the optional API key.
 """
 
@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI
 
 import app as package
 from app.config import Settings, get_settings
-from app.db import migrate
+from app.db import prepare_schema
 from app.deps import require_api_key
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, configure_logging
@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
         settings.model_dir.mkdir(parents=True, exist_ok=True)
-        migrate(settings.resolved_database_url)
+        prepare_schema(settings)
         api.state.store = Store(settings.model_dir)
         api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
         api.state.runner = make_runner(settings)

@@ -15,9 +15,8 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db import session_scope
+from app.jobs.base import JobStatus
 from app.orm import Job
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 class JobCounts(Collector):
@@ -30,8 +29,8 @@ class JobCounts(Collector):
         family = GaugeMetricFamily("labelserve_jobs", "Jobs by status", labels=["status"])
         with session_scope(self.database_url) as session:
             counts = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
-        for status in JOB_STATUSES:
-            family.add_metric([status], counts.get(status, 0))
+        for status in JobStatus:
+            family.add_metric([status.value], counts.get(status.value, 0))
         yield family
 
 

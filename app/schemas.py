@@ -7,6 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.jobs.base import JobStatus
 from app.registry import MAX_DB_INT, NAME_PATTERN
 
 T = TypeVar("T")
@@ -104,7 +105,7 @@ class ModelPointer(BaseModel):
 class JobOut(BaseModel):
     id: str
     kind: str
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    status: JobStatus
     progress: float
     stage: str
     method: str | None

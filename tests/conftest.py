@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.config import Settings
+from app.db import migrate
 from app.main import create_app
 from tests.helpers import make_distribution, make_multilabel, throwaway_postgres, upload_csv
 
@@ -38,12 +39,17 @@ def postgres_admin() -> str:
 
 @pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh empty database of the backend the test is parametrised with."""
+    """A fresh database of the backend the test is parametrised with.
+
+    SQLite starts empty (the API migrates it at start-up, as in the embedded set-up); PostgreSQL
+    is migrated first, as ``labelserve migrate`` leaves it before a production API starts.
+    """
     backend = getattr(request, "param", "sqlite")
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'registry.db'}"
         return
     with throwaway_postgres(request.getfixturevalue("postgres_admin")) as url:
+        migrate(url)
         yield url
 
 

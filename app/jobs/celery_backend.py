@@ -60,24 +60,22 @@ import os
 import pkgutil
 import socket
 import threading
-from datetime import timedelta
 
 from celery import Celery
 from pydantic import Field, model_validator
-from sqlalchemy import ColumnElement, func, select, update
 
 from app.config import Settings, get_settings
 from app.db import session_scope
-from app.jobs.runner import WORKER_DIED
+from app.jobs import transitions
+from app.jobs.base import BROKER_DOWN, JobStatus
 from app.jobs.work import execute_job
 from app.observability import configure_logging
-from app.orm import Job, utcnow
+from app.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
 
 TASK_NAME = "labelserve.execute_job"
 QUEUE = "labelserve"
-BROKER_DOWN = "could not queue the job: the job broker is unreachable"
 
 
 class CelerySettings(Settings):
@@ -140,44 +138,15 @@ def make_celery(settings: CelerySettings) -> Celery:
     return celery
 
 
-def _stale(cutoff_seconds: float) -> ColumnElement[bool]:
-    """SQL condition: the job's last sign of life is older than ``cutoff_seconds``."""
-    cutoff = utcnow() - timedelta(seconds=cutoff_seconds)
-    return func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at) < cutoff
-
-
-def _fail_running(database_url: str, job_ids: list[str], error: str, *conditions: ColumnElement[bool]) -> list[str]:
-    """Compare-and-set ``running -> failed``; returns the ids that were actually failed."""
-    failed = []
-    with session_scope(database_url) as session:
-        for job_id in job_ids:
-            changed = session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == "running", *conditions)
-                .values(status="failed", error=error, finished_at=utcnow())
-            ).rowcount
-            if changed:
-                failed.append(job_id)
-    for job_id in failed:
-        log.error("job failed", extra={"job_id": job_id, "error": error})
-    return failed
-
-
 def reap_stale_jobs(database_url: str, heartbeat_timeout: float, job_id: str | None = None) -> list[str]:
     """Fail every ``running`` job (or just ``job_id``) silent for more than ``heartbeat_timeout`` s."""
-    query = select(Job.id).where(Job.status == "running", _stale(heartbeat_timeout))
-    if job_id is not None:
-        query = query.where(Job.id == job_id)
     with session_scope(database_url) as session:
-        stale = list(session.scalars(query).all())
-    error = f"{WORKER_DIED}: no heartbeat for more than {heartbeat_timeout:g} s"
-    # the staleness is checked again in the update: a beat may have landed in between
-    return _fail_running(database_url, stale, error, _stale(heartbeat_timeout))
+        return transitions.fail_stale(session, heartbeat_timeout, job_id)
 
 
-def _process_gone(worker: str | None) -> bool:
+def _process_gone(worker: str) -> bool:
     """True when ``worker`` (``host:pid``) names a process of this host that no longer exists."""
-    host, _, pid = (worker or "").rpartition(":")
+    host, _, pid = worker.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False  # another machine's process: only its heartbeat can tell
     try:
@@ -197,12 +166,12 @@ def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> b
     """
     with session_scope(database_url) as session:
         job = session.get(Job, job_id)
-        if job is None or job.status != "running":
+        if job is None or job.status != JobStatus.RUNNING:
             return False
         worker = job.worker
-    if _process_gone(worker):
-        return bool(_fail_running(database_url, [job_id], WORKER_DIED, Job.worker == worker))
-    return bool(reap_stale_jobs(database_url, heartbeat_timeout, job_id))
+        if worker is not None and _process_gone(worker):
+            return transitions.fail_orphan(session, job_id, worker)
+        return bool(transitions.fail_stale(session, heartbeat_timeout, job_id))
 
 
 class CeleryRunner:
@@ -225,12 +194,7 @@ class CeleryRunner:
             self._send(job_id)
         except Exception as exc:  # kombu raises several types for an unreachable broker
             with session_scope(self._url) as session:
-                session.execute(
-                    update(Job)
-                    .where(Job.id == job_id, Job.status == "queued")
-                    .values(status="failed", error=f"{BROKER_DOWN} ({exc})", finished_at=utcnow())
-                )
-            log.error("job failed", extra={"job_id": job_id, "error": f"{BROKER_DOWN}: {exc!r}"})
+                transitions.fail(session, job_id, f"{BROKER_DOWN} ({exc})", sources=[JobStatus.QUEUED])
 
     def cancel(self, job_id: str) -> None:
         try:
@@ -240,9 +204,9 @@ class CeleryRunner:
 
     def recover(self) -> None:
         """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
-        reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
         with session_scope(self._url) as session:
-            queued = session.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.created_at)).all()
+            transitions.fail_stale(session, self._settings.heartbeat_timeout)
+            queued = transitions.queued(session)
         for job_id in queued:
             try:
                 self._send(job_id)

@@ -1,35 +1,26 @@
-"""Creating, describing, cancelling and awaiting jobs on the API side."""
+"""Queueing, describing, cancelling and awaiting jobs on the API side."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.db import session_scope
-from app.jobs.runner import JobRunner
-from app.orm import Job, utcnow
+from app.jobs import transitions
+from app.jobs.base import TERMINAL, JobRunner, JobStatus
+from app.jobs.payloads import JobPayload
+from app.orm import Job
 from app.schemas import JobOut, ModelPointer
 
-TERMINAL = ("succeeded", "failed", "cancelled")
 
+def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
+    """Commit a queued job carrying ``payload``, then hand its id to the runner.
 
-def enqueue(session: Session, runner: JobRunner, kind: str, request: dict[str, Any], **fields: Any) -> Job:
-    """Commit a queued job row, then hand its id to the runner."""
-    job = Job(
-        id=uuid.uuid4().hex,
-        kind=kind,
-        status="queued",
-        stage="queued",
-        progress=0.0,
-        request=request,
-        **fields,
-    )
-    session.add(job)
+    The commit comes first: the process that picks the job up reads it from the database.
+    """
+    job = transitions.create(session, payload)
     session.commit()
     runner.submit(job.id)
     return job
@@ -39,11 +30,12 @@ def job_out(job: Job) -> JobOut:
     model = None
     if job.model_version is not None and job.model_name is not None:
         model = ModelPointer(name=job.model_name, version=job.model_version)
-    result_url = f"/jobs/{job.id}/result" if job.result_path and job.status == "succeeded" else None
+    status = JobStatus(job.status)
+    result_url = f"/jobs/{job.id}/result" if job.result_path and status is JobStatus.SUCCEEDED else None
     return JobOut(
         id=job.id,
         kind=job.kind,
-        status=job.status,  # type: ignore[arg-type]
+        status=status,
         progress=job.progress,
         stage=job.stage,
         method=job.method,
@@ -58,16 +50,12 @@ def job_out(job: Job) -> JobOut:
 
 
 def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
-    """Mark a queued or running job cancelled; False when it had already ended."""
-    changed = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status.in_(("queued", "running")))
-        .values(status="cancelled", stage="cancelled", finished_at=utcnow(), error="cancelled by request")
-    ).rowcount
+    """Mark a queued or running job cancelled and stop it; False when it had already ended."""
+    changed = transitions.cancel(session, job_id)
     session.commit()
     if changed:
         runner.cancel(job_id)
-    return bool(changed)
+    return changed
 
 
 def _snapshot(database_url: str, job_id: str) -> Job | None:

@@ -1,9 +1,9 @@
 """What a job does, in whichever process runs it (a local pool process or a remote worker).
 
-Only ids and configuration cross the process boundary; the job reads its request from the
-database, its data from the store, and writes its state, progress and result back to both.
-State changes are compare-and-set updates (``WHERE status = ...``) so that a cancellation from
-the API and the worker's own transitions can never overwrite each other.
+Only ids and configuration cross the process boundary; the job reads its payload from the
+database, its data from the store, and writes its progress and result back to both. Every state
+change goes through ``app.jobs.transitions`` (compare-and-set), so a cancellation from the API
+and the worker's own transitions can never overwrite each other.
 """
 
 from __future__ import annotations
@@ -21,19 +21,42 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
-
 from app.db import session_scope
-from app.jobs.progress import JobProgress
+from app.jobs import transitions
+from app.jobs.payloads import BatchPredictPayload, TrainPayload, load_payload
 from app.methods.base import JobCancelled
 from app.methods.catalog import get_method
-from app.orm import Dataset, Job, utcnow
+from app.orm import Dataset
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import predict_items
 from app.registry import artifact_in_use, library_versions, register_version, resolve
 from app.store import Store
 
 log = logging.getLogger("labelserve.jobs")
+
+
+class JobProgress:
+    """Callable ``(stage, fraction)`` given to ``fit``; writes at most every ``interval`` s.
+
+    Every report is also the cancellation check: it applies only while the job is still
+    ``running``, so a job cancelled through the API stops (``JobCancelled``) at its next report.
+    """
+
+    def __init__(self, database_url: str, job_id: str, interval: float = 0.25) -> None:
+        self.database_url = database_url
+        self.job_id = job_id
+        self.interval = interval
+        self._stage: str | None = None
+        self._last = 0.0
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        now = time.monotonic()
+        if stage == self._stage and now - self._last < self.interval:
+            return
+        self._stage, self._last = stage, now
+        with session_scope(self.database_url) as session:
+            if not transitions.report_progress(session, self.job_id, stage, fraction):
+                raise JobCancelled(self.job_id)
 
 
 class Heartbeat:
@@ -56,9 +79,7 @@ class Heartbeat:
         while not self._stop.wait(self.interval):
             try:
                 with session_scope(self.database_url) as session:
-                    alive = session.execute(
-                        update(Job).where(Job.id == self.job_id, Job.status == "running").values(heartbeat_at=utcnow())
-                    ).rowcount
+                    alive = transitions.beat(session, self.job_id)
             except Exception:  # a transient database error: the next beat may get through
                 log.warning("heartbeat failed", extra={"job_id": self.job_id}, exc_info=True)
                 continue
@@ -74,6 +95,11 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
+def worker_identity() -> str:
+    """``host:pid`` of this process, recorded on the jobs it claims (orphan detection reads it)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None) -> None:
     """Run one queued job to its end state. Safe to call for a job that is no longer queued.
 
@@ -82,148 +108,121 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
     """
     store = Store(Path(model_dir))
     with session_scope(database_url) as session:
-        now = utcnow()
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "queued")
-            .values(
-                status="running",
-                stage="starting",
-                started_at=now,
-                heartbeat_at=now,
-                worker=f"{socket.gethostname()}:{os.getpid()}",
-            )
-        ).rowcount
-        job = session.get(Job, job_id)
-    if not claimed or job is None:
-        return
+        job = transitions.claim(session, job_id, worker_identity())
+        if job is None:
+            return
+        kind, request = job.kind, job.request
     extra = {"job_id": job_id}
-    log.info("job started", extra=extra | {"kind": job.kind, "method": job.method})
     progress = JobProgress(database_url, job_id)
     beat: AbstractContextManager[object] = (
         Heartbeat(database_url, job_id, heartbeat_seconds) if heartbeat_seconds else nullcontext()
     )
     try:
+        payload = load_payload(kind, request)
         with beat:
-            if job.kind == "train":
-                _train(job, database_url, store, progress)
+            if isinstance(payload, TrainPayload):
+                _train(job_id, payload, database_url, store, progress)
             else:
-                _batch_predict(job, database_url, store, progress)
+                _batch_predict(job_id, payload, database_url, store, progress)
     except JobCancelled:
-        log.info("job cancelled", extra=extra)
+        log.info("job stopped: it was cancelled", extra=extra)
     except Exception as exc:  # a failed job must record why, whatever went wrong
-        log.error("job failed", extra=extra | {"error": traceback.format_exc()})
-        _finish(database_url, job_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        log.error("job raised", extra=extra | {"error": traceback.format_exc()})
+        with session_scope(database_url) as session:
+            transitions.fail(session, job_id, f"{type(exc).__name__}: {exc}")
 
 
-def _finish(database_url: str, job_id: str, status: str, **values: Any) -> bool:
-    with session_scope(database_url) as session:
-        return bool(
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == "running")
-                .values(status=status, finished_at=utcnow(), **values)
-            ).rowcount
-        )
-
-
-def _train(job: Job, database_url: str, store: Store, progress: JobProgress) -> None:
-    request = job.request
-    spec = get_method(request["method"])
+def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, progress: JobProgress) -> None:
+    spec = get_method(payload.method)
     if spec is None:
-        raise ValueError(f"unknown method '{request['method']}'")
+        raise ValueError(f"unknown method '{payload.method}'")
+    selection = payload.feature_selector
     with session_scope(database_url) as session:
-        dataset = session.get(Dataset, request["dataset_id"])
+        dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
-            raise LookupError(f"dataset '{request['dataset_id']}' no longer exists")
-        selector_ref = request.get("feature_selector")
-        selector_row = resolve(session, selector_ref["model"]) if selector_ref else None
+            raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
+        selector_row = resolve(session, selection.model) if selection is not None else None
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
-    params = dict(request.get("params") or {})
+    params = dict(payload.params)
     if "random_state" in spec.params.model_fields and params.get("random_state") is None:
         # An unseeded training records the seed it drew, so every version is reproducible.
-        seed = request.get("random_state")
+        seed = payload.random_state
         params["random_state"] = secrets.randbelow(2**31) if seed is None else seed
     estimator = spec.build(params)
-    indices = None
-    if selector_row is not None:
+    artifact: Any = estimator
+    full_params = spec.params.model_validate(params).model_dump(mode="json")
+    if selection is not None and selector_row is not None:
         selector = store.load_artifact(selector_row.artifact_sha256)
-        indices = top_features(selector, selector_ref.get("top_k"), selector_ref.get("top_fraction"))
+        indices = top_features(selector, selection.top_k, selection.top_fraction)
         X = X[:, indices]
+        artifact = SelectedFeatures(estimator, indices, selection.model)
+        full_params["feature_selector"] = {
+            **selection.model_dump(),
+            "resolved": f"{selector_row.model_name}@{selector_row.version}",
+            "feature_indices": indices.tolist(),
+        }
     started = time.perf_counter()
     estimator.fit(X, Y, progress=progress)
     seconds = time.perf_counter() - started
     progress("saving", 1.0)
-    artifact: Any = estimator
-    if indices is not None:
-        artifact = SelectedFeatures(estimator, indices, selector_ref["model"])
     sha256 = store.save_artifact(artifact)
-    full_params = spec.params.model_validate(params).model_dump(mode="json")
-    if selector_row is not None:
-        full_params["feature_selector"] = {
-            **selector_ref,
-            "resolved": f"{selector_row.model_name}@{selector_row.version}",
-            "feature_indices": indices.tolist(),
-        }
     with session_scope(database_url) as session:
-        job_row = session.execute(select(Job).where(Job.id == job.id).with_for_update()).scalar_one()
-        if job_row.status != "running":  # cancelled while fitting: register nothing
-            if not artifact_in_use(session, sha256):
-                store.delete_artifact(sha256)
-            return
-        version = register_version(
-            session,
-            request["model_name"],
-            method=spec.id,
-            params=full_params,
-            dataset_id=dataset.id,
-            dataset_sha256=dataset.sha256,
-            feature_names=dataset.feature_names,
-            label_names=dataset.label_names,
-            metrics=None,
-            training_seconds=seconds,
-            library_versions=library_versions(),
-            artifact_sha256=sha256,
-            job_id=job.id,
-        )
-        job_row.status = "succeeded"
-        job_row.stage = "done"
-        job_row.progress = 1.0
-        job_row.finished_at = utcnow()
-        job_row.model_version = version.version
-    log.info("job succeeded", extra={"job_id": job.id, "seconds": round(seconds, 3)})
+        # the version is registered and the job succeeds in one transaction, or neither happens
+        if transitions.lock_running(session, job_id):
+            version = register_version(
+                session,
+                payload.model_name,
+                method=spec.id,
+                params=full_params,
+                dataset_id=dataset.id,
+                dataset_sha256=dataset.sha256,
+                feature_names=dataset.feature_names,
+                label_names=dataset.label_names,
+                metrics=None,
+                training_seconds=seconds,
+                library_versions=library_versions(),
+                artifact_sha256=sha256,
+                job_id=job_id,
+            )
+            if transitions.succeed(session, job_id, model_version=version.version):
+                log.info("trained", extra={"job_id": job_id, "seconds": round(seconds, 3)})
+                return
+            session.rollback()
+        # cancelled while fitting: register nothing, keep the artifact only if a version shares it
+        if not artifact_in_use(session, sha256):
+            store.delete_artifact(sha256)
 
 
-def _batch_predict(job: Job, database_url: str, store: Store, progress: JobProgress) -> None:
+def _batch_predict(
+    job_id: str, payload: BatchPredictPayload, database_url: str, store: Store, progress: JobProgress
+) -> None:
     """Predict a stored dataset in chunks and write JSON lines or CSV to the results folder."""
-    request = job.request
     with session_scope(database_url) as session:
-        version = resolve(session, request["model"])
-        dataset = session.get(Dataset, request["dataset_id"])
+        version = resolve(session, payload.model)
+        dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
-            raise LookupError(f"dataset '{request['dataset_id']}' no longer exists")
+            raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
     model = store.load_artifact(version.artifact_sha256)
     X, _ = store.load_dataset(dataset.sha256)
-    fmt = request.get("format", "jsonl")
-    path = store.result_path(job.id, fmt)
+    path = store.result_path(job_id, payload.format)
     tmp = path.with_suffix(".part")
     labels = version.label_names
     chunk = 2000
     with tmp.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh) if fmt == "csv" else None
+        writer = csv.writer(fh) if payload.format == "csv" else None
         if writer is not None:
-            writer.writerow(["row", "labels"] if request["output"] == "labels" else ["row", *labels])
+            writer.writerow(["row", "labels"] if payload.output == "labels" else ["row", *labels])
         for start in range(0, X.shape[0], chunk):
             progress("predicting", start / X.shape[0])
             items = predict_items(
                 model,
-                request["output"],
+                payload.output,
                 X[start : start + chunk],
                 labels,
-                threshold=request.get("threshold"),
-                top_k=request.get("top_k"),
-                include_scores=request.get("include_scores", False),
+                threshold=payload.threshold,
+                top_k=payload.top_k,
+                include_scores=payload.include_scores,
             )
             for row, item in enumerate(items, start=start):
                 if writer is None:
@@ -233,7 +232,9 @@ def _batch_predict(job: Job, database_url: str, store: Store, progress: JobProgr
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    if not _finish(database_url, job.id, "succeeded", stage="done", progress=1.0, result_path=path.name):
+    with session_scope(database_url) as session:
+        finished = transitions.succeed(session, job_id, result_path=path.name)
+    if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
 
 

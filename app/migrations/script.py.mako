@@ -4,10 +4,10 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
-from alembic import op
-import sqlalchemy as sa
-${imports if imports else ""}
 
+import sqlalchemy as sa
+from alembic import op
+${imports if imports else ""}
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from app.datasets import store_dataset, upload_digest
 from app.deps import PageDep, SessionDep, StoreDep
 from app.formats import DatasetFormatError, ParseOptions, parse_dataset
+from app.jobs.base import ACTIVE
 from app.orm import Dataset, Job
 from app.paging import page
 from app.schemas import DatasetOut, Page
@@ -94,7 +95,7 @@ def get_dataset(dataset_id: str, session: SessionDep) -> Dataset:
 def delete_dataset(dataset_id: str, session: SessionDep, store: StoreDep) -> Response:
     row = get_dataset_or_404(session, dataset_id)
     busy = session.scalars(
-        select(Job.id).where(Job.dataset_id == dataset_id, Job.status.in_(("queued", "running")))
+        select(Job.id).where(Job.dataset_id == dataset_id, Job.status.in_([s.value for s in ACTIVE]))
     ).first()
     if busy is not None:
         raise HTTPException(409, f"dataset '{dataset_id}' is in use by job '{busy}'")

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from app.deps import PageDep, RunnerDep, SessionDep, StoreDep
+from app.jobs.base import JobStatus
 from app.jobs.queue import cancel, job_out
 from app.orm import Job
 from app.paging import page
 from app.schemas import JobOut, Page
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-
-Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
 def get_job_or_404(session: SessionDep, job_id: str) -> Job:
@@ -27,11 +24,11 @@ def get_job_or_404(session: SessionDep, job_id: str) -> Job:
 
 
 @router.get("", response_model=Page[JobOut])
-def list_jobs(session: SessionDep, page_params: PageDep, status: Status | None = None) -> Page[JobOut]:
+def list_jobs(session: SessionDep, page_params: PageDep, status: JobStatus | None = None) -> Page[JobOut]:
     limit, offset = page_params
     query = select(Job).order_by(Job.created_at.desc(), Job.id)
     if status is not None:
-        query = query.where(Job.status == status)
+        query = query.where(Job.status == status.value)
     return page(session, query, limit, offset, job_out)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import session_scope
 from app.deps import CacheDep, SessionDep
+from app.jobs.payloads import BatchPredictPayload
 from app.jobs.queue import enqueue, job_out
 from app.jobs.runner import JobRunner
 from app.methods.base import MethodSpec
@@ -125,11 +126,17 @@ def _answer(
     if body.dataset_id is not None:
         dataset = dataset_for(session, body.dataset_id, served)
         if dataset.n_samples > settings.batch_job_rows:
-            job_request = body.model_dump() | {
-                "model": f"{served.name}@{served.version}",
-                "output": output,
-            }
-            job = enqueue(session, runner, "predict", job_request, method=spec.id, dataset_id=dataset.id)
+            payload = BatchPredictPayload(
+                model=f"{served.name}@{served.version}",
+                method=spec.id,
+                dataset_id=dataset.id,
+                output=output,
+                threshold=body.threshold,
+                top_k=body.top_k,
+                include_scores=body.include_scores,
+                format=body.format,
+            )
+            job = enqueue(session, runner, payload)
             return JSONResponse(job_out(job).model_dump(mode="json"), status_code=202)
         X, _ = store.load_dataset(dataset.sha256)
     else:

@@ -15,6 +15,7 @@ from app.datasets import store_dataset
 from app.deps import RunnerDep, SessionDep, StoreDep
 from app.formats.common import DatasetFormatError, generated_names
 from app.formats.validation import finalize
+from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue, job_out, wait_for
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
@@ -82,7 +83,7 @@ def check_selector(session: SessionDep, spec: MethodSpec, body: TrainRequest, da
         )
 
 
-def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[MethodSpec, Dataset, dict[str, Any]]:
+def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[MethodSpec, Dataset, TrainPayload]:
     spec = get_method(body.method)
     if spec is None:
         raise HTTPException(422, f"method: unknown method '{body.method}'; available: {', '.join(catalog())}")
@@ -105,8 +106,17 @@ def prepare(session: SessionDep, store: StoreDep, body: TrainRequest) -> tuple[M
             f"dataset_id: method '{spec.id}' needs a {spec.dataset_kind} dataset; '{dataset.id}' is {dataset.kind}",
         )
     check_selector(session, spec, body, dataset)
-    request = body.model_dump(exclude={"data"}) | {"dataset_id": dataset.id, "params": params}
-    return spec, dataset, request
+    payload = TrainPayload(
+        method=spec.id,
+        dataset_id=dataset.id,
+        model_name=body.model_name,
+        params=params,
+        random_state=body.random_state,
+        feature_selector=(
+            SelectorChoice.model_validate(body.feature_selector.model_dump()) if body.feature_selector else None
+        ),
+    )
+    return spec, dataset, payload
 
 
 @router.post("/train", status_code=202, response_model=TrainAccepted, responses={200: {"model": JobOut}})
@@ -120,19 +130,10 @@ async def train(
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
-    spec, dataset, job_request = await run_in_threadpool(prepare, session, store, body)
-    job = await run_in_threadpool(
-        enqueue,
-        session,
-        runner,
-        "train",
-        job_request,
-        method=spec.id,
-        dataset_id=dataset.id,
-        model_name=body.model_name,
-    )
+    _, _, payload = await run_in_threadpool(prepare, session, store, body)
+    job = await run_in_threadpool(enqueue, session, runner, payload)
     if not wait:
-        return TrainAccepted(job_id=job.id, status="queued", status_url=f"/jobs/{job.id}")
+        return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
     settings = request.app.state.settings
     finished = await wait_for(settings.resolved_database_url, job.id, timeout)
     return JSONResponse(job_out(finished).model_dump(mode="json"), status_code=200)

@@ -22,7 +22,7 @@ from subprocess import Popen
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db import session_scope
+from app.db import migrate, session_scope
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
 from app.orm import Job, ModelVersion
@@ -48,8 +48,9 @@ def redis_url() -> str:
 
 @pytest.fixture
 def pg_url(postgres_admin: str) -> Iterator[str]:
-    """A throw-away PostgreSQL database (as ``tests.conftest.database_url`` makes them)."""
+    """A throw-away PostgreSQL database, migrated (as ``tests.conftest.database_url`` makes them)."""
     with throwaway_postgres(postgres_admin) as url:
+        migrate(url)
         yield url
 
 
