@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     model_dir: Path = Field(Path("models"), description="Artifact and dataset store")
     api_key: str | None = Field(None, description="When set, required on every route but ops/docs")
     max_upload_mb: float = Field(200, gt=0, description="Largest accepted upload")
+    # What an upload may become once parsed (see app.formats.limits; same defaults there)
+    max_dataset_cells: int = Field(20_000_000, ge=1, description="Most values (samples x columns) of a dataset")
+    max_dataset_features: int = Field(50_000, ge=1, description="Most features of a dataset")
+    max_dataset_labels: int = Field(5_000, ge=1, description="Most labels of a dataset")
     workers: int = Field(1, ge=1, description="Training processes of the local job backend")
     job_backend: Literal["local", "celery"] = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"

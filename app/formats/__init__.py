@@ -1,9 +1,15 @@
 """Dataset upload parsers: ARFF, CSV, multi-label LIBSVM and MATLAB .mat.
 
-``parse_dataset(content, filename=..., labels_file=..., options=...)`` returns a validated
-:class:`ParsedDataset` or raises :class:`DatasetFormatError` (a ``ValueError`` whose message
-names the problem and its line/row/column; the HTTP layer returns it as a 422). The benchmarks
-load the real datasets through the same function, so they exercise the service's parser.
+``parse_dataset(content, filename=..., labels_file=..., options=..., limits=...)`` returns a
+validated :class:`ParsedDataset` or raises :class:`DatasetFormatError` (an ``InvalidInput`` and a
+``ValueError`` whose message names the problem and its line/row/column: a 422), or its subclass
+:class:`DatasetTooLarge` (a ``PayloadTooLarge``: a 413 stating the limit) when the dataset would
+exceed :class:`DatasetLimits`; the limits are checked before the dense arrays are allocated. The
+benchmarks load the real datasets through the same function, so they exercise the service's
+parser.
+
+Parsing is CPU-bound and synchronous: callers on an event loop run it in a worker thread
+(``run_in_threadpool``), and every step is linear in the size of the upload.
 
 Format detection (``format="auto"``): the file name extension (``.arff``; ``.csv``/``.tsv``;
 ``.svm``/``.libsvm``/``.svmlight``; ``.mat``), else the content: a MATLAB header, an ARFF
@@ -16,14 +22,17 @@ import re
 from pathlib import PurePath
 
 from .arff_format import parse_arff
-from .common import DatasetFormatError, DatasetKind, ParsedDataset, ParseOptions
+from .common import DatasetFormatError, DatasetKind, DatasetTooLarge, ParsedDataset, ParseOptions
 from .csv_format import parse_csv
 from .libsvm_format import parse_libsvm
+from .limits import DatasetLimits
 from .mat_format import parse_mat
 
 __all__ = [
     "DatasetFormatError",
     "DatasetKind",
+    "DatasetLimits",
+    "DatasetTooLarge",
     "ParseOptions",
     "ParsedDataset",
     "detect_format",
@@ -70,18 +79,26 @@ def parse_dataset(
     filename: str | None = None,
     labels_file: bytes | None = None,
     options: ParseOptions | None = None,
+    limits: DatasetLimits | None = None,
 ) -> ParsedDataset:
-    """Parse and validate one uploaded dataset."""
+    """Parse and validate one uploaded dataset (``limits``: the defaults of :class:`DatasetLimits`)."""
     options = options or ParseOptions()
+    limits = limits or DatasetLimits()
     if not content:
         raise DatasetFormatError("the uploaded file is empty")
     fmt = options.format if options.format != "auto" else detect_format(content, filename)
     if labels_file is not None and fmt != "arff":
         raise DatasetFormatError(f"labels_file (Mulan XML) applies to ARFF only, not {fmt}")
-    if fmt == "arff":
-        return parse_arff(content, labels_file=labels_file, options=options)
-    if fmt == "csv":
-        return parse_csv(content, options=options)
-    if fmt == "libsvm":
-        return parse_libsvm(content, options=options)
-    return parse_mat(content, options=options)
+    try:
+        if fmt == "arff":
+            return parse_arff(content, labels_file=labels_file, options=options, limits=limits)
+        if fmt == "csv":
+            return parse_csv(content, options=options, limits=limits)
+        if fmt == "libsvm":
+            return parse_libsvm(content, options=options, limits=limits)
+        return parse_mat(content, options=options, limits=limits)
+    except MemoryError:  # the limits keep a dataset well below this; the machine is short of memory
+        raise DatasetTooLarge(
+            "the dataset does not fit in the memory available for parsing; upload a smaller one or "
+            "lower the limits (LABELSERVE_MAX_DATASET_CELLS)"
+        ) from None

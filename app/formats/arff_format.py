@@ -28,7 +28,11 @@ Attribute encoding:
   nominal ones (WEKA's rule, as liac-arff implements it).
 
 Rows are streamed (liac-arff's generator mode) into numpy blocks, so memory is about the size
-of the final float64 matrix, not of a list of Python objects per value.
+of the final float64 matrix, not of a list of Python objects per value. The header is checked
+against ``DatasetLimits`` (attribute and label counts) before the first row is read, and the
+rows read so far times the columns kept are checked as the rows stream in, so a small sparse
+file declaring many attributes is refused before it is expanded. Every check is linear in the
+number of attributes and labels.
 """
 
 from __future__ import annotations
@@ -36,17 +40,21 @@ from __future__ import annotations
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 
 import arff
 import numpy as np
 
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
+from .limits import DatasetLimits
 from .validation import finalize
 
 ID_MIN_ROWS = 10
 BLOCK_ROWS = 4096
+# values per block of decoded rows: they are Python floats until the block becomes an array
+BLOCK_VALUES = 1 << 20
 
 _BOOLEAN_PAIRS = {
     frozenset({"yes", "no"}): "yes",
@@ -105,7 +113,7 @@ def parse_mulan_xml(labels_file: bytes) -> list[str]:
     ]
     if not names:
         raise DatasetFormatError("labels file lists no <label name=...> element")
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(name for name, count in Counter(names).items() if count > 1)
     if dupes:
         raise DatasetFormatError(f"labels file lists {dupes[0]!r} more than once")
     return names
@@ -153,11 +161,15 @@ def _label_indices(names: list[str], relation: str, labels_file: bytes | None, o
     )
 
 
-def _read_rows(rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
-    """Stream decoded rows into float64 blocks of ``BLOCK_ROWS`` rows holding the ``keep``
-    columns (nominal values as their declaration index, missing as nan); also return each row's
-    line number (for error messages)."""
+def _read_rows(
+    rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int], limits: DatasetLimits
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Stream decoded rows into float64 blocks holding the ``keep`` columns (nominal values as
+    their declaration index, missing as nan); also return each row's line number (for error
+    messages). Blocks hold at most ``BLOCK_VALUES`` values, and the rows read so far are checked
+    against the cell limit at every block."""
     pick = itemgetter(*keep) if len(keep) > 1 else (lambda row: (row[keep[0]],))
+    block_rows = max(1, min(BLOCK_ROWS, BLOCK_VALUES // len(keep)))
     blocks: list[np.ndarray] = []
     lines: list[int] = []
     block: list[tuple] = []
@@ -172,17 +184,22 @@ def _read_rows(rows: Iterator[list], decoder: arff.ArffDecoder, keep: list[int])
             raise DatasetFormatError(f"ARFF data: {_describe(exc, decoder._current_line)}") from exc
         block.append(pick(row))
         lines.append(decoder._current_line)
-        if len(block) == BLOCK_ROWS:
+        if len(block) == block_rows:
+            limits.check_cells(len(lines), len(keep), "at least ")
             blocks.append(np.array(block, dtype=np.float64))
             block = []
     if block:
+        limits.check_cells(len(lines), len(keep))
         blocks.append(np.array(block, dtype=np.float64))
     return blocks, np.array(lines, dtype=np.int64)
 
 
-def _decode(content: bytes, warnings: list[str]) -> tuple[dict, list[np.ndarray], np.ndarray, list[int]]:
+def _decode(
+    content: bytes, warnings: list[str], limits: DatasetLimits, check_header: Callable[[dict], None]
+) -> tuple[dict, list[np.ndarray], np.ndarray, list[int]]:
     """Header, data blocks (string attributes left out), line numbers and kept attribute
-    indices, retrying as Latin-1 when the file is not UTF-8."""
+    indices, retrying as Latin-1 when the file is not UTF-8. ``check_header`` sees the decoded
+    header before any data row is read."""
     for encoding in ("utf-8-sig", "latin-1"):
         decoder = arff.ArffDecoder()
         try:
@@ -190,7 +207,12 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, list[np.ndarray]
             keep = [j for j, (_, kind) in enumerate(obj["attributes"]) if kind != "STRING"]
             if not keep:
                 raise DatasetFormatError("the ARFF file has no numeric or nominal attribute")
-            blocks, lines = _read_rows(obj["data"], decoder, keep)
+            check_header(obj)
+            # every line after the header can be at most one row: bound the rows before decoding
+            # any (sparse rows of many attributes are slow to expand, even when the limit stops them)
+            lines_after = max(content.count(b"\n"), content.count(b"\r")) + 1 - decoder._current_line
+            limits.check_cells(lines_after, len(keep), "up to ")
+            blocks, lines = _read_rows(obj["data"], decoder, keep, limits)
         except UnicodeDecodeError:
             continue
         except (DatasetFormatError, MemoryError):
@@ -203,33 +225,51 @@ def _decode(content: bytes, warnings: list[str]) -> tuple[dict, list[np.ndarray]
     raise AssertionError("latin-1 decodes any byte string")
 
 
-def parse_arff(content: bytes, *, labels_file: bytes | None, options: ParseOptions) -> ParsedDataset:
+def parse_arff(
+    content: bytes, *, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits | None = None
+) -> ParsedDataset:
+    limits = limits or DatasetLimits()
     warnings: list[str] = []
-    obj, blocks, lines, keep = _decode(content, warnings)
+    found: dict[str, list[int]] = {}
+
+    def check_header(header: dict) -> None:
+        """Labels and sizes from the header alone, before any row is expanded."""
+        attributes = header["attributes"]
+        limits.check_columns(len(attributes))
+        label_idx = _label_indices(
+            [normalise_name(name) for name, _ in attributes], header["relation"], labels_file, options
+        )
+        limits.check_labels(len(label_idx))
+        limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
+        found["labels"] = label_idx
+
+    obj, blocks, lines, keep = _decode(content, warnings, limits, check_header)
     attributes = obj["attributes"]
     names = [normalise_name(name) for name, _ in attributes]
-    label_idx = _label_indices(names, obj["relation"], labels_file, options)
+    label_idx = found["labels"]
     label_set = set(label_idx)
 
-    dropped = [names[j] for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
-    for name in dropped:
-        if names.index(name) in label_set:
-            raise DatasetFormatError(f"label attribute {name!r} is a string attribute")
+    dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+    for j in dropped:
+        if j in label_set:
+            raise DatasetFormatError(f"label attribute {names[j]!r} is a string attribute")
     if dropped:
-        warnings.append(f"dropped string attribute(s): {', '.join(dropped)}")
+        warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
 
     def describe_row(i: int) -> str:
         return f"data row {i + 1} (line {int(lines[i])})" if i < len(lines) else f"row {i + 1}"
 
     column = {j: c for c, j in enumerate(keep)}  # attribute index -> block column
-    for b, block in enumerate(blocks):
+    first_row = 0
+    for block in blocks:
         missing = np.isnan(block)
         if missing.any():
             i, c = (int(v) for v in np.argwhere(missing)[0])
             raise DatasetFormatError(
                 f"missing value '?' for attribute {names[keep[c]]!r} at "
-                f"{describe_row(b * BLOCK_ROWS + i)}; missing values are not supported"
+                f"{describe_row(first_row + i)}; missing values are not supported"
             )
+        first_row += block.shape[0]
 
     ordinal: list[str] = []
     identifiers: set[int] = set()
@@ -281,4 +321,5 @@ def parse_arff(content: bytes, *, labels_file: bytes | None, options: ParseOptio
         [names[j] for j in label_idx],
         warnings,
         describe_row,
+        limits,
     )

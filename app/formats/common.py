@@ -9,13 +9,23 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.errors import InvalidInput, PayloadTooLarge
+
 DatasetKind = Literal["multilabel", "distribution"]
 FormatName = Literal["auto", "arff", "csv", "libsvm", "mat"]
 
 
-class DatasetFormatError(ValueError):
+class DatasetFormatError(InvalidInput, ValueError):
     """The upload cannot be read as a dataset. The message names the problem and, where
     possible, where it is (line, row, column); the HTTP layer returns it as a 422."""
+
+
+class DatasetTooLarge(PayloadTooLarge, DatasetFormatError):
+    """The upload would become a dataset beyond a configured limit (413; see ``limits``).
+
+    It is also a :class:`DatasetFormatError`, so code that catches every format error still
+    rejects it; the domain error handlers answer it with its own status, 413.
+    """
 
 
 class ParseOptions(BaseModel):
@@ -52,6 +62,8 @@ class ParseOptions(BaseModel):
                 parsed = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"label_columns is not a valid JSON array: {exc}") from exc
+            except RecursionError:  # "[[[[...]]]]": nesting deeper than the parser's stack
+                raise ValueError("label_columns must be a flat JSON array of names, not nested arrays") from None
             return parsed
         return [name.strip() for name in text.split(",") if name.strip()]
 

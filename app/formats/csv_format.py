@@ -1,9 +1,12 @@
 """CSV with a header row: every column numeric; labels chosen by ``label_columns`` (names) or
 ``label_count`` (the last columns, or the first with ``label_location="start"``).
 
-The delimiter is a comma unless the header has none and holds a tab or a semicolon. Values
-are read by numpy's C ``loadtxt`` (memory about the size of the result); when it fails, the file
-is re-scanned with the ``csv`` module only to name the offending line and column.
+The delimiter is a comma unless the header has none and holds a tab or a semicolon. Lines
+may end in LF, CRLF or a bare CR (old Mac tools); bare CRs are turned into LFs first. Before
+any value is read, the header's column count and the number of lines bound the result
+(``DatasetLimits``). Values are read by numpy's C ``loadtxt`` (memory about the size of the
+result); when it fails, the file is re-scanned with the ``csv`` module only to name the
+offending line and column. Every step is linear in the file size.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 
 import numpy as np
 
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
+from .limits import DatasetLimits
 from .validation import finalize
 
 _NON_SPACE = re.compile(rb"\S")
+_BARE_CR = re.compile(rb"\r(?!\n)")
+_LINE_END = re.compile(rb"\r\n?")
 
 
 def _header(content: bytes) -> tuple[list[str], str, int]:
@@ -33,7 +40,10 @@ def _header(content: bytes) -> tuple[list[str], str, int]:
     delimiter = ","
     if "," not in text:
         delimiter = "\t" if "\t" in text else ";" if ";" in text else ","
-    names = [name.strip() for name in next(csv.reader([text], delimiter=delimiter))]
+    try:
+        names = [name.strip() for name in next(csv.reader([text], delimiter=delimiter))]
+    except csv.Error as exc:
+        raise DatasetFormatError(f"CSV header (line 1) cannot be read: {exc}") from None
     for j, name in enumerate(names):
         if not name:
             raise DatasetFormatError(f"CSV header: column {j + 1} has no name")
@@ -59,14 +69,19 @@ def _locate_error(content: bytes, delimiter: str, names: list[str]) -> str:
     return ""
 
 
-def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
+def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
+    limits = limits or DatasetLimits()
+    if _BARE_CR.search(content):
+        content = _LINE_END.sub(b"\n", content)
     names, delimiter, start = _header(content)
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    limits.check_columns(len(names))  # before any per-column work
+    dupes = sorted(name for name, count in Counter(names).items() if count > 1)
     if dupes:
         raise DatasetFormatError(f"CSV header: column name {dupes[0]!r} appears more than once")
 
     if options.label_columns:
-        missing = [c for c in options.label_columns if c not in names]
+        present = set(names)
+        missing = [c for c in options.label_columns if c not in present]
         if missing:
             raise DatasetFormatError(
                 f"label_columns names column(s) not in the CSV header: {', '.join(repr(m) for m in missing[:5])}"
@@ -86,6 +101,9 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
 
     if not _NON_SPACE.search(content, start):
         raise DatasetFormatError("CSV has a header but no data rows; at least 2 samples are needed")
+    limits.check_labels(len(label_idx))
+    limits.check_features(len(names) - len(label_idx))
+    limits.check_cells(content.count(b"\n", start) + 1, len(names), "up to ")
     body = io.BytesIO(content)
     body.seek(start)
     try:
@@ -116,4 +134,5 @@ def parse_csv(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         [names[j] for j in label_idx],
         [],
         lambda i: f"data row {i + 1}",
+        limits,
     )

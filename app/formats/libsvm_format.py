@@ -5,6 +5,11 @@ Feature indices may be 0- or 1-based (scikit-learn's ``zero_based="auto"``). Lab
 non-negative integers and are 0-based label columns: ``q`` is ``label_count`` when given, else
 the largest id + 1. A line with no label id is an empty label set. Names are generated:
 ``f0, f1, ...`` for features and ``l0, l1, ...`` for labels (``l<id>``).
+
+The file is first read as a sparse matrix (memory proportional to the file), so the declared
+``n_features`` / ``label_count`` and the discovered dimensions (largest index, largest label id)
+are checked against ``DatasetLimits`` before the dense arrays are built: one line
+``0 1:1 30000000:1`` must not become a 30-million-column table.
 """
 
 from __future__ import annotations
@@ -15,10 +20,16 @@ import numpy as np
 from sklearn.datasets import load_svmlight_file
 
 from .common import DatasetFormatError, ParsedDataset, ParseOptions, generated_names
+from .limits import DatasetLimits, check_dimensions
 from .validation import finalize
 
 
-def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
+def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
+    limits = limits or DatasetLimits()
+    if options.n_features is not None:
+        limits.check_features(options.n_features, "features (n_features)")
+    if options.label_count is not None:
+        limits.check_labels(options.label_count, "labels (label_count)")
     try:
         X, y = load_svmlight_file(
             io.BytesIO(content),
@@ -52,6 +63,7 @@ def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
                 f"label_count={options.label_count} (ids are 0-based)"
             )
         q = options.label_count
+    check_dimensions(limits, n, X.shape[1], q)
     Y = np.zeros((n, q), dtype=np.float64)
     Y[rows, ids.astype(np.intp)] = 1.0
     return finalize(
@@ -61,4 +73,5 @@ def parse_libsvm(content: bytes, *, options: ParseOptions) -> ParsedDataset:
         generated_names("l", q),
         [],
         lambda i: f"line {i + 1}",
+        limits,
     )

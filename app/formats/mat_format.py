@@ -9,7 +9,9 @@ Layouts, tried in this order:
 
 Targets are label-major (q x n) in the last two layouts; a target that is n x q instead (its
 first dimension matches the number of rows and the second does not) is accepted with a warning.
-Sparse matrices are densified. Names are generated (``f0, ...``, ``l0, ...``).
+Sparse matrices are densified. Names are generated (``f0, ...``, ``l0, ...``). Only the
+variables of these layouts are read, and each is checked against ``DatasetLimits.max_cells``
+from its header before it is inflated (see ``_mat_reader``).
 
 ``loadmat`` runs in a child process (see :func:`load_mat_variables`): scipy 1.17's reader
 segfaults on some corrupt files (found by fuzzing, e.g. an invalid data-type code in a variable's
@@ -27,24 +29,32 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import DatasetFormatError, ParsedDataset, ParseOptions, generated_names
+from .common import DatasetFormatError, DatasetTooLarge, ParsedDataset, ParseOptions, generated_names
+from .limits import DatasetLimits
 from .validation import finalize
 
 _READER = Path(__file__).with_name("_mat_reader.py")
 
 
-def load_mat_variables(content: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Numeric variables of a MAT file (sparse ones densified) and the dtype of the others.
+def load_mat_variables(
+    content: bytes, part: str = "train", limits: DatasetLimits | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The layout variables of a MAT file: numeric ones (sparse ones densified), the dtype of the
+    others, and ``"not read"`` for any other variable the file holds.
 
     ``scipy.io.loadmat`` runs in a child process (``_mat_reader.py``) because it can crash the
     interpreter on corrupt files; the arrays come back as an ``.npz`` read without pickle.
     """
+    limits = limits or DatasetLimits()
+    command = [sys.executable, str(_READER), str(limits.max_cells), part]
     try:
-        proc = subprocess.run([sys.executable, str(_READER)], input=content, capture_output=True, check=False)
+        proc = subprocess.run(command, input=content, capture_output=True, check=False)
     except OSError as exc:
         raise RuntimeError(f"cannot start the MAT reader process: {exc}") from exc
     message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
     detail = message[-1] if message else ""
+    if proc.returncode == 4:
+        raise DatasetTooLarge(detail)
     if proc.returncode == 3:
         raise DatasetFormatError(f"MAT: {detail}; MATLAB v7.3 (HDF5) files are not supported, save with -v7")
     if proc.returncode == 2:
@@ -57,7 +67,7 @@ def load_mat_variables(content: bytes) -> tuple[dict[str, np.ndarray], dict[str,
     with np.load(io.BytesIO(proc.stdout), allow_pickle=False) as npz:
         meta = json.loads(str(npz["arr_0"]))
         arrays = {name: npz[f"arr_{k + 1}"] for k, name in enumerate(meta["names"])}
-    return arrays, meta["other"]
+    return arrays, meta["other"] | dict.fromkeys(meta["skipped"], "not read")
 
 
 def _matrix(variables: dict[str, np.ndarray], key: str) -> np.ndarray:
@@ -76,8 +86,9 @@ def _label_major(target: np.ndarray, n: int, key: str, warnings: list[str]) -> n
     raise DatasetFormatError(f"MAT variable {key!r} has shape {target.shape}; expected q x {n} (one column per sample)")
 
 
-def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
-    variables, other = load_mat_variables(content)
+def parse_mat(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
+    limits = limits or DatasetLimits()
+    variables, other = load_mat_variables(content, options.part, limits)
     for key in ("features", "labels", f"{options.part}_data", f"{options.part}_target", "data", "target"):
         if key in other:
             raise DatasetFormatError(f"MAT variable {key!r} is not a numeric matrix (numpy dtype {other[key]})")
@@ -102,4 +113,4 @@ def parse_mat(content: bytes, *, options: ParseOptions) -> ParsedDataset:
             f"'{options.part}_data' and '{options.part}_target' (train/test layout, part="
             f"{options.part!r}), or 'data' and 'target'"
         )
-    return finalize(X, Y, generated_names("f", X.shape[1]), generated_names("l", Y.shape[1]), warnings)
+    return finalize(X, Y, generated_names("f", X.shape[1]), generated_names("l", Y.shape[1]), warnings, limits=limits)

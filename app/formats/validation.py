@@ -1,8 +1,9 @@
 """Checks every parsed dataset passes before it is stored.
 
 Each format parser builds ``X``, ``Y`` and the names, then calls :func:`finalize`, so the rules
-are the same whatever the format: at least 2 samples, 1 feature and 1 label; finite numbers;
-unique names; labels either 0/1 (``-1/+1`` is mapped to 0/1) or non-negative rows summing to 1
+are the same whatever the format: at least 2 samples, 1 feature and 1 label; within the
+dataset limits (``limits``); finite feature values no larger in magnitude than
+``MAX_ABS_FEATURE``; unique names; labels either 0/1 (``-1/+1`` is mapped to 0/1) or non-negative rows summing to 1
 (``kind = "distribution"``; rows within ``SUM_TOLERANCE`` of 1 are renormalised exactly).
 Every rejection names the row and column (1-based rows; the parser may describe rows better,
 e.g. with their ARFF line, through ``describe_row``).
@@ -15,8 +16,14 @@ from collections.abc import Callable
 import numpy as np
 
 from .common import DatasetFormatError, DatasetKind, ParsedDataset
+from .limits import DatasetLimits, check_dimensions
 
 SUM_TOLERANCE = 1e-6
+# Beyond 2**53 (about 9e15) float64 no longer represents every integer, so larger feature values
+# are sentinels or corruption rather than measurements; bounding them keeps every method's sums of
+# squares and differences far from overflow (differences of +-1e308 are infinite, and a model
+# fitted on them predicts NaN).
+MAX_ABS_FEATURE = 1e15
 
 RowDescriber = Callable[[int], str]
 
@@ -55,6 +62,13 @@ def check_features(X: np.ndarray, feature_names: list[str], describe_row: RowDes
         raise DatasetFormatError(
             f"feature {feature_names[j]!r} (column {j + 1}) at {describe_row(i)} is "
             f"{_show(X[i, j])}; every feature value must be a finite number"
+        )
+    too_large = np.abs(X) > MAX_ABS_FEATURE
+    if too_large.any():
+        i, j = _first_bad(too_large)
+        raise DatasetFormatError(
+            f"feature {feature_names[j]!r} (column {j + 1}) at {describe_row(i)} is {float(X[i, j])!r}; "
+            f"feature values must lie within +-{MAX_ABS_FEATURE:g}"
         )
 
 
@@ -122,8 +136,15 @@ def finalize(
     label_names: list[str],
     warnings: list[str],
     describe_row: RowDescriber = default_row,
+    limits: DatasetLimits | None = None,
 ) -> ParsedDataset:
-    """Validate and wrap a parsed dataset (float64, C-contiguous arrays)."""
+    """Validate and wrap a parsed dataset (float64, C-contiguous arrays).
+
+    The parsers check ``limits`` before allocating; checking again here also covers arrays that
+    arrive already built (inline training data).
+    """
+    if X.ndim == 2 and Y.ndim == 2:
+        check_dimensions(limits or DatasetLimits(), X.shape[0], X.shape[1], Y.shape[1])
     X = np.ascontiguousarray(X, dtype=np.float64)
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     check_features(X, feature_names, describe_row)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +11,11 @@ import scipy.io
 import scipy.sparse
 from pydantic import ValidationError
 
-from app.formats import DatasetFormatError, ParseOptions, detect_format, parse_dataset
+from app.config import Settings
+from app.errors import PayloadTooLarge
+from app.formats import DatasetFormatError, DatasetLimits, DatasetTooLarge, ParseOptions, detect_format, parse_dataset
+from app.formats.limits import check_dimensions
+from app.formats.validation import finalize
 
 
 def parse(content: str | bytes, filename: str | None = None, labels: str | None = None, **opts):
@@ -425,3 +430,200 @@ def test_parse_options_validation():
 
 def test_dataset_format_error_is_value_error():
     assert issubclass(DatasetFormatError, ValueError)
+
+
+# ------------------------------------------------------------- dataset limits and hostile input
+
+
+def too_large(match: str, content, filename=None, labels=None, limits=None, **opts) -> str:
+    with pytest.raises(DatasetTooLarge, match=match) as info:
+        parse_dataset(
+            content.encode() if isinstance(content, str) else content,
+            filename=filename,
+            labels_file=labels.encode() if labels is not None else None,
+            options=ParseOptions(**opts),
+            limits=limits,
+        )
+    assert info.value.status_code == 413
+    return str(info.value)
+
+
+def test_dataset_too_large_is_a_413_and_a_format_error():
+    assert issubclass(DatasetTooLarge, PayloadTooLarge) and issubclass(DatasetTooLarge, DatasetFormatError)
+    assert DatasetTooLarge("x").status_code == 413 and DatasetFormatError("x").status_code == 422
+
+
+def test_default_limits_admit_the_largest_benchmark_shapes():
+    # Movie (7755 x 1869, 5 labels) has the most values, cal500 the most labels (174), medical the
+    # most features of the Mulan sets (1449)
+    check_dimensions(DatasetLimits(), 7755, 1869, 5)
+    check_dimensions(DatasetLimits(), 502, 68, 174)
+    check_dimensions(DatasetLimits(), 978, 1449, 45)
+
+
+def test_libsvm_huge_index_refused_before_densifying():
+    # 23 bytes that used to become a 2 x 30,000,001 dense matrix (4.6 GB of server memory)
+    msg = too_large("30000000 features", b"0 1:1 30000000:1\n1 1:2\n", "d.svm")
+    assert "at most 50000" in msg and "LABELSERVE_MAX_DATASET_FEATURES" in msg
+
+
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [({"n_features": 10**10}, "10000000000 features"), ({"label_count": 10**10}, "10000000000 labels")],
+)
+def test_libsvm_declared_dimensions_refused_before_allocating(opts, match):
+    # these raised MemoryError (a 500) from np.zeros((n, 1e10))
+    too_large(match, "0 1:1\n1 2:1\n", "d.svm", **opts)
+
+
+def test_libsvm_huge_label_id_refused():
+    too_large("labels; at most 5000", "99999999999 1:1\n1 2:1\n", "d.svm")
+
+
+def test_compressed_mat_refused_from_its_header():
+    # compressed zeros inflate about 1000-fold (0.8 MB became 764 MiB); refused without inflating
+    content = io.BytesIO()
+    scipy.io.savemat(content, {"features": np.zeros((2000, 1000)), "labels": np.zeros((2000, 3))}, do_compression=True)
+    assert len(content.getvalue()) < 100_000
+    msg = too_large(
+        "'features' is 2000 x 1000 = 2000000 values", content.getvalue(), "z.mat", limits=DatasetLimits(max_cells=10**6)
+    )
+    assert "LABELSERVE_MAX_DATASET_CELLS" in msg
+
+
+def test_mat_sparse_variable_checked_by_its_dense_shape():
+    big = scipy.sparse.csc_matrix((4000, 3000))
+    too_large(
+        "'features' is 4000 x 3000",
+        mat_bytes(features=big, labels=np.zeros((4000, 2))),
+        "s.mat",
+        limits=DatasetLimits(max_cells=1_000_000),
+    )
+
+
+def test_mat_other_variables_are_not_read():
+    rng = np.random.default_rng(0)
+    content = mat_bytes(
+        features=rng.random((5, 3)), labels=rng.dirichlet(np.ones(2), size=5), junk=np.zeros((3000, 400))
+    )
+    ds = parse_dataset(content, filename="a.mat", limits=DatasetLimits(max_cells=1_000_000))
+    assert ds.X.shape == (5, 3)
+
+
+def test_sparse_arff_declaring_many_attributes_refused_before_expanding():
+    # 512 KB of sparse ARFF that became 763 MiB (4.3 GB at peak)
+    header = (
+        "@relation r\n" + "".join(f"@attribute a{j} numeric\n" for j in range(20000)) + "@attribute l {0,1}\n@data\n"
+    )
+    msg = too_large("5001 samples x 20001 columns", header + "{}\n" * 5000, "s.arff", label_count=1)
+    assert "at most 20000000" in msg
+
+
+def test_arff_rows_checked_while_streaming():
+    # one line may not be one row each, but the rows actually read are counted too
+    rows = "".join(f"{i},{i % 2}\n" for i in range(3000))
+    too_large(
+        "samples x 2 columns",
+        f"@relation r\n@attribute x numeric\n@attribute l {{0,1}}\n@data\n{rows}",
+        "r.arff",
+        limits=DatasetLimits(max_cells=4000),
+        label_count=1,
+    )
+
+
+def test_arff_too_many_labels_refused_from_the_header():
+    header = "@relation 'r: -C -30'\n" + "".join(f"@attribute a{j} {{0,1}}\n" for j in range(40)) + "@data\n"
+    too_large("30 labels; at most 20", header + "0," * 39 + "1\n", "r.arff", limits=DatasetLimits(max_labels=20))
+
+
+def test_csv_refused_from_header_and_line_count():
+    too_large(
+        "100 columns; at most 60",
+        ",".join(f"c{j}" for j in range(100)) + "\n",
+        "d.csv",
+        limits=DatasetLimits(max_features=50, max_labels=10),
+        label_count=1,
+    )
+    rows = "1,2,0\n" * 1000
+    too_large(
+        "up to 1001 samples x 3 columns", "a,b,l\n" + rows, "d.csv", limits=DatasetLimits(max_cells=2000), label_count=1
+    )
+
+
+def test_inline_arrays_checked_by_finalize():
+    with pytest.raises(DatasetTooLarge, match="10 samples x 4 columns"):
+        finalize(np.zeros((10, 3)), np.zeros((10, 1)), ["a", "b", "c"], ["l"], [], limits=DatasetLimits(max_cells=39))
+
+
+def test_memory_error_while_parsing_is_a_413(monkeypatch):
+    from app.formats import csv_format
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(csv_format.np, "loadtxt", exhausted)
+    too_large("does not fit in the memory", CSV, "d.csv", label_count=2)
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n", "\n"])
+def test_csv_line_endings(ending):
+    # bare CR (classic Mac) line endings used to raise csv.Error from the header reader: a 500
+    ds = parse(CSV.replace("\n", ending), "d.csv", label_count=2)
+    np.testing.assert_array_equal(ds.X, [[1, 2], [3, 4.5], [5, 6]])
+
+
+def test_csv_unreadable_header_is_a_format_error():
+    rejects("header", 'a,"b\rc",l\n1,2,0\n3,4,1\n', "d.csv", label_count=1)
+
+
+def test_label_columns_deeply_nested_json_is_a_validation_error():
+    # json.loads raised RecursionError (a 500) on "[[[[...]]]]"
+    for text in ("[" * 100_000 + "]" * 100_000, "[" * 100_000):
+        with pytest.raises(ValidationError, match="flat JSON array"):
+            ParseOptions(label_columns=text)
+
+
+def test_csv_header_checks_are_linear():
+    # names.count per name took 20.6 s for 40,000 columns (quadratic)
+    n = 40_000
+    header = ",".join(f"c{j}" for j in range(n))
+    content = f"{header}\n{','.join('0' for _ in range(n))}\n{','.join('1' for _ in range(n))}\n"
+    started = time.perf_counter()
+    ds = parse(content, "d.csv", label_columns=[f"c{j}" for j in range(0, n, 10)])
+    assert ds.n_labels == 4000 and time.perf_counter() - started < 5
+    started = time.perf_counter()
+    rejects("'c7' appears more than once", header + ",c7\n0\n", "d.csv", label_count=1)
+    assert time.perf_counter() - started < 5
+
+
+def test_mulan_xml_checks_are_linear():
+    n = 40_000
+    xml = "<labels>" + "".join(f'<label name="l{j}"/>' for j in range(n)) + "</labels>"
+    header = "@relation r\n@attribute a numeric\n" + "".join(f"@attribute l{j} {{0,1}}\n" for j in range(n))
+    content = (
+        header + "@data\n" + "1," + ",".join("0" for _ in range(n)) + "\n2," + ",".join("1" for _ in range(n)) + "\n"
+    )
+    started = time.perf_counter()
+    ds = parse_dataset(
+        content.encode(), filename="a.arff", labels_file=xml.encode(), limits=DatasetLimits(max_labels=n)
+    )
+    assert ds.n_labels == n and time.perf_counter() - started < 10
+    started = time.perf_counter()
+    with pytest.raises(DatasetFormatError, match="'l5' more than once"):
+        parse_dataset(content.encode(), filename="a.arff", labels_file=xml.replace("l9", "l5").encode())
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 1e16])
+def test_feature_values_beyond_the_bound_rejected(value):
+    # ldlkm fitted on +-1e308 predicted NaN ("null") distributions
+    rows = "".join(f"{value if i == 3 else i},{i % 2}\n" for i in range(6))
+    msg = rejects("within \\+-1e\\+15", "x,l\n" + rows, "d.csv", label_count=1)
+    assert "data row 4" in msg
+
+
+def test_limit_settings_default_to_the_parser_defaults():
+    settings = Settings(_env_file=None)
+    assert DatasetLimits() == DatasetLimits(
+        settings.max_dataset_cells, settings.max_dataset_features, settings.max_dataset_labels
+    )
