@@ -1,8 +1,8 @@
 """The ASGI application: ``app.main:app``.
 
 Start-up migrates the schema or checks that it is current (``app.db.prepare_schema``), opens
-the store, starts the job runner and settles jobs a previous process left unfinished. Every route but the operations ones and the docs sits behind
-the optional API key.
+the store, starts the job runner and settles jobs a previous process left unfinished. Every
+route but the operations ones and the docs sits behind the optional API key.
 """
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 import app as package
+from app.api import errors
+from app.api.main import api_router
 from app.config import Settings, get_settings
 from app.db import prepare_schema
-from app.deps import require_api_key
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, configure_logging
 from app.registry import ModelCache
-from app.routers import datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.services.prediction import Predictor
 from app.store import Store
 from app.uploads import UploadLimit
 
@@ -36,6 +37,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
         api.state.runner = make_runner(settings)
         api.state.runner.recover()
+        api.state.predictor = Predictor(
+            store=api.state.store,
+            cache=api.state.model_cache,
+            runner=api.state.runner,
+            metrics=api.state.metrics,
+            settings=settings,
+        )
         try:
             yield
         finally:
@@ -52,10 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.state.metrics = Metrics(settings.resolved_database_url)
     api.add_middleware(UploadLimit)
     api.add_middleware(RequestMetrics)
-    api.include_router(ops.router)
-    guarded = [Depends(require_api_key)]
-    for module in (methods, datasets, training, jobs, models, predict, evaluate):
-        api.include_router(module.router, dependencies=guarded)
+    errors.install(api)
+    api.include_router(api_router(api_key=bool(settings.api_key)))
     return api
 
 

@@ -91,7 +91,6 @@ class ModelVersion(Base):
     dataset_sha256: Mapped[str] = mapped_column(String(64))
     feature_names: Mapped[list[str]]
     label_names: Mapped[list[str]]
-    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     training_seconds: Mapped[float] = mapped_column(Float)
     library_versions: Mapped[dict[str, Any]]
     artifact_sha256: Mapped[str] = mapped_column(String(64))
@@ -99,6 +98,32 @@ class ModelVersion(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     model: Mapped[Model] = relationship(back_populates="versions")
+    evaluations: Mapped[list[Evaluation]] = relationship(
+        back_populates="version", cascade="all, delete-orphan", order_by="Evaluation.id"
+    )
+
+
+class Evaluation(Base):
+    """One ``POST /evaluate``: a version's metrics on a dataset.
+
+    Stored beside the version rather than on it, because a version never changes once
+    registered; the version record shows the latest evaluation on each dataset.
+    ``dataset_sha256`` keeps the lineage when the dataset is deleted; ``options`` are what
+    shaped the figures (threshold, and for selectors the downstream classifier).
+    """
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"), index=True)
+    dataset_id: Mapped[str] = mapped_column(String(64))
+    dataset_sha256: Mapped[str | None] = mapped_column(String(64))
+    n_samples: Mapped[int | None] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]]
+    options: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    version: Mapped[ModelVersion] = relationship(back_populates="evaluations")
 
 
 class Alias(Base):

@@ -1,56 +1,58 @@
 """Turning request instances into a matrix, and model outputs into response items.
 
 Input validation happens once here, at the API boundary, so the estimators' predict paths can
-stay plain numpy (see FACTS: per-call scikit-learn validation dominates single-row latency).
+stay plain numpy: scikit-learn's per-call input validation would otherwise dominate the latency
+of a one-row prediction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from app.errors import InvalidInput
 
-class InstanceError(ValueError):
-    """Instances that do not fit the model (the API answers 422 with this message)."""
+LOC = ("body", "instances")
 
 
 def instances_to_matrix(
     instances: Sequence[Sequence[float]] | Sequence[Mapping[str, float]],
     feature_names: list[str],
 ) -> np.ndarray:
-    """A float64 (n, d) matrix in training feature order, or InstanceError naming the problem."""
+    """A float64 (n, d) matrix in training feature order, or InvalidInput naming the problem."""
     d = len(feature_names)
     if len(instances) == 0:
-        raise InstanceError("instances: at least one instance is required")
+        raise InvalidInput("at least one instance is required", loc=LOC)
     if all(isinstance(row, Mapping) for row in instances):
         position = {name: j for j, name in enumerate(feature_names)}
         X = np.empty((len(instances), d))
-        for i, row in enumerate(instances):
+        for i, row in enumerate(cast(Sequence[Mapping[str, float]], instances)):
             unknown = sorted(set(row) - position.keys())
             missing = [name for name in feature_names if name not in row]
             if unknown or missing:
-                raise InstanceError(
-                    f"instances[{i}]: expected the {d} training features; "
-                    f"received {len(row)} ({_names('unknown', unknown)}{_names('missing', missing)})"
+                raise InvalidInput(
+                    f"expected the {d} training features; "
+                    f"received {len(row)} ({_names('unknown', unknown)}{_names('missing', missing)})",
+                    loc=(*LOC, i),
                 )
             for name, value in row.items():
                 X[i, position[name]] = _number(value, i, name)
     elif any(isinstance(row, Mapping) for row in instances):
-        raise InstanceError("instances: mix of lists and objects; use one form for all instances")
+        raise InvalidInput("mix of lists and objects; use one form for all instances", loc=LOC)
     else:
-        for i, row in enumerate(instances):
-            if len(row) != d:
-                raise InstanceError(f"instances[{i}]: expected {d} features, received {len(row)}")
+        for i, values in enumerate(instances):
+            if len(values) != d:
+                raise InvalidInput(f"expected {d} features, received {len(values)}", loc=(*LOC, i))
         try:
             X = np.asarray(instances, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise InstanceError(f"instances: values must be numbers ({exc})") from None
+            raise InvalidInput(f"values must be numbers ({exc})", loc=LOC) from None
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
-        i, j = bad[0]
-        raise InstanceError(f"instances[{i}][{j}] ({feature_names[j]}): not a finite number")
+        i, j = (int(v) for v in bad[0])
+        raise InvalidInput(f"feature {feature_names[j]} is not a finite number", loc=(*LOC, i, j))
     return X
 
 
@@ -63,7 +65,7 @@ def _names(what: str, names: list[str]) -> str:
 
 def _number(value: Any, i: int, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InstanceError(f"instances[{i}].{name}: {value!r} is not a number")
+        raise InvalidInput(f"{value!r} is not a number", loc=(*LOC, i, name))
     return float(value)
 
 

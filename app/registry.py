@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -24,8 +24,13 @@ from app.orm import Alias, Model, ModelVersion
 from app.store import Store
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+# letters, digits, '-' and '_', at least one of them not a digit (``name@3`` is a version)
+ALIAS_PATTERN = r"^[A-Za-z0-9_-]{0,63}[A-Za-z_-][A-Za-z0-9_-]{0,63}$"
+ALIAS_MAX_LENGTH = 64
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # dataset and job ids (hex digests, uuids)
 MAX_DB_INT = 2**31 - 1  # bound of versions, offsets and other integers that reach the database
 _NAME_RE = re.compile(NAME_PATTERN)
+_ALIAS_RE = re.compile(ALIAS_PATTERN)
 
 
 class RegistryError(LookupError):
@@ -40,14 +45,20 @@ class ModelRef:
     @classmethod
     def parse(cls, ref: str) -> ModelRef:
         name, _, selector = ref.partition("@")
-        if not _NAME_RE.match(name) or (ref.count("@") == 1 and not selector):
+        if not _NAME_RE.fullmatch(name) or (ref.count("@") == 1 and not selector):
             raise ValueError(f"'{ref}' is not a model reference (name, name@version or name@alias)")
         if selector.isdigit() and not 1 <= int(selector) <= MAX_DB_INT:
             raise ValueError(f"'{ref}': version must be between 1 and {MAX_DB_INT}")
+        if selector and not selector.isdigit() and not is_alias(selector):
+            raise ValueError(f"'{ref}': an alias is letters, digits, '-' or '_' (at most {ALIAS_MAX_LENGTH})")
         return cls(name, selector or None)
 
 
-def _select_version(session: Session, ref: str, *columns: Any) -> Row[Any]:
+def is_alias(text: str) -> bool:
+    return len(text) <= ALIAS_MAX_LENGTH and _ALIAS_RE.fullmatch(text) is not None
+
+
+def _select_version(session: Session, ref: str, *columns: Any) -> tuple[Any, ...]:
     """The ``columns`` of the version a reference points to, or RegistryError."""
     parsed = ModelRef.parse(ref)
     query = select(*columns).where(ModelVersion.model_name == parsed.name)
@@ -63,7 +74,7 @@ def _select_version(session: Session, ref: str, *columns: Any) -> Row[Any]:
     row = session.execute(query).first()
     if row is None:
         raise RegistryError(f"model '{ref}' not found")
-    return row
+    return tuple(row)
 
 
 def resolve(session: Session, ref: str) -> ModelVersion:
@@ -80,8 +91,8 @@ def resolve_key(session: Session, ref: str) -> VersionKey:
     Versions never change once created, so everything else about one (names, model) can be
     cached under this key; the creation time guards against a reused id after a deletion.
     """
-    version_id, created_at = _select_version(session, ref, ModelVersion.id, ModelVersion.created_at)
-    return version_id, created_at
+    row = _select_version(session, ref, ModelVersion.id, ModelVersion.created_at)
+    return row[0], row[1]
 
 
 def library_versions() -> dict[str, str]:
@@ -120,13 +131,6 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
     session.add(row)
     session.flush()
     return row
-
-
-def artifact_in_use(session: Session, sha256: str) -> bool:
-    return (
-        session.scalar(select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256))
-        or 0
-    ) > 0
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.jobs.base import JobStatus
-from app.registry import MAX_DB_INT, NAME_PATTERN
+from app.methods.catalog import catalog
+from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features"]
+
+
+def _known_method(value: str) -> str:
+    if value not in catalog():
+        raise ValueError(f"unknown method '{value}'; available: {', '.join(catalog())}")
+    return value
+
+
+def _method_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(catalog())
+
+
+# a method id of the catalog; the schema lists them (computed when the schema is generated)
+MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra=_method_enum)]
+DatasetRef = Annotated[str, Field(pattern=ID_PATTERN, description="a dataset id")]
 
 
 class Strict(BaseModel):
@@ -76,8 +92,8 @@ class FeatureSelection(Strict):
 
 
 class TrainRequest(Strict):
-    method: str
-    dataset_id: str | None = None
+    method: MethodId
+    dataset_id: DatasetRef | None = None
     data: InlineData | None = None
     model_name: str = Field(pattern=NAME_PATTERN)
     params: dict[str, Any] = Field(default_factory=dict)
@@ -119,6 +135,19 @@ class JobOut(BaseModel):
 
 
 # registry ---------------------------------------------------------------------------------
+class EvaluationOut(BaseModel):
+    """One ``POST /evaluate`` of a version: the dataset, the figures and what shaped them."""
+
+    dataset_id: str
+    dataset_sha256: str | None
+    n_samples: int | None
+    metrics: dict[str, float | None]
+    options: dict[str, Any] = Field(description="threshold, and for selectors the downstream classifier")
+    created_at: datetime
+
+    model_config = ConfigDict(from_attributes=True)
+
+
 class VersionOut(BaseModel):
     name: str
     version: int
@@ -128,12 +157,15 @@ class VersionOut(BaseModel):
     dataset_sha256: str
     feature_names: list[str]
     label_names: list[str]
-    metrics: dict[str, Any] | None
+    metrics: dict[str, Any] | None = Field(
+        description="the latest evaluation's metrics on each dataset evaluated, by dataset id; null before any"
+    )
     training_seconds: float
     library_versions: dict[str, str]
     artifact_sha256: str
     job_id: str | None
     created_at: datetime
+    evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
 
 
 class ModelOut(BaseModel):
@@ -151,7 +183,7 @@ class AliasIn(Strict):
 class PredictRequest(Strict):
     model: str
     instances: list[list[float]] | list[dict[str, float]] | None = None
-    dataset_id: str | None = None
+    dataset_id: DatasetRef | None = None
     output: OutputName | None = None
     threshold: float | None = None
     top_k: int | None = Field(None, ge=1)
@@ -176,13 +208,13 @@ class PredictResponse(BaseModel):
 
 class EvaluateRequest(Strict):
     model: str
-    dataset_id: str
+    dataset_id: DatasetRef
     threshold: float | None = None
     downstream: Literal["mlknn"] = Field(
         "mlknn", description="selectors: the classifier trained on the selected features"
     )
     top_k: int | None = Field(None, ge=1, description="selectors: how many features to keep")
-    train_dataset_id: str | None = Field(
+    train_dataset_id: DatasetRef | None = Field(
         None,
         description="selectors: training data for the downstream classifier "
         "(default: the selector's own training dataset)",

@@ -29,7 +29,8 @@ from app.methods.catalog import get_method
 from app.orm import Dataset
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import predict_items
-from app.registry import artifact_in_use, library_versions, register_version, resolve
+from app.registry import library_versions, register_version, resolve
+from app.services.registry import drop_unused_artifacts
 from app.store import Store
 
 log = logging.getLogger("labelserve.jobs")
@@ -179,7 +180,6 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
                 dataset_sha256=dataset.sha256,
                 feature_names=dataset.feature_names,
                 label_names=dataset.label_names,
-                metrics=None,
                 training_seconds=seconds,
                 library_versions=library_versions(),
                 artifact_sha256=sha256,
@@ -190,8 +190,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
                 return
             session.rollback()
         # cancelled while fitting: register nothing, keep the artifact only if a version shares it
-        if not artifact_in_use(session, sha256):
-            store.delete_artifact(sha256)
+        drop_unused_artifacts(session, store, {sha256})
 
 
 def _batch_predict(

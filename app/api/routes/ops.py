@@ -5,11 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.db import session_scope
 
 router = APIRouter(tags=["operations"])
+
+
+class Readiness(BaseModel):
+    status: str
+    database: str
+    model_store: str
 
 
 @router.get("/health")
@@ -26,20 +33,28 @@ def _database_ok(url: str) -> bool:
         return False
 
 
-@router.get("/ready")
-async def ready(request: Request, response: Response) -> dict[str, str]:
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "the database or the model store is not usable"}},
+)
+async def ready(request: Request, response: Response) -> Readiness:
     state = request.app.state
     database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
     store = await run_in_threadpool(state.store.writable)
-    checks = {
-        "database": "ok" if database else "unreachable",
-        "model_store": "ok" if store else "not writable",
-    }
     if not (database and store):
         response.status_code = 503
-    return {"status": "ready" if database and store else "not ready", **checks}
+    return Readiness(
+        status="ready" if database and store else "not ready",
+        database="ok" if database else "unreachable",
+        model_store="ok" if store else "not writable",
+    )
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text exposition format", "content": {CONTENT_TYPE_LATEST: {}}}},
+)
 def prometheus_metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

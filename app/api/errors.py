@@ -1,0 +1,104 @@
+"""One error body for the whole API, and the OpenAPI declarations that go with it.
+
+Every error answer is ``{"detail": ...}``:
+
+* 422 (the request's content is invalid, whether FastAPI's schema validation or a service's rule
+  found it): ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}, ...]}``, FastAPI's own
+  shape, with ``loc`` naming the input (``["body", "params", "k"]``, ``["query", "limit"]``).
+* every other 4xx (401, 403, 404, 405, 409, 413) and 507: ``{"detail": "message"}``, where the
+  message starts with the name of the body or query field at fault when there is one
+  (``"dataset_id: dataset 'x' not found"``).
+
+Services raise the domain errors of ``app.errors``; the handlers here are the only place that
+turns them into HTTP answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from app.errors import DomainError, InvalidFields, InvalidInput
+
+
+class ValidationItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationBody(BaseModel):
+    """422: what was invalid, one item per problem."""
+
+    detail: list[ValidationItem]
+
+
+class ErrorBody(BaseModel):
+    """Any other error: a message for a human."""
+
+    detail: str
+
+
+_DESCRIPTIONS = {
+    401: "missing API key (only when LABELSERVE_API_KEY is set)",
+    403: "wrong API key (only when LABELSERVE_API_KEY is set)",
+    404: "an id, name, version or alias that does not exist",
+    409: "the request clashes with the current state",
+    413: "the request body is larger than LABELSERVE_MAX_UPLOAD_MB",
+    422: "the request's content is invalid",
+    507: "no room left in the store or the database",
+}
+
+
+def responses(*codes: int, success: dict[int | str, dict[str, Any]] | None = None) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` entry of a route: the error statuses it can answer, and any ``success``
+    status besides its default one (a 200 beside a 201, a 202 for work queued)."""
+    declared: dict[int | str, dict[str, Any]] = {**(success or {})}
+    for code in codes:
+        declared[code] = {"model": ValidationBody if code == 422 else ErrorBody, "description": _DESCRIPTIONS[code]}
+    return declared
+
+
+def _items(exc: InvalidInput) -> list[dict[str, Any]]:
+    if isinstance(exc, InvalidFields):
+        return [{"loc": list(loc), "msg": msg, "type": kind} for loc, msg, kind in exc.errors]
+    return [{"loc": list(exc.loc), "msg": exc.message, "type": exc.error_type}]
+
+
+def _field_name(loc: tuple[str | int, ...]) -> str:
+    """``("body", "feature_selector", "model")`` -> ``feature_selector.model``; "" for a path
+    parameter, which the message names already (``model 'm' has no version 3``)."""
+    if not loc or loc[0] == "path":
+        return ""
+    parts = loc[1:] if loc[0] in ("body", "query", "header") else loc
+    return ".".join(str(p) for p in parts)
+
+
+async def domain_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DomainError)
+    if isinstance(exc, InvalidInput):
+        return JSONResponse({"detail": _items(exc)}, status_code=exc.status_code)
+    name = _field_name(exc.loc)
+    message = f"{name}: {exc.message}" if name else exc.message
+    return JSONResponse({"detail": message}, status_code=exc.status_code)
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422, kept to ``loc``, ``msg`` and ``type``.
+
+    The rejected ``input`` is not echoed back: it can be bytes of an upload that are not text,
+    and the client has it anyway.
+    """
+    assert isinstance(exc, RequestValidationError)
+    items = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    return JSONResponse({"detail": items}, status_code=422)
+
+
+def install(api: FastAPI) -> None:
+    """Register the handlers: domain errors and request validation, once for every route."""
+    api.add_exception_handler(DomainError, domain_error)
+    api.add_exception_handler(RequestValidationError, validation_error)

@@ -1,0 +1,19 @@
+"""``POST /evaluate``: the standard metrics of a model's task on a stored dataset."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import CacheDep, MetricsDep, SessionDep, StoreDep
+from app.api.errors import responses
+from app.schemas import EvaluateRequest, EvaluateResponse
+from app.services import evaluation
+
+router = APIRouter(tags=["evaluation"])
+
+
+@router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 413, 422))
+def evaluate(
+    body: EvaluateRequest, session: SessionDep, store: StoreDep, cache: CacheDep, metrics: MetricsDep
+) -> EvaluateResponse:
+    return evaluation.evaluate(session, store, cache, metrics, body)

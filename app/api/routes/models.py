@@ -1,0 +1,50 @@
+"""``/models``: the versioned registry (models, versions, aliases, deletion)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import AliasName, ModelName, PageDep, SessionDep, StoreDep, VersionNumber
+from app.api.errors import responses
+from app.schemas import AliasIn, ModelOut, Page, VersionOut
+from app.services import registry
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+
+@router.get("", response_model=Page[ModelOut])
+def list_models(session: SessionDep, page: PageDep) -> Page[ModelOut]:
+    return registry.list_models(session, page)
+
+
+@router.get("/{name}", response_model=ModelOut, responses=responses(404))
+def get_model(name: ModelName, session: SessionDep) -> ModelOut:
+    return registry.show_model(session, name)
+
+
+@router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
+def get_version(name: ModelName, version: VersionNumber, session: SessionDep) -> VersionOut:
+    return registry.show_version(session, name, version)
+
+
+@router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404))
+def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, store: StoreDep) -> Response:
+    registry.delete_version(session, store, name, version)
+    return Response(status_code=204)
+
+
+@router.delete("/{name}", status_code=204, responses=responses(404))
+def delete_model(name: ModelName, session: SessionDep, store: StoreDep) -> Response:
+    registry.delete_model(session, store, name)
+    return Response(status_code=204)
+
+
+@router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 413))
+def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep) -> ModelOut:
+    return registry.set_alias(session, name, alias, body.version)
+
+
+@router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404))
+def delete_alias(name: ModelName, alias: AliasName, session: SessionDep) -> Response:
+    registry.delete_alias(session, name, alias)
+    return Response(status_code=204)

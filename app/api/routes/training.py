@@ -1,0 +1,41 @@
+"""``POST /train``: queue a training job (everything checkable is checked first)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from app.api.deps import RunnerDep, SessionDep, SettingsDep, StoreDep
+from app.api.errors import responses
+from app.schemas import JobOut, TrainAccepted, TrainRequest
+from app.services import jobs, training
+
+router = APIRouter(tags=["training"])
+
+
+@router.post(
+    "/train",
+    status_code=202,
+    response_model=TrainAccepted,
+    responses=responses(
+        404, 413, 422, success={200: {"model": JobOut, "description": "?wait=true: the job once it ended"}}
+    ),
+)
+async def train(
+    body: TrainRequest,
+    session: SessionDep,
+    store: StoreDep,
+    runner: RunnerDep,
+    settings: SettingsDep,
+    wait: bool = False,
+    timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
+) -> Any:
+    """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
+    job = await run_in_threadpool(training.submit, session, store, runner, body)
+    if not wait:
+        return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
+    finished = await jobs.await_job(settings.resolved_database_url, job.id, timeout)
+    return JSONResponse(finished.model_dump(mode="json"), status_code=200)

@@ -1,1 +1,0 @@
-"""One router per resource; each stays thin: validate, delegate, shape the response."""

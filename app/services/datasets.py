@@ -1,0 +1,196 @@
+"""Datasets: parsing uploads, storing them content-addressed, listing, showing and deleting them.
+
+Parsing and validation happen entirely before anything is written, so a rejected upload leaves
+nothing behind; the arrays are written (atomically) before the row that makes them visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
+from app.formats import DatasetFormatError, ParsedDataset, ParseOptions, detect_format, parse_dataset
+from app.formats.common import generated_names
+from app.formats.validation import finalize
+from app.jobs.base import ACTIVE
+from app.orm import Dataset, Job
+from app.schemas import DatasetOut, InlineData, Page
+from app.services.paging import PageParams, page
+from app.store import Store
+
+# extensions kept as the dataset's ``format`` when the format was detected from the file name
+_KNOWN_EXTENSIONS = ("arff", "csv", "tsv", "svm", "libsvm", "svmlight", "mat")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One ``POST /datasets``: the files as received and the form's options."""
+
+    content: bytes
+    filename: str | None
+    labels_file: bytes | None
+    name: str | None
+    options: dict[str, Any]
+
+
+def upload_digest(parts: list[bytes], options: dict[str, Any]) -> str:
+    """sha256 over what was uploaded: every file (length-prefixed) and the parse options."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def dataset_id(sha256: str) -> str:
+    return sha256[:16]
+
+
+def dataset_out(row: Dataset) -> DatasetOut:
+    return DatasetOut.model_validate(row)
+
+
+def upload(session: Session, store: Store, request: Upload) -> tuple[DatasetOut, bool]:
+    """Parse and store an upload; the dataset and whether it is new (False: the same upload existed)."""
+    try:
+        options = ParseOptions(**request.options)
+    except ValidationError as exc:
+        raise InvalidFields.from_pydantic(exc, loc=("body",)) from None
+    parts = [request.content] + ([request.labels_file] if request.labels_file is not None else [])
+    sha256 = upload_digest(parts, options.model_dump())
+    try:
+        parsed = parse_dataset(
+            request.content, filename=request.filename, labels_file=request.labels_file, options=options
+        )
+    except DatasetFormatError as exc:
+        raise InvalidInput(str(exc), loc=("body", "file")) from None
+    name = request.name or _printable(request.filename or "") or "dataset"
+    fmt = _format_name(request.content, request.filename, options.format)
+    row, created = store_dataset(session, store, parsed, sha256, name, fmt)
+    return dataset_out(row), created
+
+
+def _printable(text: str) -> str:
+    """A file name fit to be a dataset's name: no control characters, at most 255 characters."""
+    return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:255]
+
+
+def _format_name(content: bytes, filename: str | None, requested: str) -> str:
+    """The format as requested, or the file's extension when it named a known format, or what was detected."""
+    if requested != "auto":
+        return requested
+    extension = filename.rsplit(".", 1)[1].lower() if filename and "." in filename else ""
+    return extension if extension in _KNOWN_EXTENSIONS else detect_format(content, filename)
+
+
+def store_dataset(
+    session: Session, store: Store, parsed: ParsedDataset, sha256: str, name: str, fmt: str
+) -> tuple[Dataset, bool]:
+    """The dataset row for ``sha256`` and whether it was created now (False: it existed)."""
+    existing = session.get(Dataset, dataset_id(sha256))
+    if existing is not None:
+        return existing, False
+    store.save_dataset(sha256, np.ascontiguousarray(parsed.X), np.ascontiguousarray(parsed.Y))
+    row = Dataset(
+        id=dataset_id(sha256),
+        name=name,
+        kind=parsed.kind,
+        format=fmt,
+        n_samples=int(parsed.X.shape[0]),
+        n_features=int(parsed.X.shape[1]),
+        n_labels=int(parsed.Y.shape[1]),
+        feature_names=list(parsed.feature_names),
+        label_names=list(parsed.label_names),
+        sha256=sha256,
+        warnings=list(parsed.warnings),
+    )
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:  # the same upload, stored concurrently
+        return session.get_one(Dataset, dataset_id(sha256)), False
+    session.commit()
+    return row, True
+
+
+def inline_dataset(session: Session, store: Store, data: InlineData) -> Dataset:
+    """Small inline training data is stored like an upload, so models keep their lineage."""
+    loc = ("body", "data")
+    try:
+        X = np.asarray(data.X, dtype=np.float64)
+        Y = np.asarray(data.Y, dtype=np.float64)
+    except ValueError:
+        raise InvalidInput("X and Y must be rectangular arrays of numbers", loc=loc) from None
+    try:
+        if X.ndim != 2 or Y.ndim != 2:
+            raise DatasetFormatError("X and Y must be 2-D (one row per sample)")
+        parsed = finalize(
+            X,
+            Y,
+            data.feature_names or generated_names("f", X.shape[1]),
+            data.label_names or generated_names("l", Y.shape[1]),
+            [],
+        )
+    except DatasetFormatError as exc:
+        raise InvalidInput(str(exc), loc=loc) from None
+    digest = hashlib.sha256(data.model_dump_json().encode()).hexdigest()
+    row, _ = store_dataset(session, store, parsed, digest, "inline", "inline")
+    return row
+
+
+def get_dataset(session: Session, dataset_id: str, *, loc: tuple[str, ...] = ("path", "dataset_id")) -> Dataset:
+    """The dataset row, or NotFound located at ``loc`` (the path, or the body field naming it)."""
+    row = session.get(Dataset, dataset_id)
+    if row is None:
+        raise NotFound(f"dataset '{dataset_id}' not found", loc=loc)
+    return row
+
+
+def dataset_with_features(
+    session: Session, dataset_id: str, feature_names: list[str], *, loc: tuple[str, ...] = ("body", "dataset_id")
+) -> Dataset:
+    """A dataset to predict or evaluate with a model: it must have the model's features, in order."""
+    dataset = get_dataset(session, dataset_id, loc=loc)
+    if dataset.feature_names != feature_names:
+        raise InvalidInput(
+            f"expected the model's {len(feature_names)} features in training order; "
+            f"dataset '{dataset_id}' has {dataset.n_features} features that differ",
+            loc=loc,
+        )
+    return dataset
+
+
+def list_datasets(session: Session, params: PageParams) -> Page[DatasetOut]:
+    return page(session, select(Dataset).order_by(Dataset.created_at, Dataset.id), params, dataset_out)
+
+
+def show_dataset(session: Session, dataset_id: str) -> DatasetOut:
+    return dataset_out(get_dataset(session, dataset_id))
+
+
+def delete_dataset(session: Session, store: Store, dataset_id: str) -> None:
+    """Delete the row and the stored arrays; Conflict while a queued or running job uses the dataset.
+
+    Model versions trained on it keep its sha256 (lineage), so they need nothing from it.
+    """
+    row = get_dataset(session, dataset_id)
+    busy = session.scalars(
+        select(Job.id).where(Job.dataset_id == dataset_id, Job.status.in_([s.value for s in ACTIVE]))
+    ).first()
+    if busy is not None:
+        raise Conflict(f"dataset '{dataset_id}' is in use by job '{busy}'")
+    sha256 = row.sha256
+    session.delete(row)
+    session.commit()
+    store.delete_dataset(sha256)

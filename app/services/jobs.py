@@ -1,0 +1,65 @@
+"""Jobs as the API sees them: listing, showing, cancelling, awaiting, and batch result files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, NotFound
+from app.jobs.base import JobRunner, JobStatus
+from app.jobs.queue import cancel, job_out, wait_for
+from app.orm import Job
+from app.schemas import JobOut, Page
+from app.services.paging import PageParams, page
+from app.store import Store
+
+
+def _job(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"job '{job_id}' not found")
+    return job
+
+
+def list_jobs(session: Session, params: PageParams, status: JobStatus | None) -> Page[JobOut]:
+    query = select(Job).order_by(Job.created_at.desc(), Job.id)
+    if status is not None:
+        query = query.where(Job.status == status.value)
+    return page(session, query, params, job_out)
+
+
+def show_job(session: Session, job_id: str) -> JobOut:
+    return job_out(_job(session, job_id))
+
+
+def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
+    """Cancel a queued or running job; Conflict when it has already ended."""
+    job = _job(session, job_id)
+    cancelled = cancel(session, runner, job_id)
+    session.refresh(job)
+    if not cancelled:
+        raise Conflict(f"job '{job_id}' has already ended ({job.status})")
+    return job_out(job)
+
+
+async def await_job(database_url: str, job_id: str, timeout: float) -> JobOut:
+    """The job once it has ended, or as it is when ``timeout`` seconds have passed."""
+    job = await wait_for(database_url, job_id, timeout)
+    if job is None:
+        raise NotFound(f"job '{job_id}' was deleted while awaited")
+    return job_out(job)
+
+
+def result_file(session: Session, store: Store, job_id: str) -> Path:
+    """The output file of a succeeded batch prediction job (JSON lines or CSV)."""
+    job = _job(session, job_id)
+    if job.kind != "predict":
+        raise NotFound(f"job '{job_id}' is a {job.kind} job; it has no result file")
+    if job.status != JobStatus.SUCCEEDED or not job.result_path:
+        raise Conflict(f"job '{job_id}' is {job.status}; its result is not ready")
+    path = store.results / job.result_path  # relative: workers may mount the store elsewhere
+    if not path.exists():
+        raise NotFound(f"the result of job '{job_id}' is no longer in the store")
+    return path

@@ -1,0 +1,182 @@
+"""The model registry as the API sees it: listing and showing models and versions, aliases,
+deletion (with the garbage collection of artifacts), and resolving references for the other
+services.
+
+Versions are immutable: nothing here changes a version row; evaluations are stored beside it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, InvalidInput, NotFound
+from app.methods.base import MethodSpec
+from app.methods.catalog import get_method
+from app.observability import Metrics
+from app.orm import Alias, Model, ModelVersion
+from app.registry import ModelCache, RegistryError, Served, VersionKey, resolve, resolve_key
+from app.schemas import EvaluationOut, ModelOut, Page, VersionOut
+from app.services.paging import PageParams, page
+from app.store import ArtifactIntegrityError, Store
+
+Loc = tuple[str | int, ...]
+MODEL_LOC: Loc = ("body", "model")
+
+
+def version_out(row: ModelVersion) -> VersionOut:
+    """The version record; ``metrics`` is the latest evaluation on each dataset (evaluations are oldest first)."""
+    latest = {e.dataset_id: e.metrics for e in row.evaluations}
+    return VersionOut(
+        name=row.model_name,
+        version=row.version,
+        method=row.method,
+        params=row.params,
+        dataset_id=row.dataset_id,
+        dataset_sha256=row.dataset_sha256,
+        feature_names=row.feature_names,
+        label_names=row.label_names,
+        metrics=latest or None,
+        training_seconds=row.training_seconds,
+        library_versions=row.library_versions,
+        artifact_sha256=row.artifact_sha256,
+        job_id=row.job_id,
+        created_at=row.created_at,
+        evaluations=[EvaluationOut.model_validate(e) for e in row.evaluations],
+    )
+
+
+def model_out(model: Model) -> ModelOut:
+    return ModelOut(
+        name=model.name,
+        latest_version=model.versions[-1].version if model.versions else None,
+        aliases={a.alias: a.version for a in model.aliases},
+        versions=[version_out(v) for v in model.versions],
+    )
+
+
+# resolving references (for prediction, evaluation, training on selected features) ----------
+def resolve_version(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> ModelVersion:
+    """The version a reference points to; InvalidInput for a malformed one, NotFound for a missing one."""
+    try:
+        return resolve(session, ref)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), loc=loc) from None
+    except RegistryError as exc:
+        raise NotFound(str(exc), loc=loc) from None
+
+
+def resolve_version_key(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> VersionKey:
+    """The narrow lookup of the predict hot path (see ``app.registry.resolve_key``)."""
+    try:
+        return resolve_key(session, ref)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), loc=loc) from None
+    except RegistryError as exc:
+        raise NotFound(str(exc), loc=loc) from None
+
+
+def method_of(method_id: str) -> MethodSpec:
+    """The method a stored version was trained with; Conflict when this server no longer has it."""
+    spec = get_method(method_id)
+    if spec is None:
+        raise Conflict(f"method '{method_id}' is not available in this server", loc=MODEL_LOC)
+    return spec
+
+
+def load_served(cache: ModelCache, metrics: Metrics, key: VersionKey) -> Served:
+    """The loaded version (model, names) behind ``key``; Conflict when its artifact is unusable."""
+    try:
+        served, hit = cache.get(key)
+    except RegistryError as exc:
+        raise NotFound(str(exc), loc=MODEL_LOC) from None
+    except FileNotFoundError:
+        raise Conflict(f"version {key[0]}'s artifact is missing from the store", loc=MODEL_LOC) from None
+    except ArtifactIntegrityError as exc:
+        raise Conflict(str(exc), loc=MODEL_LOC) from None
+    metrics.cache_lookup(hit)
+    return served
+
+
+# the registry routes -------------------------------------------------------------------------
+def _model(session: Session, name: str) -> Model:
+    model = session.get(Model, name)
+    if model is None:
+        raise NotFound(f"model '{name}' not found", loc=("path", "name"))
+    return model
+
+
+def _version(session: Session, name: str, version: int, *, loc: Loc = ("path", "version")) -> ModelVersion:
+    row = session.scalars(
+        select(ModelVersion).where(ModelVersion.model_name == name, ModelVersion.version == version)
+    ).first()
+    if row is None:
+        raise NotFound(f"model '{name}' has no version {version}", loc=loc)
+    return row
+
+
+def list_models(session: Session, params: PageParams) -> Page[ModelOut]:
+    return page(session, select(Model).order_by(Model.name), params, model_out)
+
+
+def show_model(session: Session, name: str) -> ModelOut:
+    return model_out(_model(session, name))
+
+
+def show_version(session: Session, name: str, version: int) -> VersionOut:
+    return version_out(_version(session, name, version))
+
+
+def drop_unused_artifacts(session: Session, store: Store, hashes: set[str]) -> None:
+    """Delete the artifact files that no version uses any more.
+
+    Called after the rows that used them are gone (committed), by the registry's deletions and
+    by a training whose job was cancelled after its artifact was written.
+    """
+    for sha256 in hashes:
+        used = session.scalar(
+            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
+        )
+        if not used:
+            store.delete_artifact(sha256)
+
+
+def delete_version(session: Session, store: Store, name: str, version: int) -> None:
+    """Delete one version and the aliases pointing to it (the model and its other versions stay)."""
+    row = _version(session, name, version)
+    sha256 = row.artifact_sha256
+    session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))
+    session.delete(row)
+    session.commit()
+    drop_unused_artifacts(session, store, {sha256})
+
+
+def delete_model(session: Session, store: Store, name: str) -> None:
+    """Delete a model with every version and alias."""
+    model = _model(session, name)
+    hashes = {v.artifact_sha256 for v in model.versions}
+    session.delete(model)
+    session.commit()
+    drop_unused_artifacts(session, store, hashes)
+
+
+def set_alias(session: Session, name: str, alias: str, version: int) -> ModelOut:
+    """Point ``alias`` at ``version`` (creating or moving it)."""
+    model = _model(session, name)
+    _version(session, name, version, loc=("body", "version"))
+    row = session.get(Alias, (name, alias))
+    if row is None:
+        session.add(Alias(model_name=name, alias=alias, version=version))
+    else:
+        row.version = version
+    session.commit()
+    session.refresh(model)
+    return model_out(model)
+
+
+def delete_alias(session: Session, name: str, alias: str) -> None:
+    row = session.get(Alias, (name, alias))
+    if row is None:
+        raise NotFound(f"model '{name}' has no alias '{alias}'", loc=("path", "alias"))
+    session.delete(row)
+    session.commit()

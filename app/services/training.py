@@ -1,0 +1,87 @@
+"""Training: everything about a ``POST /train`` that can be checked is checked before a job is queued.
+
+The method exists, its params validate, the dataset exists (or the inline data is stored as
+one) and has the kind the method needs, and a feature selector to train on is a selector
+trained on the same features. Only then is a job row committed and handed to the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidFields, InvalidInput
+from app.jobs.base import JobRunner
+from app.jobs.payloads import SelectorChoice, TrainPayload
+from app.jobs.queue import enqueue, job_out
+from app.methods.base import MethodSpec
+from app.methods.catalog import catalog, get_method
+from app.orm import Dataset
+from app.schemas import JobOut, TrainRequest
+from app.services.datasets import get_dataset, inline_dataset
+from app.services.registry import resolve_version
+from app.store import Store
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked training request: the method, its dataset, and what the job will carry."""
+
+    spec: MethodSpec
+    dataset: Dataset
+    payload: TrainPayload
+
+
+def submit(session: Session, store: Store, runner: JobRunner, body: TrainRequest) -> JobOut:
+    """Check the request and queue its training job."""
+    return job_out(enqueue(session, runner, prepare(session, store, body).payload))
+
+
+def prepare(session: Session, store: Store, body: TrainRequest) -> Prepared:
+    spec = catalog()[body.method]  # the request model admits only the catalog's ids
+    params = dict(body.params)
+    if body.random_state is not None and "random_state" in spec.params.model_fields:
+        params.setdefault("random_state", body.random_state)
+    try:
+        spec.params.model_validate(params)
+    except ValidationError as exc:
+        raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
+    if body.data is not None:
+        dataset = inline_dataset(session, store, body.data)
+    else:
+        assert body.dataset_id is not None  # the request model demands exactly one of them
+        dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
+    if dataset.kind != spec.dataset_kind:
+        raise InvalidInput(
+            f"method '{spec.id}' needs a {spec.dataset_kind} dataset; '{dataset.id}' is {dataset.kind}",
+            loc=("body", "dataset_id"),
+        )
+    check_selector(session, spec, body, dataset)
+    selector = body.feature_selector
+    payload = TrainPayload(
+        method=spec.id,
+        dataset_id=dataset.id,
+        model_name=body.model_name,
+        params=params,
+        random_state=body.random_state,
+        feature_selector=SelectorChoice.model_validate(selector.model_dump()) if selector else None,
+    )
+    return Prepared(spec, dataset, payload)
+
+
+def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, dataset: Dataset) -> None:
+    """Training on selected features needs a classifier, and a selector fitted on the same features."""
+    selection = body.feature_selector
+    if selection is None:
+        return
+    loc = ("body", "feature_selector", "model")
+    if spec.task != "multilabel":
+        raise InvalidInput("only classifiers can be trained on selected features", loc=("body", "feature_selector"))
+    version = resolve_version(session, selection.model, loc=loc)
+    selector_spec = get_method(version.method)
+    if selector_spec is None or selector_spec.task != "selection":
+        raise InvalidInput(f"'{selection.model}' is a {version.method} model, not a feature selector", loc=loc)
+    if version.feature_names != dataset.feature_names:
+        raise InvalidInput("the selector was trained on different features than this dataset", loc=loc)
