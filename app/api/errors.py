@@ -80,7 +80,7 @@ def _field_name(loc: tuple[str | int, ...]) -> str:
 
 async def domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
-    if isinstance(exc, InvalidInput):
+    if isinstance(exc, InvalidInput) and exc.status_code == 422:  # not its 413 subclass of too-large data
         return JSONResponse({"detail": _items(exc)}, status_code=exc.status_code)
     name = _field_name(exc.loc)
     message = f"{name}: {exc.message}" if name else exc.message

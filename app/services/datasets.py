@@ -18,8 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
-from app.formats import DatasetFormatError, ParsedDataset, ParseOptions, detect_format, parse_dataset
+from app.formats import DatasetFormatError, DatasetLimits, ParsedDataset, ParseOptions, detect_format, parse_dataset
 from app.formats.common import generated_names
 from app.formats.validation import finalize
 from app.jobs.base import ACTIVE
@@ -61,8 +62,20 @@ def dataset_out(row: Dataset) -> DatasetOut:
     return DatasetOut.model_validate(row)
 
 
-def upload(session: Session, store: Store, request: Upload) -> tuple[DatasetOut, bool]:
-    """Parse and store an upload; the dataset and whether it is new (False: the same upload existed)."""
+def limits_of(settings: Settings) -> DatasetLimits:
+    """The largest dataset the configuration admits (uploads and inline training data alike)."""
+    return DatasetLimits(
+        max_cells=settings.max_dataset_cells,
+        max_features=settings.max_dataset_features,
+        max_labels=settings.max_dataset_labels,
+    )
+
+
+def upload(session: Session, store: Store, limits: DatasetLimits, request: Upload) -> tuple[DatasetOut, bool]:
+    """Parse and store an upload; the dataset and whether it is new (False: the same upload existed).
+
+    A format error is a 422 located at the file; a dataset beyond ``limits`` a 413.
+    """
     try:
         options = ParseOptions(**request.options)
     except ValidationError as exc:
@@ -71,10 +84,11 @@ def upload(session: Session, store: Store, request: Upload) -> tuple[DatasetOut,
     sha256 = upload_digest(parts, options.model_dump())
     try:
         parsed = parse_dataset(
-            request.content, filename=request.filename, labels_file=request.labels_file, options=options
+            request.content, filename=request.filename, labels_file=request.labels_file, options=options, limits=limits
         )
     except DatasetFormatError as exc:
-        raise InvalidInput(str(exc), loc=("body", "file")) from None
+        exc.loc = exc.loc or ("body", "file")
+        raise
     name = request.name or _printable(request.filename or "") or "dataset"
     fmt = _format_name(request.content, request.filename, options.format)
     row, created = store_dataset(session, store, parsed, sha256, name, fmt)
@@ -124,7 +138,7 @@ def store_dataset(
     return row, True
 
 
-def inline_dataset(session: Session, store: Store, data: InlineData) -> Dataset:
+def inline_dataset(session: Session, store: Store, limits: DatasetLimits, data: InlineData) -> Dataset:
     """Small inline training data is stored like an upload, so models keep their lineage."""
     loc = ("body", "data")
     try:
@@ -141,9 +155,11 @@ def inline_dataset(session: Session, store: Store, data: InlineData) -> Dataset:
             data.feature_names or generated_names("f", X.shape[1]),
             data.label_names or generated_names("l", Y.shape[1]),
             [],
+            limits=limits,
         )
     except DatasetFormatError as exc:
-        raise InvalidInput(str(exc), loc=loc) from None
+        exc.loc = exc.loc or loc
+        raise
     digest = hashlib.sha256(data.model_dump_json().encode()).hexdigest()
     row, _ = store_dataset(session, store, parsed, digest, "inline", "inline")
     return row

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidFields, InvalidInput
+from app.formats import DatasetLimits
 from app.jobs.base import JobRunner
 from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue, job_out
@@ -34,12 +35,12 @@ class Prepared:
     payload: TrainPayload
 
 
-def submit(session: Session, store: Store, runner: JobRunner, body: TrainRequest) -> JobOut:
-    """Check the request and queue its training job."""
-    return job_out(enqueue(session, runner, prepare(session, store, body).payload))
+def submit(session: Session, store: Store, runner: JobRunner, limits: DatasetLimits, body: TrainRequest) -> JobOut:
+    """Check the request and queue its training job (inline data must fit in ``limits``)."""
+    return job_out(enqueue(session, runner, prepare(session, store, limits, body).payload))
 
 
-def prepare(session: Session, store: Store, body: TrainRequest) -> Prepared:
+def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
     spec = catalog()[body.method]  # the request model admits only the catalog's ids
     params = dict(body.params)
     if body.random_state is not None and "random_state" in spec.params.model_fields:
@@ -49,7 +50,7 @@ def prepare(session: Session, store: Store, body: TrainRequest) -> Prepared:
     except ValidationError as exc:
         raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
     if body.data is not None:
-        dataset = inline_dataset(session, store, body.data)
+        dataset = inline_dataset(session, store, limits, body.data)
     else:
         assert body.dataset_id is not None  # the request model demands exactly one of them
         dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))

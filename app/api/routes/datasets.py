@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
-from app.api.deps import DatasetId, PageDep, SessionDep, StoreDep
+from app.api.deps import DatasetId, PageDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import DatasetOut, Page
 from app.services import datasets
@@ -27,6 +27,7 @@ def upload_dataset(
     response: Response,
     session: SessionDep,
     store: StoreDep,
+    settings: SettingsDep,
     file: Annotated[UploadFile, File(description="the dataset file")],
     labels_file: Annotated[UploadFile | None, File(description="Mulan XML label file")] = None,
     name: Annotated[str | None, Form(max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")] = None,
@@ -52,7 +53,7 @@ def upload_dataset(
             "part": part,
         },
     )
-    row, created = datasets.upload(session, store, upload)
+    row, created = datasets.upload(session, store, datasets.limits_of(settings), upload)
     if not created:
         response.status_code = status.HTTP_200_OK
     return row

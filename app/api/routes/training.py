@@ -12,6 +12,7 @@ from app.api.deps import RunnerDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import JobOut, TrainAccepted, TrainRequest
 from app.services import jobs, training
+from app.services.datasets import limits_of
 
 router = APIRouter(tags=["training"])
 
@@ -34,7 +35,8 @@ async def train(
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
-    job = await run_in_threadpool(training.submit, session, store, runner, body)
+    limits = limits_of(settings)
+    job = await run_in_threadpool(training.submit, session, store, runner, limits, body)
     if not wait:
         return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
     finished = await jobs.await_job(settings.resolved_database_url, job.id, timeout)
