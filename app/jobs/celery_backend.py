@@ -75,7 +75,6 @@ from app.orm import Job
 log = logging.getLogger("labelserve.jobs")
 
 TASK_NAME = "labelserve.execute_job"
-QUEUE = "labelserve"
 
 
 class CelerySettings(Settings):
@@ -90,6 +89,11 @@ class CelerySettings(Settings):
         3600.0, gt=0, description="Seconds before Redis redelivers an unacknowledged message"
     )
     max_tasks_per_child: int = Field(20, ge=1, description="Jobs a pool process runs before it is replaced")
+    queue: str = Field(
+        "labelserve",
+        min_length=1,
+        description="Broker queue of this deployment's jobs; deployments sharing one Redis need distinct queues",
+    )
 
     @model_validator(mode="after")
     def _timeout_spans_several_beats(self) -> CelerySettings:
@@ -114,7 +118,7 @@ def make_celery(settings: CelerySettings) -> Celery:
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         task_ignore_result=True,  # the database holds the outcome
-        task_default_queue=QUEUE,
+        task_default_queue=settings.queue,
         task_serializer="json",
         accept_content=["json"],
         task_publish_retry_policy={
@@ -186,7 +190,7 @@ class CeleryRunner:
         self._reaper.start()
 
     def _send(self, job_id: str) -> None:
-        self._celery.send_task(TASK_NAME, args=[job_id], task_id=job_id, queue=QUEUE)
+        self._celery.send_task(TASK_NAME, args=[job_id], task_id=job_id, queue=self._settings.queue)
 
     def submit(self, job_id: str) -> None:
         """Send the job; if the broker cannot be reached the job fails at once, saying so."""
@@ -252,7 +256,7 @@ def run_worker(concurrency: int) -> None:
             f"--concurrency={concurrency}",
             "--pool=prefork",
             f"--hostname={node_name()}",
-            f"--queues={QUEUE}",
+            f"--queues={settings.queue}",
             f"--loglevel={settings.log_level}",
             "--without-gossip",
             "--without-mingle",

@@ -1,7 +1,8 @@
 """The Celery job backend on the machine's real Redis and PostgreSQL, with real worker processes.
 
-Each test gets a throw-away PostgreSQL database, a flushed Redis database (number 15 unless
-``LABELSERVE_TEST_REDIS_URL`` says otherwise), a fresh model store, the API in-process with
+Each test gets a throw-away PostgreSQL database, a queue of its own on Redis (database 15 unless
+``LABELSERVE_TEST_REDIS_URL`` says otherwise; the unique queue keeps test runs that share the
+server from taking each other's jobs), a fresh model store, the API in-process with
 ``job_backend="celery"``, and ``labelserve worker`` subprocesses in their own process groups,
 always killed at teardown. Short heartbeat settings make the reaper answer in seconds.
 Skipped when Redis or PostgreSQL is not reachable.
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from subprocess import Popen
@@ -64,8 +66,7 @@ def heartbeat_timeout() -> float:
 def service(redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: float) -> Iterator[CelerySettings]:
     import redis
 
-    broker = redis.Redis.from_url(redis_url)
-    broker.flushdb()
+    queue = f"labelserve-test-{uuid.uuid4().hex[:12]}"
     yield CelerySettings(
         database_url=pg_url,
         model_dir=tmp_path / "store",
@@ -75,8 +76,9 @@ def service(redis_url: str, pg_url: str, tmp_path: Path, heartbeat_timeout: floa
         heartbeat_seconds=0.3,
         heartbeat_timeout=heartbeat_timeout,
         reap_seconds=0.5,
+        queue=queue,
     )
-    broker.flushdb()
+    redis.Redis.from_url(redis_url).delete(queue)  # messages left by a test that failed midway
 
 
 @pytest.fixture
@@ -94,6 +96,7 @@ def worker_env(settings: CelerySettings) -> dict[str, str]:
         LABELSERVE_BROKER_URL=settings.broker_url,
         LABELSERVE_HEARTBEAT_SECONDS=str(settings.heartbeat_seconds),
         LABELSERVE_HEARTBEAT_TIMEOUT=str(settings.heartbeat_timeout),
+        LABELSERVE_QUEUE=settings.queue,
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
     )
