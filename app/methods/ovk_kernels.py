@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy.linalg import solve_triangular
 
 # Rows of per-feature kernel values held at once: block_rows * n * d floats ~ this many bytes.
 _BLOCK_BYTES = 32 * 2**20
@@ -535,39 +536,189 @@ def label_correlation(M: np.ndarray) -> np.ndarray:
 class SampleStats:
     """What stages D-G need from the sample-level distributions, folded in block by block.
 
-    The (n, q, d) distributions ``mu_alpha(x_i)`` are only ever used through
-    ``F Z^T`` (the ridge maps, ``Z`` = distributions flattened to (n, q d)) and ``K_{x_i}``.
     Each leave-one-out block is turned into its distributions (PCA step + normaliser) and
     reduced at once, so nothing of size n q d is held (Business at n = 4000: 420 MB a copy).
-    When d > n the ridge maps are stored in dual form, which needs ``Z`` itself (then
-    n q d < q d^2, the size of the primal maps).
+    A distribution ``mu_alpha(x_i)`` is built from ``mu_alpha(X)`` and ``mu_alpha(X - x_i)``
+    only, so off the union of their supports every one of its entries equals one value (the
+    normaliser maps equal inputs to equal outputs). It is kept exactly as its entries on the
+    union ``U`` of all supports plus that off-support value: ``n q (|U| + 1)`` numbers instead
+    of ``n q d`` (simplex-QP solutions are sparse, so ``|U|`` is usually a small part of d).
 
-    Fitted fields: ``primal``; ``XtZ`` (d, q d) = ``F Z^T`` (primal) or ``Z`` (n, q d) (dual);
-    ``Kx`` (n, q, q); ``spread_sum`` (sum over i, alpha of ``||mu_alpha(x_i) - mu_alpha(X)||_1``).
+    Fitted fields: ``Kx`` (n, q, q), the stage-C label-correlation matrices;
+    ``spread_sum`` (sum over i, alpha of ``||mu_alpha(x_i) - mu_alpha(X)||_1``); after
+    :meth:`compact`: ``U`` (sorted feature indices), ``ZU`` (n, q, |U|), ``Zoff`` (n, q).
     """
 
     def __init__(self, Xs: np.ndarray, Mu: np.ndarray, centering: str, normalizer: str) -> None:
         n, d = Xs.shape
         q = Mu.shape[0]
-        self.Xs, self.Mu = Xs, Mu
+        self.n, self.d = n, d
+        self.Mu = Mu
         self.centering, self.normalizer = centering, normalizer
-        self.primal = d <= n
-        self.XtZ = np.zeros((d, q * d)) if self.primal else None
-        self.Z = None if self.primal else np.empty((n, q * d))
         self.Kx = np.empty((n, q, q))
         self.spread_sum = 0.0
+        self._blocks: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._mu_support = Mu.sum(axis=0) > 0
 
     def add(self, s: int, e: int, Lb: np.ndarray) -> None:
         """Fold in the leave-one-out distributions ``Lb`` (e - s, q, d) of samples s..e-1."""
         v, _ = pca_combine(self.Mu, Lb, self.centering)
         Mb = normalize(v, self.normalizer)
         self.spread_sum += float(np.abs(Mb - self.Mu[None]).sum())
-        Zb = Mb.reshape(e - s, -1)
-        if self.primal:
-            self.XtZ += self.Xs[s:e].T @ Zb
-        else:
-            self.Z[s:e] = Zb
         self.Kx[s:e] = label_correlation(Mb)
+        cols = np.flatnonzero(self._mu_support | (Lb != 0).any(axis=(0, 1)))
+        rest = np.setdiff1d(np.arange(self.d), cols)
+        off = Mb[:, :, rest[0]] if rest.size else np.zeros(Mb.shape[:2])
+        self._blocks.append((s, e, cols, np.ascontiguousarray(Mb[:, :, cols]), off))
+
+    def compact(self) -> None:
+        """Assemble ``U``, ``ZU`` and ``Zoff`` from the folded blocks (call once, after the pass)."""
+        U = np.unique(np.concatenate([b[2] for b in self._blocks])) if self._blocks else np.arange(0)
+        q = self.Mu.shape[0]
+        ZU = np.empty((self.n, q, U.size))
+        Zoff = np.empty((self.n, q))
+        for s, e, cols, vals, off in self._blocks:
+            ZU[s:e] = off[:, :, None]
+            ZU[s:e][:, :, np.searchsorted(U, cols)] = vals
+            Zoff[s:e] = off
+        self.U, self.ZU, self.Zoff = U, ZU, Zoff
+        self._blocks = []
+
+
+def normalize_compact(VU: np.ndarray, voff: np.ndarray, n_off: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`normalize` of vectors held as their entries on ``U`` (``VU`` (..., |U|)) plus one
+    value ``voff`` (...) repeated on the other ``n_off`` features; same result, same layout."""
+    if n_off == 0:
+        return normalize(VU, mode), np.zeros(VU.shape[:-1])
+    d = VU.shape[-1] + n_off
+    voff = voff[..., None]
+    if mode == "none":
+        return np.array(VU, dtype=float), np.array(voff[..., 0], dtype=float)
+    if mode == "softmax":
+        top = np.maximum(VU.max(axis=-1, keepdims=True), voff)
+        zU, zo = np.exp(VU - top), np.exp(voff - top)
+        tot = zU.sum(axis=-1, keepdims=True) + n_off * zo
+        return zU / tot, (zo / tot)[..., 0]
+    lo = np.minimum(VU.min(axis=-1, keepdims=True), voff)
+    span = np.maximum(VU.max(axis=-1, keepdims=True), voff) - lo
+    const = span <= 0
+    safe = np.where(const, 1.0, span)
+    wU, wo = (VU - lo) / safe, (voff - lo) / safe
+    if mode == "minmax":
+        return np.where(const, 1.0 / d, wU), np.where(const, 1.0 / d, wo)[..., 0]
+    if mode != "minmax_sum":
+        raise ValueError(f"unknown normalizer {mode!r}")
+    tot = np.where(const, 1.0, wU.sum(axis=-1, keepdims=True) + n_off * wo)
+    return np.where(const, 1.0 / d, wU / tot), np.where(const, 1.0 / d, wo / tot)[..., 0]
+
+
+def label_correlation_compact(WU: np.ndarray, woff: np.ndarray, n_off: int) -> np.ndarray:
+    """``K_x = M M^T`` of compact distributions (see :func:`normalize_compact`): (n, q, q)."""
+    return np.matmul(WU, WU.transpose(0, 2, 1)) + n_off * woff[:, :, None] * woff[:, None, :]
+
+
+def ridge_map(Xs: np.ndarray, T: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge map ``P = (F F^T + rho I)^{-1} F T`` (no intercept, as the paper's ``W x``) and
+    its exact leave-one-out predictions on the training rows: (d, m) and (n, m).
+
+    Solved in the smaller of the primal (d x d) and dual (n x n) systems; both give the same
+    P (push-through identity). Leave-one-out predictions use the hat-matrix identity
+    ``(f_i - h_ii t_i) / (1 - h_ii)``, so every training sample's distributions are predicted
+    by a map that never saw it, exactly like an unseen sample's.
+    """
+    n, d = Xs.shape
+    if d <= n:
+        A = Xs.T @ Xs
+        A[np.diag_indices(d)] += rho
+        cho = np.linalg.cholesky(A)
+        P = _chol_solve(cho, Xs.T @ T)
+        h = np.einsum("ij,ji->i", Xs, _chol_solve(cho, Xs.T))
+    else:
+        K = Xs @ Xs.T
+        K[np.diag_indices(n)] += rho
+        cho = np.linalg.cholesky(K)
+        alpha = _chol_solve(cho, T)
+        P = Xs.T @ alpha
+        h = 1.0 - rho * np.diag(_chol_solve(cho, np.eye(n)))
+    fit = Xs @ P
+    loo = (fit - h[:, None] * T) / (1.0 - h)[:, None]
+    return P, loo
+
+
+def _chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
+    return solve_triangular(L.T, solve_triangular(L, B, lower=True), lower=False)
+
+
+def trace_features(K: np.ndarray) -> np.ndarray:
+    """The distinct entries of each symmetric ``K_x`` (n, q, q) -> (n, q (q + 1) / 2), off-diagonal
+    ones weighted by sqrt(2), so that ``F(x) . F(z) = <K_x, K_z>_F = tr K(x, z)``."""
+    q = K.shape[1]
+    iu = np.triu_indices(q)
+    return K[:, iu[0], iu[1]] * np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+
+
+@dataclass
+class TraceHead:
+    """Kernel ridge regression with the scalar kernel ``tr K(x, z)`` and an intercept per label,
+    in primal form on :func:`trace_features`. The features are centred on the training mean
+    and divided by their root mean square norm, so the kernel's mean diagonal is 1 and
+    ``lambda_k`` is relative to its scale."""
+
+    mean: np.ndarray
+    scale: float
+    coef: np.ndarray
+    intercept: np.ndarray
+    lambda_k: float
+
+    def scores(self, F: np.ndarray) -> np.ndarray:
+        return ((F - self.mean) / self.scale) @ self.coef + self.intercept
+
+
+def trace_head_path(F: np.ndarray, Ys: np.ndarray, lambdas) -> tuple[list[TraceHead], list[np.ndarray]]:
+    """:class:`TraceHead` fits for every ``lambda_k`` in ``lambdas`` (penalty ``n lambda_k``, as
+    the paper's ``n lambda I``) and their exact leave-one-out scores on the training rows, from
+    one SVD of the centred features."""
+    n = F.shape[0]
+    mean = F.mean(axis=0)
+    Fc = F - mean
+    scale = float(np.sqrt((Fc**2).sum() / n))
+    if not scale > 0:
+        scale = 1.0
+    Fc /= scale
+    ym = Ys.mean(axis=0)
+    Yc = Ys - ym
+    Uf, s, Vt = np.linalg.svd(Fc, full_matrices=False)
+    UtY = Uf.T @ Yc
+    heads, loos = [], []
+    for lam in lambdas:
+        shrink = s**2 / (s**2 + n * lam)
+        fit = Uf @ (shrink[:, None] * UtY)
+        h = np.minimum((Uf**2) @ shrink + 1.0 / n, 1.0 - 1e-12)
+        loos.append(Ys - (Yc - fit) / (1.0 - h)[:, None])
+        coef = Vt.T @ ((s / (s**2 + n * lam))[:, None] * UtY)
+        heads.append(TraceHead(mean, scale, coef, ym, float(lam)))
+    return heads, loos
+
+
+def f1_thresholds(S: np.ndarray, Yb: np.ndarray) -> np.ndarray:
+    """Per label, the score threshold that maximises that label's F1 on ``(S, Yb)``: midway
+    between the k-th and (k+1)-th highest score for the best k. A label with no positive
+    example gets +inf (never predicted)."""
+    n, q = S.shape
+    out = np.full(q, np.inf)
+    for a in range(q):
+        pos = Yb[:, a].sum()
+        if pos == 0:
+            continue
+        order = np.argsort(-S[:, a], kind="stable")
+        s = S[order, a]
+        tp = np.cumsum(Yb[order, a])
+        k = np.arange(1, n + 1)
+        f1 = 2.0 * tp / (k + pos)
+        f1[:-1][s[1:] == s[:-1]] = -1.0  # a cut must fall between two different scores
+        b = int(np.argmax(f1))
+        out[a] = 0.5 * (s[b] + s[b + 1]) if b + 1 < n else s[b] - 1.0
+    return out
 
 
 def krr_reduced(Kx: np.ndarray, Ys: np.ndarray, lambda_k: float):

@@ -50,6 +50,7 @@ n = 4000 trains in about 80 s with a peak of about 0.6 GB (``benchmarks/trans_ov
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from itertools import product
 from typing import Any, Literal
@@ -57,17 +58,39 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
 
 from app.methods import ovk_kernels as ok
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.metrics import average_precision, micro_f1
 
 Centering = Literal["row", "column"]
 Normalizer = Literal["minmax_sum", "minmax", "softmax", "none"]
 KOrder = Literal["literal", "standard"]
+KernelInputs = Literal["mapped", "loo"]
+Head = Literal["trace", "ovk"]
 
-#: The spec's literal reading of section 6 (A1-A4); pass as ``TransOVK(**LITERAL_READING)``.
-LITERAL_READING = dict(pca_centering="row", normalizer="minmax_sum", k_order="literal", self_factor=True)
+#: The paper read literally (spec section 6, A1-A4 and A9: row centring, min-max-sum normaliser,
+#: the operator-valued KRR in the printed order with the leading factor, training K_x from the
+#: leave-one-out step, spec penalties, threshold 0); pass as ``TransOVK(**LITERAL_READING)``.
+LITERAL_READING: dict[str, Any] = dict(
+    pca_centering="row",
+    normalizer="minmax_sum",
+    kernel_inputs="loo",
+    head="ovk",
+    k_order="literal",
+    self_factor=True,
+    lambda_w=0.01,
+    lambda_k=0.01,
+    threshold=0.0,
+)
+
+#: Candidate ridge-map penalties when ``lambda_w=None``, and trace-head penalties when ``lambda_k=None``.
+LAMBDA_W_GRID = (0.01, 0.1, 1.0, 10.0)
+LAMBDA_K_GRID = tuple(10.0**e for e in range(-8, 1))
+# The 'ovk' head's penalty when lambda_k is None (the spec's recommendation).
+_OVK_LAMBDA_K = 0.01
 
 # Share of the whole fit spent in each stage, for progress fractions (measured on yeast and
 # scene: the leave-one-out pass, n*q warm-started QPs, dominates).
@@ -86,21 +109,49 @@ class TransOVKParams(MethodParams):
         "None = median heuristic (median non-zero squared per-feature difference, fixed seed).",
     )
     lambda_a: float = Field(1.0, gt=0, description="Weight of ||K_mu||_F^2 in the alignment QP.")
-    lambda_w: float = Field(0.01, gt=0, description="Ridge penalty of the x -> mu_alpha(x) maps.")
-    lambda_k: float = Field(0.01, gt=0, description="Kernel ridge penalty (bold K + n lambda_k I).")
+    lambda_w: float | None = Field(
+        None,
+        gt=0,
+        description="Ridge penalty of the x -> mu_alpha(x) maps; None = chosen from "
+        f"{list(LAMBDA_W_GRID)} by the leave-one-out average precision of the training data.",
+    )
+    lambda_k: float | None = Field(
+        None,
+        gt=0,
+        description="Kernel ridge penalty (kernel + n lambda_k I), relative to the kernel's scale for the "
+        "'trace' head; None = chosen by exact leave-one-out average precision on the training data "
+        "('trace' head) or 0.01 ('ovk' head).",
+    )
     pca_centering: Centering = Field(
-        "column",
-        description="A1: centre each column of the 2 x d PCA matrix (default; gives "
-        "the leave-one-out influence mu(X) - mu(X - x_i)) or each row (the paper's literal text).",
+        "row",
+        description="A1: centre each row of the 2 x d PCA matrix (the paper's text, default) or each "
+        "column (gives the leave-one-out influence mu(X) - mu(X - x_i)).",
     )
     normalizer: Normalizer = Field(
         "minmax_sum",
         description="A2: the paper's unstated 'normalise' of the PCA output "
         "(min-max then divide by the sum, a distribution); 'none' keeps the signed output.",
     )
-    k_order: KOrder = Field("literal", description="A3: K(x_i, x) as printed (literal) or K(x, x_i) (representer).")
-    self_factor: bool = Field(True, description="A4: keep the leading K(x, x)^T factor in g(x).")
-    threshold: float = Field(0.0, description="A9: label set = scores above this value.")
+    kernel_inputs: KernelInputs = Field(
+        "mapped",
+        description="Where the training samples' K_x come from: 'mapped' (default) = the ridge map, as "
+        "for unseen samples (leave-one-out predictions, so the kernel is one function of x for training "
+        "and test samples); 'loo' = the stage-C distributions, which use the sample's own labels (paper).",
+    )
+    head: Head = Field(
+        "trace",
+        description="'trace' (default) = kernel ridge regression with the scalar kernel tr K(x, z) = "
+        "<K_x, K_z>_F and an intercept per label; 'ovk' = the paper's operator-valued KRR (k_order, "
+        "self_factor apply).",
+    )
+    k_order: KOrder = Field("literal", description="A3 ('ovk' head): K(x_i, x) as printed or K(x, x_i).")
+    self_factor: bool = Field(True, description="A4 ('ovk' head): keep the leading K(x, x)^T factor in g(x).")
+    threshold: float | None = Field(
+        None,
+        description="Label set = scores above this value; None = per-label thresholds that maximise each "
+        "label's F1 on leave-one-out training scores, plus the top label for a sample left empty when that "
+        "raises the training micro-F1 (A9's literal rule is 0).",
+    )
     local_k: int | None = Field(
         None,
         ge=2,
@@ -113,28 +164,42 @@ class TransOVKParams(MethodParams):
     n_jobs: int = Field(1, ge=1, description="Threads for the streamed kernel passes.")
 
 
+class ConstantRankingWarning(UserWarning):
+    """Every training sample gets the same label ranking: the learned kernel does not depend on the
+    input, so the model is no better than a fixed ranking (spec A1, A4)."""
+
+
+class EmptyLabelSetWarning(UserWarning):
+    """The label-set rule predicts an empty set for every training sample."""
+
+
 class TransOVK(ClassifierMixin, BaseEstimator):
     """Multi-label classifier with a learned transformable operator-valued kernel.
 
     Fitted attributes: ``x_min_``, ``x_span_`` (min-max scaling, fitted on training data),
     ``sigma2_``, ``mu_global_`` (q, d) global feature-importance distributions,
     ``distribution_spread_`` (mean L1 distance between sample-level and global distributions;
-    near 0 means the kernel hardly depends on the input, spec A1), ``n_qp_unconverged_``,
-    ridge map (``map_primal_`` or ``map_dual_``/``map_basis_``), ``beta_`` (q,), ``coef_``
-    (n, q) KRR coefficients, ``T_`` (q, q, q).
+    near 0 means the stage-C distributions hardly depend on the sample, spec A1),
+    ``n_qp_unconverged_``, the ridge map ``map_support_`` (features where the distributions
+    can differ from one off-support value) and ``map_coef_`` (d, q (|U| + 1)),
+    ``lambda_w_``, ``lambda_k_``; 'trace' head: ``trace_head_``; 'ovk' head: ``beta_`` (q,),
+    ``coef_`` (n, q) KRR coefficients, ``T_`` (q, q, q); ``thresholds_`` (q,) and
+    ``fill_empty_`` (label-set rule).
     """
 
     def __init__(
         self,
         sigma: float | None = None,
         lambda_a: float = 1.0,
-        lambda_w: float = 0.01,
-        lambda_k: float = 0.01,
-        pca_centering: Centering = "column",
+        lambda_w: float | None = None,
+        lambda_k: float | None = None,
+        pca_centering: Centering = "row",
         normalizer: Normalizer = "minmax_sum",
+        kernel_inputs: KernelInputs = "mapped",
+        head: Head = "trace",
         k_order: KOrder = "literal",
         self_factor: bool = True,
-        threshold: float = 0.0,
+        threshold: float | None = None,
         local_k: int | None = None,
         qp_tol: float = 1e-10,
         qp_max_iter: int = 1000,
@@ -146,6 +211,8 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.lambda_k = lambda_k
         self.pca_centering = pca_centering
         self.normalizer = normalizer
+        self.kernel_inputs = kernel_inputs
+        self.head = head
         self.k_order = k_order
         self.self_factor = self_factor
         self.threshold = threshold
@@ -172,7 +239,15 @@ class TransOVK(ClassifierMixin, BaseEstimator):
             Xs, Ys, self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report)
         )
         self.distribution_spread_ = stats.spread_sum / (X.shape[0] * Y.shape[1])
+        if self.n_qp_unconverged_:
+            warnings.warn(
+                f"{self.n_qp_unconverged_} alignment QPs stopped at qp_max_iter={self.qp_max_iter} "
+                f"without reaching the KKT tolerance {self.qp_tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self._fit_head(Xs, Ys, stats, _staged(report))
+        self._check_degenerate()
         return self
 
     def _distribution_stats(self, Xs, Ys, sigma2, readings: Sequence[tuple[str, str]], report) -> list[ok.SampleStats]:
@@ -220,47 +295,136 @@ class TransOVK(ClassifierMixin, BaseEstimator):
                 lambda f: report("leave-one-out", f),
                 consume=feed,
             )
+        for st in stats:
+            st.compact()
         self.mu_global_ = Mu
         self.n_qp_unconverged_ = int(fails + loo_fails)
         return stats
 
     def _fit_head(self, Xs, Ys, stats: ok.SampleStats, report) -> None:
-        """Stages D-G: ridge maps, K_x, reduced KRR. Cheap; reused by :func:`tune_trans_ovk`."""
+        """Stages D-G: ridge maps, K_x, kernel ridge regression, label-set rule. Cheap next to
+        stages A-C; reused by :func:`tune_trans_ovk`.
+
+        The operator-valued kernel must be one function of x for training and unseen samples
+        alike. The stage-C distributions of a training sample use its own labels (through its
+        leave-one-out problem), an unseen sample's come from the ridge map, so the paper's
+        KRR fits on kernel values that never occur at prediction time. ``kernel_inputs=
+        'mapped'`` evaluates the training samples' K_x through the ridge map too (each by
+        the map fitted without it, exactly, so they look like an unseen sample's)."""
         n, d = Xs.shape
+        Yb = Ys > 0
         report("kernel", 0.0)
-        rho = n * self.lambda_w
-        # W_alpha = Z_alpha F^T (F F^T + n lambda_w I)^{-1}; the dual (push-through) form is
-        # smaller when d > n. Both give the same maps.
-        if stats.primal:
-            P = np.linalg.solve(Xs.T @ Xs + rho * np.eye(d), stats.XtZ)  # (d, q d)
-            self.map_primal_ = np.ascontiguousarray(P)
-            self.map_dual_ = self.map_basis_ = None
-        else:
-            self.map_dual_ = np.linalg.solve(Xs @ Xs.T + rho * np.eye(n), Xs)  # (n, d)
-            self.map_basis_ = stats.Z
-            self.map_primal_ = None
+        self.map_support_ = stats.U
+        n_off = d - stats.U.size
+        targets = np.concatenate([stats.ZU.reshape(n, -1), stats.Zoff], axis=1)
+        lw_grid = LAMBDA_W_GRID if self.lambda_w is None else (self.lambda_w,)
+        best: tuple | None = None
+        for lw in lw_grid:
+            P, loo_t = ok.ridge_map(Xs, targets, n * lw)
+            if self.kernel_inputs == "mapped":
+                K = self._kx_from_outputs(loo_t, stats.U.size, n_off)
+            elif self.kernel_inputs == "loo":
+                K = stats.Kx
+            else:
+                raise ValueError(f"unknown kernel_inputs {self.kernel_inputs!r}")
+            fit = self._fit_scores(K, Ys)
+            score = average_precision(Yb, fit[1]) if len(lw_grid) > 1 else 0.0
+            if best is None or score > best[0]:
+                best = (score, lw, P, fit)
+        assert best is not None
+        _, self.lambda_w_, P, (head_state, train_scores, fitted) = best
+        self.map_coef_ = np.ascontiguousarray(P)
         report("kernel", 1.0)
         report("solve", 0.0)
-        self.beta_, self.coef_, self.T_ = ok.krr_reduced(stats.Kx, Ys, self.lambda_k)
+        self._set_head(head_state)
+        self._fit_label_rule(train_scores, Yb)
+        self._train_scores_ranking_count = _n_rankings(fitted)
+        self._train_empty_rate = float((self._label_sets(train_scores).sum(axis=1) == 0).mean())
         report("solve", 1.0)
 
+    def _fit_scores(self, K: np.ndarray, Ys: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Fit the head on training K_x; returns its state, scores of the training samples by
+        fits that did not see them (trace head: exact leave-one-out; ovk head: in-sample, it
+        has no cheap leave-one-out form) and the in-sample scores."""
+        if self.head == "trace":
+            F = ok.trace_features(K)
+            lk_grid = LAMBDA_K_GRID if self.lambda_k is None else (self.lambda_k,)
+            heads, loos = ok.trace_head_path(F, Ys, lk_grid)
+            k = int(np.argmax([average_precision(Ys > 0, L) for L in loos])) if len(lk_grid) > 1 else 0
+            return heads[k], loos[k], heads[k].scores(F)
+        if self.head != "ovk":
+            raise ValueError(f"unknown head {self.head!r}")
+        lk = _OVK_LAMBDA_K if self.lambda_k is None else self.lambda_k
+        beta, C, T = ok.krr_reduced(K, Ys, lk)
+        fitted = self._ovk_scores(K, beta, T)
+        return (lk, beta, C, T), fitted, fitted
+
+    def _set_head(self, state: Any) -> None:
+        if self.head == "trace":
+            self.trace_head_ = state
+            self.lambda_k_ = state.lambda_k
+            self.beta_ = self.coef_ = self.T_ = None
+        else:
+            self.trace_head_ = None
+            self.lambda_k_, self.beta_, self.coef_, self.T_ = state
+
+    def _fit_label_rule(self, S: np.ndarray, Yb: np.ndarray) -> None:
+        """A9: a fixed threshold, or (``threshold=None``) per-label F1 thresholds learned on the
+        held-out training scores and the top label for empty sets when that helps there."""
+        q = Yb.shape[1]
+        if self.threshold is not None:
+            self.thresholds_ = np.full(q, float(self.threshold))
+            self.fill_empty_ = False
+            return
+        self.thresholds_ = ok.f1_thresholds(S, Yb)
+        self.fill_empty_ = False
+        plain = micro_f1(Yb, self._label_sets(S))
+        self.fill_empty_ = True
+        self.fill_empty_ = bool(micro_f1(Yb, self._label_sets(S)) >= plain)
+
+    def _check_degenerate(self) -> None:
+        if self._train_scores_ranking_count <= 1:
+            warnings.warn(
+                "every training sample gets the same label ranking: the learned kernel does not depend on the "
+                "input (try pca_centering, kernel_inputs='mapped' or head='trace')",
+                ConstantRankingWarning,
+                stacklevel=3,
+            )
+        if self._train_empty_rate >= 1.0:
+            warnings.warn(
+                "the label-set rule predicts an empty set for every training sample "
+                f"(thresholds {np.round(self.thresholds_, 6).tolist()[:5]}...; threshold=None learns them)",
+                EmptyLabelSetWarning,
+                stacklevel=3,
+            )
+
     # ---------------------------------------------------------------------------- prediction
+
+    def _kx_from_outputs(self, V: np.ndarray, u: int, n_off: int) -> np.ndarray:
+        """K_x from ridge-map outputs laid out as ``[entries on U (q u) | off value (q)]``."""
+        q = self.n_labels_
+        VU = V[:, : q * u].reshape(-1, q, u)
+        W, woff = ok.normalize_compact(VU, V[:, q * u :], n_off, self.normalizer)
+        return ok.label_correlation_compact(W, woff, n_off)
 
     def predict_distributions(self, X: np.ndarray) -> np.ndarray:
         """Sample-level distributions of unseen samples, N(W_alpha x): (p, q, d)."""
         Xs = (np.asarray(X, dtype=np.float64) - self.x_min_) / self.x_span_
-        if self.map_primal_ is not None:
-            V = Xs @ self.map_primal_
-        else:
-            V = (Xs @ self.map_dual_.T) @ self.map_basis_
-        V = V.reshape(Xs.shape[0], self.n_labels_, self.n_features_in_)
-        return ok.normalize(V, self.normalizer)
+        V = Xs @ self.map_coef_
+        q, d, U = self.n_labels_, self.n_features_in_, self.map_support_
+        W, woff = ok.normalize_compact(
+            V[:, : q * U.size].reshape(-1, q, U.size), V[:, q * U.size :], d - U.size, self.normalizer
+        )
+        M = np.repeat(woff[:, :, None], d, axis=2)
+        M[:, :, U] = W
+        return M
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Scores g(x) (p, q); higher = more relevant. Rows go in chunks so the (rows, q, d)
-        predicted distributions stay small whatever p is."""
+        """Scores g(x) (p, q); higher = more relevant. Rows go in chunks so the predicted
+        distributions stay small whatever p is."""
         X = np.asarray(X, dtype=np.float64)
-        step = max(1, _PREDICT_BYTES // (8 * self.n_labels_ * self.n_features_in_))
+        width = self.n_labels_ * (self.map_support_.size + 1)
+        step = max(1, _PREDICT_BYTES // (8 * width))
         return (
             np.concatenate([self._scores(X[s : s + step]) for s in range(0, X.shape[0], step)])
             if X.shape[0]
@@ -268,18 +432,47 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         )
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
-        Kt = ok.label_correlation(self.predict_distributions(X))
+        Xs = (X - self.x_min_) / self.x_span_
+        U = self.map_support_
+        Kt = self._kx_from_outputs(Xs @ self.map_coef_, U.size, self.n_features_in_ - U.size)
+        if self.trace_head_ is not None:
+            return self.trace_head_.scores(ok.trace_features(Kt))
+        beta, T = self.beta_, self.T_
+        assert beta is not None and T is not None  # set by _set_head for the 'ovk' head
+        return self._ovk_scores(Kt, beta, T)
+
+    def _ovk_scores(self, Kt: np.ndarray, beta: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """The paper's g(x) = K(x, x)^T k_x^T C in its exact reduced forms (spec 3.8, section 4)."""
         if self.k_order == "literal":
-            h = np.einsum("abc,pbc->pa", self.T_, Kt)
+            h = np.einsum("abc,pbc->pa", T, Kt)
         else:
-            h = Kt @ self.beta_
+            h = Kt @ beta
         if self.self_factor:
             h = np.einsum("pab,pb->pa", Kt, np.einsum("pab,pb->pa", Kt, h))
         return h
 
+    def _label_sets(self, S: np.ndarray) -> np.ndarray:
+        Z = S > self.thresholds_[None, :]
+        if self.fill_empty_ and S.shape[1]:
+            empty = ~Z.any(axis=1)
+            Z[np.flatnonzero(empty), np.argmax(S[empty], axis=1)] = True
+        return Z
+
     def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = self.threshold if threshold is None else threshold
-        return (self.decision_function(X) > t).astype(np.int64)
+        """Label sets: the learned rule (``thresholds_``, ``fill_empty_``), or every score above
+        ``threshold`` when one is given."""
+        S = self.decision_function(X)
+        if threshold is not None:
+            return (S > threshold).astype(np.int64)
+        return self._label_sets(S).astype(np.int64)
+
+
+def _n_rankings(S: np.ndarray) -> int:
+    """Number of distinct label rankings (ties broken by label index) among the rows of S."""
+    if S.shape[0] == 0:
+        return 0
+    order = np.argsort(-S, axis=1, kind="stable")
+    return int(np.unique(order, axis=0).shape[0])
 
 
 def _staged(report: ProgressFn):
@@ -319,7 +512,6 @@ def tune_trans_ovk(
     run once per (fold, sigma, lambda_a) and all (lambda_w, lambda_k) pairs reuse them.
     Returns the refitted estimator and one row per grid point with its mean CV score.
     """
-    from app.metrics import average_precision
 
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y)
