@@ -617,32 +617,20 @@ def label_correlation_compact(WU: np.ndarray, woff: np.ndarray, n_off: int) -> n
     return np.matmul(WU, WU.transpose(0, 2, 1)) + n_off * woff[:, :, None] * woff[:, None, :]
 
 
-def ridge_map(Xs: np.ndarray, T: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
-    """Ridge map ``P = (F F^T + rho I)^{-1} F T`` (no intercept, as the paper's ``W x``) and
-    its exact leave-one-out predictions on the training rows: (d, m) and (n, m).
+def ridge_map(Xs: np.ndarray, T: np.ndarray, rho: float) -> np.ndarray:
+    """Ridge map ``P = (F F^T + rho I)^{-1} F T`` (d, m), no intercept (the paper's ``W x``).
 
     Solved in the smaller of the primal (d x d) and dual (n x n) systems; both give the same
-    P (push-through identity). Leave-one-out predictions use the hat-matrix identity
-    ``(f_i - h_ii t_i) / (1 - h_ii)``, so every training sample's distributions are predicted
-    by a map that never saw it, exactly like an unseen sample's.
+    P (push-through identity).
     """
     n, d = Xs.shape
     if d <= n:
         A = Xs.T @ Xs
         A[np.diag_indices(d)] += rho
-        cho = np.linalg.cholesky(A)
-        P = _chol_solve(cho, Xs.T @ T)
-        h = np.einsum("ij,ji->i", Xs, _chol_solve(cho, Xs.T))
-    else:
-        K = Xs @ Xs.T
-        K[np.diag_indices(n)] += rho
-        cho = np.linalg.cholesky(K)
-        alpha = _chol_solve(cho, T)
-        P = Xs.T @ alpha
-        h = 1.0 - rho * np.diag(_chol_solve(cho, np.eye(n)))
-    fit = Xs @ P
-    loo = (fit - h[:, None] * T) / (1.0 - h)[:, None]
-    return P, loo
+        return _chol_solve(np.linalg.cholesky(A), Xs.T @ T)
+    K = Xs @ Xs.T
+    K[np.diag_indices(n)] += rho
+    return Xs.T @ _chol_solve(np.linalg.cholesky(K), T)
 
 
 def _chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:

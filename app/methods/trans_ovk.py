@@ -134,9 +134,9 @@ class TransOVKParams(MethodParams):
     )
     kernel_inputs: KernelInputs = Field(
         "mapped",
-        description="Where the training samples' K_x come from: 'mapped' (default) = the ridge map, as "
-        "for unseen samples (leave-one-out predictions, so the kernel is one function of x for training "
-        "and test samples); 'loo' = the stage-C distributions, which use the sample's own labels (paper).",
+        description="Where the training samples' K_x come from: 'mapped' (default) = the fitted ridge map, "
+        "as for unseen samples, so the kernel is one function of x for training and test samples; 'loo' = "
+        "the stage-C distributions, which use the sample's own labels (the paper).",
     )
     head: Head = Field(
         "trace",
@@ -309,8 +309,10 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         alike. The stage-C distributions of a training sample use its own labels (through its
         leave-one-out problem), an unseen sample's come from the ridge map, so the paper's
         KRR fits on kernel values that never occur at prediction time. ``kernel_inputs=
-        'mapped'`` evaluates the training samples' K_x through the ridge map too (each by
-        the map fitted without it, exactly, so they look like an unseen sample's)."""
+        'mapped'`` evaluates the training samples' K_x through the same fitted ridge map.
+        (Leave-one-out map predictions instead leak the sample's labels with the opposite
+        sign: removing z_i shifts the prediction away from it, and a weakly penalised head
+        learns that shift; measured on yeast, leave-one-out AP 0.87 against 0.73 on test.)"""
         n, d = Xs.shape
         Yb = Ys > 0
         report("kernel", 0.0)
@@ -320,9 +322,9 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         lw_grid = LAMBDA_W_GRID if self.lambda_w is None else (self.lambda_w,)
         best: tuple | None = None
         for lw in lw_grid:
-            P, loo_t = ok.ridge_map(Xs, targets, n * lw)
+            P = ok.ridge_map(Xs, targets, n * lw)
             if self.kernel_inputs == "mapped":
-                K = self._kx_from_outputs(loo_t, stats.U.size, n_off)
+                K = self._kx_from_outputs(Xs @ P, stats.U.size, n_off)
             elif self.kernel_inputs == "loo":
                 K = stats.Kx
             else:
