@@ -1,28 +1,27 @@
-"""Reproduce TRANS-OVK (paper 000) Tables 2-6 on random 80/20 splits, with honest baselines.
+"""TRANS-OVK (paper 000): the default and the literal reading on every multi-label set, next to
+ML-kNN, a constant label-frequency ranking and the paper's figures.
 
-Protocol (paper section 4.1; spec 000 section 7): each data set (train and test files stacked)
-is split at random 80/20, repeated ``--repeats`` times (the paper says "several"; seeds 0..R-1);
-features are min-max scaled on the training part; every figure is mean +- std over the splits.
-Metrics AVP, RL, CV, OE, HL (``app.metrics``). Printed next to the paper's TRANS-OVK and
-ML-KNN columns:
+Protocol: the official train/test split of each set (Mulan ARFF sets, the Yahoo 2000/3000
+split; cal500 has none, so one seeded 80/20 split), features min-max scaled on the training
+part inside each method. Columns:
 
-* ``ML-kNN``: a correct ML-kNN (``app.methods.mlknn.MLkNN``, k = 10, s = 1, features scaled to
-  [0, 1]) on the same splits;
-* ``freq``: every test sample gets the training label frequencies as scores (a fixed ranking;
-  label set = labels with frequency > 0.5): the floor any input-dependent method must beat;
-* TRANS-OVK readings of spec section 6 (A1 PCA centring, A2 normaliser, A3 kernel order,
-  A4 leading factor, sigma): ``literal`` is the spec's literal reading, the others are the
-  alternatives; all share one alignment / leave-one-out computation per split and sigma;
-* ``tuned`` (``--tune <sets>``): sigma^2 factor and lambda_w, lambda_k chosen by inner 5-fold CV on the
-  training part only (:func:`app.methods.trans_ovk.tune_trans_ovk`, criterion AVP), on the
-  signed reading ``col+signed+std`` (the best-ranking reading on emotions).
+* ``literal``: ``TransOVK(**LITERAL_READING)``: the paper read literally (row-centred PCA,
+  training K_x from the leave-one-out step, the operator-valued KRR in the printed order with
+  the leading factor, penalties 0.01, threshold 0, exact leave-one-out QPs on all samples);
+* ``default``: ``TransOVK()`` (kernel through the ridge map for every sample, trace head,
+  penalties and per-label thresholds learned on the training part only);
+* ``ML-kNN``: ``app.methods.mlknn.MLkNN`` at its defaults (k = 10, 0.5 rule);
+* ``constant``: every test sample ranked by the training label frequencies (the floor an
+  input-dependent ranking must beat);
+* ``paper``: the paper's TRANS-OVK average precision (Table 2, random 80/20 splits, so only
+  roughly comparable).
 
-Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce --datasets emotions --repeats 10
---tune emotions`` (``--quick``: emotions, 3 splits). Writes one table per data set to
-``benchmarks/results/trans_ovk_reproduce_<dataset>.md`` (and its means to ``.json``), then the
-combined AVP table over every saved data set to ``trans_ovk_reproduce_summary.md``
-(``--summary`` rebuilds only that table).
-Skips cleanly when the data folder is absent.
+Each cell is AP / macro-F1 / share of test samples with an empty predicted label set.
+
+Run: ``.venv/bin/python -m benchmarks.trans_ovk_reproduce [--datasets emotions yeast ...]
+[--skip-literal]``. Writes ``benchmarks/results/trans_ovk_reproduce_<set>.json`` per set as it
+goes and the combined table to ``benchmarks/results/trans_ovk_reproduce.md`` (``--summary``
+rebuilds only the table). Skips cleanly when the data folder is absent.
 """
 
 from __future__ import annotations
@@ -31,265 +30,151 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from app.methods import ovk_kernels as ok
-from app.methods.trans_ovk import TransOVK, tune_trans_ovk
-from app.metrics import average_precision, coverage, hamming_loss, one_error, ranking_loss
+from app.methods.trans_ovk import LITERAL_READING, TransOVK
+from app.metrics import average_precision, macro_f1
 
-METRICS = ("AVP", "RL", "CV", "OE", "HL")
-HIGHER = {"AVP"}
+SETS = (
+    "emotions",
+    "scene",
+    "yeast",
+    "birds",
+    "flags",
+    "genbase",
+    "medical",
+    "cal500",
+    "Arts",
+    "Business",
+    "Computers",
+    "Education",
+    "Health",
+    "Recreation",
+    "Reference",
+)
 
-#: Paper Tables 2-6: (TRANS-OVK, ML-KNN) as (mean, std), spec 000 section 8.
-PAPER: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
-    "birds": {
-        "AVP": ((0.7237, 0.0139), (0.5816, 0.0048)),
-        "RL": ((0.1153, 0.0136), (0.1861, 0.0038)),
-        "CV": ((3.5121, 0.2160), (4.8792, 0.0798)),
-        "OE": ((0.3397, 0.0323), (0.5698, 0.0061)),
-        "HL": ((0.0573, 0.0021), (0.0782, 0.0020)),
-    },
-    "business": {
-        "AVP": ((0.8771, 0.0042), (0.8627, 0.0003)),
-        "RL": ((0.0401, 0.0013), (0.0487, 0.0003)),
-        "CV": ((2.2491, 0.0502), (2.5912, 0.0134)),
-        "OE": ((0.1213, 0.0045), (0.1336, 0.0003)),
-        "HL": ((0.0272, 0.0000), (0.0284, 0.0000)),
-    },
-    "cal500": {
-        "AVP": ((0.4903, 0.0056), (0.4981, 0.0030)),
-        "RL": ((0.1810, 0.0014), (0.1813, 0.0007)),
-        "CV": ((126.6102, 0.9114), (128.9072, 0.8342)),
-        "OE": ((0.0935, 0.0049), (0.0965, 0.0040)),
-        "HL": ((0.1311, 0.0012), (0.1299, 0.0008)),
-    },
-    "emotions": {
-        "AVP": ((0.7562, 0.0358), (0.5831, 0.0123)),
-        "RL": ((0.2173, 0.0395), (0.4265, 0.0171)),
-        "CV": ((2.0311, 0.2382), (3.2241, 0.0920)),
-        "OE": ((0.3434, 0.0323), (0.5495, 0.0279)),
-        "HL": ((0.2338, 0.0207), (0.3253, 0.0078)),
-    },
-    "genbase": {
-        "AVP": ((0.9871, 0.0295), (0.7513, 0.1471)),
-        "RL": ((0.0078, 0.0044), (0.0580, 0.0337)),
-        "CV": ((0.6383, 0.2169), (1.9435, 0.9042)),
-        "OE": ((0.0155, 0.0564), (0.3446, 0.2023)),
-        "HL": ((0.0046, 0.0041), (0.0292, 0.0155)),
-    },
-    "scene": {
-        "AVP": ((0.7522, 0.0242), (0.3181, 0.0460)),
-        "RL": ((0.1565, 0.0697), (0.6529, 0.0734)),
-        "CV": ((0.8164, 0.2965), (3.3339, 0.3667)),
-        "OE": ((0.4193, 0.1203), (0.9123, 0.0420)),
-        "HL": ((0.1434, 0.0216), (0.1915, 0.0198)),
-    },
-    "yeast": {
-        "AVP": ((0.7543, 0.0328), (0.7102, 0.0012)),
-        "RL": ((0.1734, 0.0114), (0.2042, 0.0010)),
-        "CV": ((6.2864, 0.1498), (6.7680, 0.0313)),
-        "OE": ((0.2345, 0.0115), (0.2443, 0.0016)),
-        "HL": ((0.2039, 0.0016), (0.2291, 0.0008)),
-    },
+#: Paper Table 2, TRANS-OVK average precision (mean over random 80/20 splits).
+PAPER_AP = {
+    "birds": 0.7237,
+    "Business": 0.8771,
+    "cal500": 0.4903,
+    "emotions": 0.7562,
+    "genbase": 0.9871,
+    "scene": 0.7522,
+    "yeast": 0.7543,
 }
 
-#: Readings of spec section 6 evaluated on every split: name -> (sigma^2 factor, params).
-VARIANTS: dict[str, tuple[float, dict]] = {
-    "literal": (1.0, dict(pca_centering="row", normalizer="minmax_sum", k_order="literal", self_factor=True)),
-    "column": (1.0, dict(pca_centering="column", normalizer="minmax_sum", k_order="literal", self_factor=True)),
-    "col+signed+std": (1.0, dict(pca_centering="column", normalizer="none", k_order="standard", self_factor=True)),
-    "col+signed+std s/4": (0.25, dict(pca_centering="column", normalizer="none", k_order="standard", self_factor=True)),
-}
-TUNED_READING = dict(pca_centering="column", normalizer="none", k_order="standard", self_factor=True)
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def load(name: str) -> tuple[np.ndarray, np.ndarray]:
-    from benchmarks.datasets import load_mulan_full, load_yahoo
+def split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Official split (train X, Y, test X, Y); cal500: one 80/20 split, seed 0."""
+    from benchmarks.datasets import YAHOO_SETS, load_mulan, load_mulan_full, load_yahoo
 
-    if name == "business":
-        parts = [load_yahoo("Business", p) for p in ("train", "test")]
-        return (np.vstack([np.asarray(p.X, float) for p in parts]), np.vstack([np.asarray(p.Y) for p in parts]))
-    ds = load_mulan_full(name)
-    return np.asarray(ds.X, float), np.asarray(ds.Y)
+    if name == "cal500":
+        ds = load_mulan_full(name)
+        X, Y = np.asarray(ds.X, float), np.asarray(ds.Y)
+        perm = np.random.default_rng(0).permutation(X.shape[0])
+        k = int(round(0.8 * X.shape[0]))
+        return X[perm[:k]], Y[perm[:k]], X[perm[k:]], Y[perm[k:]]
+    loader = load_yahoo if name in YAHOO_SETS else load_mulan
+    tr, te = loader(name, "train"), loader(name, "test")
+    return np.asarray(tr.X, float), np.asarray(tr.Y), np.asarray(te.X, float), np.asarray(te.Y)
 
 
-def scores_of(Y: np.ndarray, S: np.ndarray, Z: np.ndarray) -> dict[str, float]:
+def cell(Y: np.ndarray, S: np.ndarray, Z: np.ndarray) -> dict[str, float]:
     return {
-        "AVP": average_precision(Y, S),
-        "RL": ranking_loss(Y, S),
-        "CV": coverage(Y, S),
-        "OE": one_error(Y, S),
-        "HL": hamming_loss(Y, Z),
+        "ap": average_precision(Y, S),
+        "macro_f1": macro_f1(Y, Z),
+        "empty": float((np.asarray(Z).sum(axis=1) == 0).mean()),
     }
 
 
-def transovk_variants(Xtr, Ytr, Xte, Yte, n_jobs) -> tuple[dict[str, dict], float]:
-    """All VARIANTS on one split; one alignment / leave-one-out pass per sigma factor feeds
-    the sample statistics of every reading with that factor."""
-    out: dict[str, dict] = {}
-    lo, span = ok.minmax_fit(Xtr)
-    Xs = (Xtr - lo) / span
-    Ys = np.where(Ytr > 0, 1.0, -1.0)
-    s2 = ok.median_sigma2(Xs)
-    t0 = time.perf_counter()
-    for factor in sorted({f for f, _ in VARIANTS.values()}):
-        names = [k for k, (f, _) in VARIANTS.items() if f == factor]
-        ests = [TransOVK(sigma=float(np.sqrt(factor * s2)), n_jobs=n_jobs, **VARIANTS[k][1]) for k in names]
-        for est in ests:
-            est.x_min_, est.x_span_ = lo, span
-            est.n_features_in_, est.n_labels_ = Xtr.shape[1], Ytr.shape[1]
-        all_stats = ests[0]._distribution_stats(
-            Xs, Ys, factor * s2, [(e.pca_centering, e.normalizer) for e in ests], lambda s, f: None
-        )
-        for name, est, stats in zip(names, ests, all_stats):
-            est._fit_head(Xs, Ys, stats, lambda s, f: None)
-            out[name] = scores_of(Yte, est.decision_function(Xte), est.predict(Xte))
-    return out, time.perf_counter() - t0
-
-
-def run_dataset(name: str, repeats: int, tune: bool, n_jobs: int) -> dict[str, list[dict]]:
+def run_set(name: str, n_jobs: int, literal: bool) -> dict:
     from app.methods.mlknn import MLkNN
 
-    X, Y = load(name)
-    n = X.shape[0]
-    res: dict[str, list[dict]] = {}
-    for seed in range(repeats):
-        perm = np.random.default_rng(seed).permutation(n)
-        ntr = int(round(0.8 * n))
-        tr, te = perm[:ntr], perm[ntr:]
-        Xtr, Ytr, Xte, Yte = X[tr], Y[tr], X[te], Y[te]
-        mk = MLkNN().fit(Xtr, Ytr)
-        res.setdefault("ML-kNN", []).append(scores_of(Yte, mk.decision_function(Xte), mk.predict(Xte)))
-        freq = Ytr.mean(0)
-        res.setdefault("freq", []).append(
-            scores_of(Yte, np.tile(freq, (len(te), 1)), np.tile(freq > 0.5, (len(te), 1)))
-        )
-        variants, secs = transovk_variants(Xtr, Ytr, Xte, Yte, n_jobs)
-        for k, v in variants.items():
-            res.setdefault(k, []).append(v)
-        line = f"  {name} split {seed}: variants {secs:.1f}s"
-        if tune:
-            t0 = time.perf_counter()
-            model, rows = tune_trans_ovk(
-                Xtr, Ytr, sigma2_factors=(0.125, 0.25, 0.5, 1.0), n_jobs=n_jobs, **TUNED_READING
-            )
-            res.setdefault("tuned", []).append(scores_of(Yte, model.decision_function(Xte), model.predict(Xte)))
-            best = max(rows, key=lambda r: r["cv_average_precision"])
-            line += (
-                f", tuned {time.perf_counter() - t0:.1f}s (sigma2 x{best['sigma2_factor']}, "
-                f"lambda_w {best['lambda_w']:g}, lambda_k {best['lambda_k']:g})"
-            )
-        print(line, flush=True)
-    return res
+    Xtr, Ytr, Xte, Yte = split(name)
+    out: dict = {"set": name, "n": Xtr.shape[0], "d": Xtr.shape[1], "q": Ytr.shape[1]}
+    freq = Ytr.mean(axis=0)
+    out["constant"] = {"ap": average_precision(Yte, np.tile(freq, (Yte.shape[0], 1)))}
+    mk = MLkNN().fit(Xtr, Ytr)
+    out["mlknn"] = cell(Yte, mk.predict_proba(Xte), mk.predict(Xte))
+    readings = [("default", {})] + ([("literal", LITERAL_READING)] if literal else [])
+    for label, kw in readings:
+        t = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = TransOVK(n_jobs=n_jobs, **kw).fit(Xtr, Ytr)
+        secs = time.perf_counter() - t
+        out[label] = {
+            **cell(Yte, m.decision_function(Xte), m.predict(Xte)),
+            "fit_s": secs,
+            "warnings": sorted({w.category.__name__ for w in caught}),
+            "lambda_w": m.lambda_w_,
+            "lambda_k": m.lambda_k_,
+        }
+    return out
 
 
-def fmt(m: float, s: float, metric: str) -> str:
-    return f"{m:.2f}+-{s:.2f}" if metric == "CV" and m >= 10 else f"{m:.4f}+-{s:.4f}"
+def fmt(c: dict | None) -> str:
+    if not c:
+        return "-"
+    if "macro_f1" not in c:
+        return f"{c['ap']:.3f}"
+    return f"{c['ap']:.3f} / {c['macro_f1']:.3f} / {c['empty']:.2f}"
 
 
-def table(name: str, res: dict[str, list[dict]], repeats: int) -> str:
-    cols = ["paper TRANS-OVK", "paper ML-KNN", "ML-kNN", "freq", *VARIANTS]
-    if "tuned" in res:
-        cols.append("tuned")
-    lines = [
-        f"### {name} ({repeats} random 80/20 splits, mean +- std)",
-        "",
-        "| metric | " + " | ".join(cols) + " | gap best-ours vs paper |",
-        "|---" * (len(cols) + 2) + "|",
-    ]
-    ours = [c for c in cols[4:]]
-    for metric in METRICS:
-        cells = []
-        if name in PAPER:
-            (pm, ps), (km, ks) = PAPER[name][metric]
-            cells += [fmt(pm, ps, metric), fmt(km, ks, metric)]
-        else:
-            cells += ["-", "-"]
-        means = {}
-        for c in cols[2:]:
-            v = np.array([r[metric] for r in res[c]])
-            means[c] = v.mean()
-            cells.append(fmt(v.mean(), v.std(), metric))
-        best = (max if metric in HIGHER else min)(ours, key=lambda c: means[c])
-        gap = f"{best}: {means[best] - PAPER[name][metric][0][0]:+.4f}" if name in PAPER else "-"
-        lines.append(f"| {metric} | " + " | ".join(cells) + f" | {gap} |")
-    return "\n".join(lines)
-
-
-SUMMARY_COLS = ("paper TRANS-OVK", "paper ML-KNN", "ML-kNN", "freq", *VARIANTS, "tuned")
-SUMMARY_ORDER = ("emotions", "yeast", "scene", "business", "birds", "genbase", "cal500")
-
-
-def save_json(path: Path, name: str, res: dict[str, list[dict]], repeats: int) -> None:
-    means = {
-        c: {m: [float(np.mean([r[m] for r in rs])), float(np.std([r[m] for r in rs]))] for m in METRICS}
-        for c, rs in res.items()
-    }
-    path.write_text(json.dumps({"dataset": name, "repeats": repeats, "means": means}, indent=1))
-
-
-def summary(results: Path) -> str:
-    """One AVP table over every data set that has a saved run (``*.json`` next to the .md)."""
+def summary() -> str:
     runs = {}
-    for p in results.glob("trans_ovk_reproduce_*.json"):
+    for p in RESULTS.glob("trans_ovk_reproduce_*.json"):
         r = json.loads(p.read_text())
-        runs[r["dataset"]] = r
+        runs[r["set"]] = r
     lines = [
-        "### TRANS-OVK average precision (AVP, higher is better): paper vs ours, mean over random 80/20 splits",
+        "AP / macro-F1 / empty-set rate on the test part (official splits; cal500 one 80/20 split).",
         "",
-        "| data set | splits | " + " | ".join(SUMMARY_COLS) + " |",
-        "|---" * (len(SUMMARY_COLS) + 2) + "|",
+        "| set | n x d, q | literal | default | ML-kNN | constant AP | paper AP | default fit s | default vs ML-kNN AP |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in sorted(runs, key=lambda k: SUMMARY_ORDER.index(k) if k in SUMMARY_ORDER else 99):
+    for name in SETS:
+        if name not in runs:
+            continue
         r = runs[name]
-        cells = []
-        for c in SUMMARY_COLS:
-            if c.startswith("paper"):
-                v = PAPER.get(name, {}).get("AVP")
-                cells.append(f"{v[0 if c == 'paper TRANS-OVK' else 1][0]:.3f}" if v else "-")
-            else:
-                v = r["means"].get(c)
-                cells.append(f"{v['AVP'][0]:.3f}" if v else "-")
-        lines.append(f"| {name} | {r['repeats']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        d, k = r.get("default"), r.get("mlknn")
+        gap = f"{d['ap'] - k['ap']:+.3f}" if d and k else "-"
+        paper = f"{PAPER_AP[name]:.3f}" if name in PAPER_AP else "-"
+        lines.append(
+            f"| {name} | {r['n']} x {r['d']}, {r['q']} | {fmt(r.get('literal'))} | {fmt(d)} | {fmt(k)} | "
+            f"{r['constant']['ap']:.3f} | {paper} | {d['fit_s']:.0f} | {gap} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--datasets", default="emotions", help="comma list of emotions,scene,yeast,birds,genbase,cal500,business"
-    )
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument(
-        "--tune", default="", help="comma list of data sets (or 'all') that get the inner-CV tuned column"
-    )
-    parser.add_argument("--quick", action="store_true", help="emotions, 3 splits")
-    parser.add_argument("--summary", action="store_true", help="only rebuild the combined AVP table from saved runs")
+    parser.add_argument("--datasets", nargs="*", default=list(SETS))
+    parser.add_argument("--skip-literal", action="store_true", help="the literal reading is slow on large sets")
     parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--summary", action="store_true", help="only rebuild the table from saved runs")
     args = parser.parse_args(argv)
     from benchmarks.datasets import data_dir
 
-    results = Path(__file__).resolve().parent / "results"
-    results.mkdir(exist_ok=True)
+    if data_dir() is None:
+        print("data folder not found (set LABELSERVE_DATA_DIR); skipping")
+        return 0
+    RESULTS.mkdir(exist_ok=True)
     if not args.summary:
-        if data_dir() is None:
-            print("data folder not found (set LABELSERVE_DATA_DIR); skipping")
-            return 0
-        names = ["emotions"] if args.quick else [s.strip() for s in args.datasets.split(",") if s.strip()]
-        tune = {s.strip() for s in args.tune.split(",") if s.strip()}
-        repeats = 3 if args.quick else args.repeats
-        for name in names:
-            t0 = time.perf_counter()
-            res = run_dataset(name, repeats, "all" in tune or name in tune, args.n_jobs)
-            text = table(name, res, repeats)
-            print(text + f"\n\n({name}: {time.perf_counter() - t0:.0f}s)\n", flush=True)
-            (results / f"trans_ovk_reproduce_{name}.md").write_text(text + "\n")
-            save_json(results / f"trans_ovk_reproduce_{name}.json", name, res, repeats)
-    text = summary(results)
-    print(text)
-    (results / "trans_ovk_reproduce_summary.md").write_text(text + "\n")
+        for name in args.datasets:
+            r = run_set(name, args.n_jobs, not args.skip_literal)
+            (RESULTS / f"trans_ovk_reproduce_{name}.json").write_text(json.dumps(r, indent=1))
+            print(
+                name, json.dumps({k: r[k] for k in ("default", "literal", "mlknn", "constant") if k in r}), flush=True
+            )
+    table = summary()
+    (RESULTS / "trans_ovk_reproduce.md").write_text(table)
+    print(table)
     return 0
 
 

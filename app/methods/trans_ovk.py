@@ -16,50 +16,56 @@ E. kernel ridge regression ``(bold K + n lambda_k I)^{-1} bold Y``, solved exact
    (``bold K = Phi^T Phi``), never as the nq x nq system;
 F. one linear ridge map per label from x to ``mu_alpha(x)`` for unseen samples.
 
-Prediction: ``g(x) = K_x^2 h(x)`` with ``h(x) = sum_i K(x_i, x) c_i`` (paper's order and leading
-factor; both switchable). Label set ``{alpha : g_alpha > threshold}``.
+Prediction (the paper): ``g(x) = K_x^2 h(x)`` with ``h(x) = sum_i K(x_i, x) c_i``. Label set
+``{alpha : g_alpha > threshold}``.
 
-Every ambiguity of the spec's section 6 is a constructor parameter. The spec's literal reading
-is ``LITERAL_READING`` (A1 row centring, A2 min-max-then-sum normaliser, A3 literal order, A4
-leading factor kept). It is *not* the default: the per-sample distributions then differ from
-the global one by O(1/n), the scores hardly depend on the input (spec A1) and the fixed ranking
-they give is often inverted (spec A4: Y enters mainly through a sign). Measured by
-``benchmarks/trans_ovk_reproduce.py`` (random 80/20 splits; AVP literal / default ``column`` /
-constant label-frequency ranking): emotions 0.49 / 0.54 / 0.57, yeast 0.28 / 0.37 / 0.70,
-scene 0.39 / 0.41 / 0.45, Business 0.05 / 0.61 / 0.87 (all readings:
-``benchmarks/results/trans_ovk_reproduce_summary.md``). The default changes
-A1 only: column centring, whose PCA output is the leave-one-out influence
-``mu(X) - mu(X - x_i)`` (truly sample-specific), with the spec's normaliser, literal order
-and leading factor. No reading wins everywhere, none beats the constant ranking on every set,
-and every reading stays below the paper's TRANS-OVK and below a correct ML-kNN. A9
-threshold 0 is kept. :func:`tune_trans_ovk` chooses ``sigma`` and the regularisation weights
-by inner cross-validation on the training data only.
+Why the paper read literally collapses (``LITERAL_READING``; measured on the official splits by
+``benchmarks/trans_ovk_reproduce.py``, see docs/methods/trans-ovk.md): the training samples' K_x
+come from their leave-one-out problems, i.e. from their own labels, while an unseen sample's
+come from the ridge map; the KRR is fitted on kernel values that never occur at prediction
+time. The map's outputs hardly vary (the leave-one-out effect is O(1/n)), the kernel is
+non-negative with tiny entries against ``n lambda_k`` (KRR degenerates to a kernel-weighted
+sum of mostly -1 targets), and with the leading factor the ranking is the Perron vector of
+``K_x``: every score negative in a narrow band, one or two rankings for all samples, empty
+label sets at threshold 0 (emotions test scores in [-0.00148, -0.00119]).
+
+The default keeps stages A-C and the ridge maps as the paper states them (row centring,
+min-max-sum normaliser) and fixes the head in the method's own terms:
+
+* ``kernel_inputs='mapped'``: every sample's K_x, training or unseen, comes from the fitted
+  ridge map, so the operator-valued kernel is one function on X x X;
+* ``head='trace'``: the scalar kernel ``tr K(x, z) = <K_x, K_z>_F`` (the trace of the paper's
+  interaction matrix) with an intercept per label, centred and scaled so ``lambda_k`` is
+  relative to the kernel's size; this is a ridge model on the entries of K_x, the reading the
+  calibration notes found to carry the label information;
+* ``lambda_w`` and ``lambda_k`` chosen on the training data by exact leave-one-out average
+  precision of the head; per-label thresholds maximising each label's F1 on the leave-one-out
+  scores, and the top label for a sample left empty when that raises the training micro-F1.
+
+Cost (``max_alignment_samples``, ``loo_solver``): stages A-C cost ``n^2 d^2`` (alignment) and
+n q QPs (leave-one-out); by default they run on at most 600 training samples and every
+leave-one-out solution stays on its label's global support (both approximations; the literal
+reading disables them). The head always uses every training sample.
 
 ``local_k`` (off by default) is an alternative reading of Stage B: "measure the distribution
 *at* the missing point x_i" (缺失点处) as the alignment QP on the k nearest neighbours of x_i
-(local kernel alignment, the paper's ref. [31]). On emotions it lifts the default reading
-(AVP 0.66 vs 0.54 at default sigma, 5 splits; inner-CV AVP of the tuned reading 0.672 vs
-0.637, 3 splits) but not above the best leave-one-out reading (0.69); on yeast (one split) it
-lowers it (0.31 vs 0.37). Not supported across sets, so off.
+(local kernel alignment, the paper's ref. [31]).
 
-Cost: nothing of size n q d is held. Each leave-one-out block is turned into its
-sample-level distributions and folded into ``F Z^T`` and ``K_x`` at once
-(:class:`~app.methods.ovk_kernels.SampleStats`), and predictions go in row chunks. Business at
-n = 4000 trains in about 80 s with a peak of about 0.6 GB (``benchmarks/trans_ovk_cost.py``).
+Nothing of size n q d is held: each leave-one-out block is turned into its sample-level
+distributions at once and kept only on the union of the supports
+(:class:`~app.methods.ovk_kernels.SampleStats`); predictions go in row chunks.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from itertools import product
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import KFold
 
 from app.methods import ovk_kernels as ok
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
@@ -70,6 +76,7 @@ Normalizer = Literal["minmax_sum", "minmax", "softmax", "none"]
 KOrder = Literal["literal", "standard"]
 KernelInputs = Literal["mapped", "loo"]
 Head = Literal["trace", "ovk"]
+LooSolver = Literal["exact", "fixed_support"]
 
 #: The paper read literally (spec section 6, A1-A4 and A9: row centring, min-max-sum normaliser,
 #: the operator-valued KRR in the printed order with the leading factor, training K_x from the
@@ -84,6 +91,8 @@ LITERAL_READING: dict[str, Any] = dict(
     lambda_w=0.01,
     lambda_k=0.01,
     threshold=0.0,
+    loo_solver="exact",
+    max_alignment_samples=None,
 )
 
 #: Candidate ridge-map penalties when ``lambda_w=None``, and trace-head penalties when ``lambda_k=None``.
@@ -159,6 +168,20 @@ class TransOVKParams(MethodParams):
         "(default); k = alternative reading 'alignment at the point x_i': the alignment QP on "
         "the k nearest training neighbours of x_i (local kernel alignment, ref. [31]).",
     )
+    loo_solver: LooSolver = Field(
+        "fixed_support",
+        description="Stage B: 'exact' = every leave-one-out QP solved to its KKT point (active-set repair "
+        "when the support changes); 'fixed_support' (default, approximate) = each leave-one-out solution "
+        "kept on its label's global support (face minimiser, negative weights clipped), which removes the "
+        "one-at-a-time repairs that dominate the cost on sparse data.",
+    )
+    max_alignment_samples: int | None = Field(
+        600,
+        ge=2,
+        description="Stages A-C (alignment, leave-one-out, PCA) and the ridge maps run on at most this many "
+        "training samples (every (n/m)-th in lexicographic order of (x, y), so the choice does not depend "
+        "on the row order); the kernel and the head use all of them. None = all (the paper).",
+    )
     qp_tol: float = Field(1e-10, gt=0, description="KKT tolerance of the scaled alignment QPs.")
     qp_max_iter: int = Field(1000, ge=1, description="Active-set iterations per QP.")
     n_jobs: int = Field(1, ge=1, description="Threads for the streamed kernel passes.")
@@ -201,6 +224,8 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self_factor: bool = True,
         threshold: float | None = None,
         local_k: int | None = None,
+        loo_solver: LooSolver = "fixed_support",
+        max_alignment_samples: int | None = 600,
         qp_tol: float = 1e-10,
         qp_max_iter: int = 1000,
         n_jobs: int = 1,
@@ -217,6 +242,8 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.self_factor = self_factor
         self.threshold = threshold
         self.local_k = local_k
+        self.loo_solver = loo_solver
+        self.max_alignment_samples = max_alignment_samples
         self.qp_tol = qp_tol
         self.qp_max_iter = qp_max_iter
         self.n_jobs = n_jobs
@@ -235,10 +262,12 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.n_labels_ = Y.shape[1]
         self.sigma2_ = self.sigma**2 if self.sigma is not None else ok.median_sigma2(Xs)
+        self.alignment_rows_ = _alignment_rows(Xs, Ys, self.max_alignment_samples)
+        rows = self.alignment_rows_
         (stats,) = self._distribution_stats(
-            Xs, Ys, self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report)
+            Xs[rows], Ys[rows], self.sigma2_, [(self.pca_centering, self.normalizer)], _staged(report)
         )
-        self.distribution_spread_ = stats.spread_sum / (X.shape[0] * Y.shape[1])
+        self.distribution_spread_ = stats.spread_sum / (rows.size * Y.shape[1])
         if self.n_qp_unconverged_:
             warnings.warn(
                 f"{self.n_qp_unconverged_} alignment QPs stopped at qp_max_iter={self.qp_max_iter} "
@@ -246,7 +275,7 @@ class TransOVK(ClassifierMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        self._fit_head(Xs, Ys, stats, _staged(report))
+        self._fit_head(Xs, Ys, stats, _staged(report), rows)
         self._check_degenerate()
         return self
 
@@ -254,9 +283,8 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         """Stages A-C, the expensive part: global and leave-one-out distributions (A, B), each
         leave-one-out block turned into sample-level distributions (C) for every
         ``(pca_centering, normalizer)`` in ``readings`` and reduced to what the head needs, so
-        no (n, q, d) array is ever held. Several readings share one alignment pass (used by
-        the reproduction benchmark); :func:`tune_trans_ovk` reuses the result across the
-        lambda_w / lambda_k grid."""
+        no (n, q, d) array is ever held. Several readings can share one alignment pass (the
+        stage-C statistics of each are folded in side by side)."""
         report("alignment", 0.0)
         G, A = ok.alignment_stats(Xs, Ys, sigma2, self.n_jobs, lambda f: report("alignment", f))
         Mu, fails = ok.solve_global(G, A, self.lambda_a, self.qp_tol, self.qp_max_iter)
@@ -281,6 +309,7 @@ class TransOVK(ClassifierMixin, BaseEstimator):
                 self.n_jobs,
                 lambda f: report("leave-one-out", f),
                 consume=feed,
+                exact=self.loo_solver == "exact",
             )
         else:
             _, loo_fails = ok.local_distributions(
@@ -301,9 +330,9 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         self.n_qp_unconverged_ = int(fails + loo_fails)
         return stats
 
-    def _fit_head(self, Xs, Ys, stats: ok.SampleStats, report) -> None:
+    def _fit_head(self, Xs, Ys, stats: ok.SampleStats, report, rows: np.ndarray | None = None) -> None:
         """Stages D-G: ridge maps, K_x, kernel ridge regression, label-set rule. Cheap next to
-        stages A-C; reused by :func:`tune_trans_ovk`.
+        stages A-C.
 
         The operator-valued kernel must be one function of x for training and unseen samples
         alike. The stage-C distributions of a training sample use its own labels (through its
@@ -313,22 +342,23 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         (Leave-one-out map predictions instead leak the sample's labels with the opposite
         sign: removing z_i shifts the prediction away from it, and a weakly penalised head
         learns that shift; measured on yeast, leave-one-out AP 0.87 against 0.73 on test.)"""
-        n, d = Xs.shape
-        Yb = Ys > 0
+        d = Xs.shape[1]
+        rows = np.arange(Xs.shape[0]) if rows is None else rows
+        m = rows.size
         report("kernel", 0.0)
         self.map_support_ = stats.U
         n_off = d - stats.U.size
-        targets = np.concatenate([stats.ZU.reshape(n, -1), stats.Zoff], axis=1)
+        targets = np.concatenate([stats.ZU.reshape(m, -1), stats.Zoff], axis=1)
+        if self.kernel_inputs == "loo":  # the stage-C K_x exist for the alignment rows only
+            Ys = Ys[rows]
+        elif self.kernel_inputs != "mapped":
+            raise ValueError(f"unknown kernel_inputs {self.kernel_inputs!r}")
+        Yb = Ys > 0
         lw_grid = LAMBDA_W_GRID if self.lambda_w is None else (self.lambda_w,)
         best: tuple | None = None
         for lw in lw_grid:
-            P = ok.ridge_map(Xs, targets, n * lw)
-            if self.kernel_inputs == "mapped":
-                K = self._kx_from_outputs(Xs @ P, stats.U.size, n_off)
-            elif self.kernel_inputs == "loo":
-                K = stats.Kx
-            else:
-                raise ValueError(f"unknown kernel_inputs {self.kernel_inputs!r}")
+            P = ok.ridge_map(Xs[rows], targets, m * lw)
+            K = self._kx_from_outputs(Xs @ P, stats.U.size, n_off) if self.kernel_inputs == "mapped" else stats.Kx
             fit = self._fit_scores(K, Ys)
             score = average_precision(Yb, fit[1]) if len(lw_grid) > 1 else 0.0
             if best is None or score > best[0]:
@@ -469,6 +499,16 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         return self._label_sets(S).astype(np.int64)
 
 
+def _alignment_rows(Xs: np.ndarray, Ys: np.ndarray, cap: int | None) -> np.ndarray:
+    """All rows, or ``cap`` rows evenly spaced in the lexicographic order of ``(x, y)``: a
+    deterministic choice that does not depend on how the training rows are ordered."""
+    n = Xs.shape[0]
+    if cap is None or n <= cap:
+        return np.arange(n)
+    order = np.lexsort(np.concatenate([Xs, Ys], axis=1).T[::-1])
+    return np.sort(order[np.linspace(0, n - 1, cap).round().astype(int)])
+
+
 def _n_rankings(S: np.ndarray) -> int:
     """Number of distinct label rankings (ties broken by label index) among the rows of S."""
     if S.shape[0] == 0:
@@ -490,66 +530,6 @@ def _staged(report: ProgressFn):
         report(stage, min(1.0, s + w * f))
 
     return call
-
-
-# ------------------------------------------------------------------------------------ tuning
-
-
-def tune_trans_ovk(
-    X: np.ndarray,
-    Y: np.ndarray,
-    sigma2_factors: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 4.0),
-    lambda_a_grid: Sequence[float] = (1.0,),
-    lambda_w_grid: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-    lambda_k_grid: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-    cv: int = 5,
-    random_state: int = 0,
-    **fixed: Any,
-) -> tuple[TransOVK, list[dict]]:
-    """Choose sigma and the regularisation weights by inner K-fold CV (criterion: average
-    precision), then refit on all of ``X, Y``. Uses the training data only: never pass a test
-    split. ``sigma2_factors`` multiply the median-heuristic sigma^2 of the (scaled) data.
-
-    The expensive stages (alignment, leave-one-out) depend only on sigma and lambda_a, so they
-    run once per (fold, sigma, lambda_a) and all (lambda_w, lambda_k) pairs reuse them.
-    Returns the refitted estimator and one row per grid point with its mean CV score.
-    """
-
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y)
-    lo, span = ok.minmax_fit(X)
-    base_s2 = ok.median_sigma2((X - lo) / span)
-    scores: dict[tuple, list[float]] = {}
-    folds = KFold(cv, shuffle=True, random_state=random_state).split(X)
-    for tr, va in folds:
-        for f, la in product(sigma2_factors, lambda_a_grid):
-            est = TransOVK(sigma=float(np.sqrt(f * base_s2)), lambda_a=la, **fixed)
-            lo_t, span_t = ok.minmax_fit(X[tr])
-            Xs = (X[tr] - lo_t) / span_t
-            Ys = np.where(Y[tr] > 0, 1.0, -1.0)
-            est.x_min_, est.x_span_ = lo_t, span_t
-            est.n_features_in_, est.n_labels_ = X.shape[1], Y.shape[1]
-            (stats,) = est._distribution_stats(
-                Xs, Ys, f * base_s2, [(est.pca_centering, est.normalizer)], lambda s, x: None
-            )
-            for lw, lk in product(lambda_w_grid, lambda_k_grid):
-                est.lambda_w, est.lambda_k = lw, lk
-                est._fit_head(Xs, Ys, stats, lambda s, x: None)
-                s = average_precision(Y[va], est.decision_function(X[va]))
-                scores.setdefault((f, la, lw, lk), []).append(s)
-    rows = [
-        {"sigma2_factor": f, "lambda_a": la, "lambda_w": lw, "lambda_k": lk, "cv_average_precision": float(np.mean(v))}
-        for (f, la, lw, lk), v in scores.items()
-    ]
-    best = max(rows, key=lambda r: r["cv_average_precision"])
-    model = TransOVK(
-        sigma=float(np.sqrt(best["sigma2_factor"] * base_s2)),
-        lambda_a=best["lambda_a"],
-        lambda_w=best["lambda_w"],
-        lambda_k=best["lambda_k"],
-        **fixed,
-    ).fit(X, Y)
-    return model, rows
 
 
 SPEC = MethodSpec(

@@ -228,7 +228,9 @@ def _distributions(m, X, Y):
     Ys = np.where(Y > 0, 1.0, -1.0)
     G, A = ok.alignment_stats(Xs, Ys, m.sigma2_)
     Mu, _ = ok.solve_global(G, A, m.lambda_a, m.qp_tol, m.qp_max_iter)
-    L, _ = ok.loo_distributions(Xs, Ys, m.sigma2_, G, A, Mu, m.lambda_a, m.qp_tol, m.qp_max_iter)
+    L, _ = ok.loo_distributions(
+        Xs, Ys, m.sigma2_, G, A, Mu, m.lambda_a, m.qp_tol, m.qp_max_iter, exact=m.loo_solver == "exact"
+    )
     return ok.normalize(ok.pca_combine(Mu, L, m.pca_centering)[0], m.normalizer)
 
 
@@ -516,3 +518,28 @@ def test_constant_ranking_and_empty_label_sets_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TransOVK().fit(*_skewed(n=120))  # a healthy fit stays silent
+
+
+def test_fixed_support_leave_one_out_equals_exact_where_the_support_holds():
+    X, Y = _data(n=60, d=6, q=3, seed=4)
+    Xs, Ys = _scaled(X), np.where(Y > 0, 1.0, -1.0)
+    s2 = ok.median_sigma2(Xs)
+    G, A = ok.alignment_stats(Xs, Ys, s2)
+    Mu, _ = ok.solve_global(G, A, 1.0, 1e-10, 1000)
+    exact, _ = ok.loo_distributions(Xs, Ys, s2, G, A, Mu, 1.0, 1e-10, 1000)
+    fixed, fails = ok.loo_distributions(Xs, Ys, s2, G, A, Mu, 1.0, 1e-10, 1000, exact=False)
+    assert fails == 0 and np.allclose(fixed.sum(-1), 1.0) and (fixed >= 0).all()
+    same = ((exact > 0) == (Mu[None] > 0)).all(-1)
+    assert same.any() and np.allclose(fixed[same], exact[same], atol=1e-12)
+    assert ((fixed > 0) <= (Mu[None] > 0)).all()  # never leaves the global support
+
+
+def test_alignment_rows_cap_is_order_free_and_used():
+    X, Y = _data(n=80, d=5, q=3, seed=9)
+    m = TransOVK(max_alignment_samples=30, sigma=0.4).fit(X, Y)  # the median heuristic samples by index
+    assert m.alignment_rows_.size == 30
+    perm = np.random.default_rng(1).permutation(80)
+    m2 = TransOVK(max_alignment_samples=30, sigma=0.4).fit(X[perm], Y[perm])
+    assert np.array_equal(np.sort(perm[m2.alignment_rows_]), m.alignment_rows_)
+    Xt = np.random.default_rng(2).normal(size=(7, 5))
+    assert np.allclose(m.decision_function(Xt), m2.decision_function(Xt), rtol=1e-7, atol=1e-12)
