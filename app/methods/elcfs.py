@@ -26,12 +26,15 @@ iteration costs O(d^2 q + d q^2 + q^3) independently of n.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
+from app.methods.fit_warnings import ConvergenceWarning, warn_if_constant
 
 _DELTA = 1e-12  # guards zero denominators of the multiplicative updates (not in the paper)
 
@@ -168,11 +171,19 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
                 self.converged_ = True
                 break
         progress("iterations", 1.0)
+        if not self.converged_:
+            warnings.warn(
+                f"elcfs: stopped at max_iter={self.max_iter} with the objective still changing by more than "
+                f"tol={self.tol:g} per iteration (raise max_iter or tol)",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
 
         self.W_, self.Z_ = W, Z
         self.objective_ = np.asarray(history)
         self.n_iter_ = it
         self.feature_scores_ = np.sqrt((W * W).sum(axis=1))
+        warn_if_constant(self.feature_scores_, "elcfs", "feature score (row norm of W)")
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
         self.n_features_in_ = d
         return self

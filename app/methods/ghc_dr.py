@@ -44,15 +44,12 @@ from scipy import sparse
 from sklearn.base import BaseEstimator
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
+from app.methods.fit_warnings import NonConvexWarning, warn_if_constant
 
 _SINGULAR_RTOL = 1e-10  # |D_ij| below this times max|D| counts as a zero eigenvalue (spec 3.6)
 _SIGMA_FLOOR = 1e-12  # floor of the feature-graph bandwidth (A8)
 _SPARSE_SWITCH = 0.05  # switch a similarity block to a pair list below this density of live pairs
 _ORDER_SAMPLE = 256  # rows used to estimate each feature's selectivity (order only; result-neutral)
-
-
-class NonConvexWarning(UserWarning):
-    """The Sylvester system has a non-positive eigenvalue: Z is a saddle point, not a minimiser."""
 
 
 def matlab_round(x: float) -> int:
@@ -302,6 +299,16 @@ def feature_graph(Xs: np.ndarray, k: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- solver
+def nearest_psd(A: np.ndarray) -> tuple[np.ndarray, float]:
+    """The nearest (Frobenius) positive semi-definite matrix to symmetric A: its negative eigenvalues
+    set to 0. Returns (that matrix, A's smallest eigenvalue)."""
+    lam, U = np.linalg.eigh(A)
+    if lam[0] >= 0:
+        return A, float(lam[0])
+    P = (U * np.maximum(lam, 0.0)) @ U.T
+    return (P + P.T) / 2.0, float(lam[0])
+
+
 def solve_symmetric_sylvester(
     G: np.ndarray, R: np.ndarray, C: np.ndarray, alpha: float, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -339,8 +346,17 @@ class GHCDRParams(MethodParams):
         "entropy", description="Diagonal of G: I(f;f) = H(f) (literal) or 1 (GRRO code) (A3)."
     )
     std_ddof: int = Field(1, ge=0, le=1, description="ddof of std in xi_t (A4; 1 = MATLAB's default).")
-    w_scaling: Literal["minmax", "max"] = Field(
-        "minmax", description="'Linear scaling' of FD into w (A5): min-max to [0, 1], or FD / max(FD)."
+    w_scaling: Literal["minmax", "max", "none"] = Field(
+        "minmax",
+        description="'Linear scaling' of FD into w (A5): min-max to [0, 1], or FD / max(FD); 'none' = w = 1, no "
+        "fuzzy-rough weighting of the relevance (see docs/methods/ghc-dr.md for where it helps).",
+    )
+    redundancy: Literal["literal", "psd"] = Field(
+        "literal",
+        description="'literal' = G_FGM and R as the paper defines them, which are not positive semi-definite "
+        "(FF_graph and R have zero trace), so the objective can be non-convex; 'psd' = each replaced by its nearest "
+        "positive semi-definite matrix (negative eigenvalues set to 0), so every eigenvalue of the system is >= 1 "
+        "and Z is the unique minimiser for any alpha, beta >= 0.",
     )
     k_dt: int | None = Field(
         None,
@@ -377,7 +393,9 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
     Fitted attributes: ``feature_scores_`` (d,); ``ranking_`` (d,) feature indices best first (ties
     by lower index); ``Z_`` (d, q); ``C_`` (d, q), ``G_`` (d, d) MI matrices; ``R_`` (q, q);
     ``FF_graph_`` (d, d); ``FD_`` (d,) fuzzy dependencies; ``w_`` (d,); ``xi_`` (d,) radii;
-    ``k_dt_``, ``k_graph_``; ``min_D_`` smallest eigenvalue of the Sylvester system, ``convex_``
+    ``k_dt_``, ``k_graph_``; ``redundancy_min_eigenvalue_`` / ``label_min_eigenvalue_`` smallest
+    eigenvalues of G_FGM and R as defined (before any ``redundancy="psd"`` projection); ``min_D_``
+    smallest eigenvalue of the Sylvester system solved, ``convex_``
     (min_D_ > 0), ``singular_``; ``sylvester_residual_`` relative residual of the solve;
     ``similarity_density_`` share of non-zero entries of S; ``data_min_``, ``data_range_``;
     ``n_features_in_``.
@@ -392,7 +410,8 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         n_bins: int = 2,
         mi_diag: Literal["entropy", "one"] = "entropy",
         std_ddof: int = 1,
-        w_scaling: Literal["minmax", "max"] = "minmax",
+        w_scaling: Literal["minmax", "max", "none"] = "minmax",
+        redundancy: Literal["literal", "psd"] = "literal",
         k_dt: int | None = None,
         k_graph: int | None = None,
         score: Literal["sum", "l2"] = "sum",
@@ -409,6 +428,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         self.mi_diag = mi_diag
         self.std_ddof = std_ddof
         self.w_scaling = w_scaling
+        self.redundancy = redundancy
         self.k_dt = k_dt
         self.k_graph = k_graph
         self.score = score
@@ -438,13 +458,20 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         self.k_graph_ = min(d - 1, max(1, matlab_round(0.05 * d))) if self.k_graph is None else min(self.k_graph, d - 1)
         self.FF_graph_ = feature_graph(Xs, self.k_graph_) if d > 1 else np.zeros((1, 1))
         G_fgm = (1.0 - self.omega) * self.G_ + self.omega * self.FF_graph_
+        R = self.R_
+        if self.redundancy == "psd":
+            G_fgm, self.redundancy_min_eigenvalue_ = nearest_psd(G_fgm)
+            R, self.label_min_eigenvalue_ = nearest_psd(R)
+        else:
+            self.redundancy_min_eigenvalue_ = float(np.linalg.eigvalsh(G_fgm)[0])
+            self.label_min_eigenvalue_ = float(np.linalg.eigvalsh(R)[0])
         target = self.w_[:, None] * self.C_
-        Z, D = solve_symmetric_sylvester(G_fgm, self.R_, target, self.alpha, self.beta)
+        Z, D = solve_symmetric_sylvester(G_fgm, R, target, self.alpha, self.beta)
         self.Z_ = Z
         self.min_D_ = float(D.min())
         self.singular_ = bool((np.abs(D) < _SINGULAR_RTOL * np.abs(D).max()).any())
         self.convex_ = self.min_D_ > 0
-        resid = (np.eye(d) + self.alpha * G_fgm) @ Z + self.beta * Z @ self.R_ - target
+        resid = (np.eye(d) + self.alpha * G_fgm) @ Z + self.beta * Z @ R - target
         self.sylvester_residual_ = float(np.linalg.norm(resid) / max(1.0, np.linalg.norm(target)))
         if not self.convex_ or self.singular_:
             msg = (
@@ -458,6 +485,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
                 warnings.warn(msg, NonConvexWarning, stacklevel=2)
 
         self.feature_scores_ = Z.sum(axis=1) if self.score == "sum" else np.sqrt((Z * Z).sum(axis=1))
+        warn_if_constant(self.feature_scores_, "ghc-dr", "feature score (row of Z)")
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
         self.n_features_in_ = d
         progress("solve", 1.0)
@@ -535,7 +563,9 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         return POS.mean(axis=0)
 
     def _weights(self, FD: np.ndarray) -> np.ndarray:
-        """w = linear scaling of F_H (A5): min-max to [0, 1] (all ones if FD is constant) or FD / max."""
+        """w = linear scaling of F_H (A5): min-max to [0, 1] (all ones if FD is constant), FD / max, or 1."""
+        if self.w_scaling == "none":
+            return np.ones_like(FD)
         if self.w_scaling == "max":
             top = FD.max()
             return FD / top if top > 0 else np.ones_like(FD)

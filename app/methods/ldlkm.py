@@ -17,6 +17,7 @@ are the paper's method exactly.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -25,6 +26,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.fit_warnings import ConvergenceWarning
 
 #: Rows of D whose sums differ from 1 by more than this are renormalised (spec 3.1, 6 item 12).
 _ROW_SUM_TOL = 1e-9
@@ -219,6 +221,13 @@ class LDLKM(BaseEstimator):
         rng = check_random_state(self.random_state)
         init = rng.choice(m, size=k, replace=False)
         labels, centers = self._lloyd(H, H[init].copy(), max_iter, report)
+        if not self.converged_:
+            warnings.warn(
+                f"ldlkm: k-means stopped at max_iter={max_iter} before its assignments settled; the prototypes are "
+                "those of the last iteration (raise max_iter)",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
 
         self.labels_ = labels
         self.cluster_centers_ = centers

@@ -217,7 +217,7 @@ def test_i5_independent_only_with_half_threshold_is_mlknn():
     X, Y = data(7, m=90)
     Xte = data(8, m=40)[0]
     dm = DMKNN(k=8, strategy="independent_only", ensure_nonempty=False).fit(X, Y)
-    ml = MLkNN(k=8).fit(X, Y)
+    ml = MLkNN(k=8, threshold="map", ensure_nonempty="off").fit(X, Y)
     np.testing.assert_array_equal(dm.scores(Xte)[0], ml.decision_function(Xte))
     np.testing.assert_array_equal(dm.predict(Xte, threshold=0.5), ml.predict(Xte))
 
@@ -384,10 +384,10 @@ def test_ensure_nonempty_and_threshold_option():
             np.testing.assert_array_equal(Yhat[i], P0[i])
 
 
-def test_ranking_puts_predicted_labels_first():
+def test_ranking_puts_predicted_labels_first_when_asked():
     X, Y = data(18, m=90)
     Xte = data(19, m=50)[0]
-    model = DMKNN(k=6, min_support=3).fit(X, Y)
+    model = DMKNN(k=6, min_support=3, ranking="predicted_first").fit(X, Y)
     S = model.decision_function(Xte)
     P = model.predict(Xte)
     post = model.scores(Xte)[0]

@@ -75,13 +75,14 @@ def make_data(rng, m, d, q, kind):
 
 
 # --------------------------------------------------------------------------- agreement
+@pytest.mark.filterwarnings("ignore::app.methods.fit_warnings.EmptyLabelSetWarning")
 @pytest.mark.parametrize("kind", ["continuous", "binary", "duplicates"])
 @pytest.mark.parametrize("k,s,d", [(1, 1.0, 4), (3, 0.5, 3), (10, 1.0, 20)])
 def test_posteriors_identical_to_plain_python(kind, k, s, d):
     rng = np.random.default_rng([len(kind), k, d])
     X, Y = make_data(rng, 80, d, 4, kind)
     Xte = np.vstack([make_data(rng, 25, d, 4, kind)[0], X[:5]])  # test rows incl. training rows
-    model = MLkNN(k=k, s=s, scale="none").fit(X, Y)
+    model = MLkNN(k=k, s=s, scale="none", threshold="map", ensure_nonempty="off").fit(X, Y)
     ref = brute_mlknn(X.tolist(), Y.tolist(), Xte.tolist(), k, s)
     got = model.decision_function(Xte)
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0)
@@ -157,10 +158,10 @@ def test_tables_are_consistent():
     assert ((model.posterior_table_ > 0) & (model.posterior_table_ < 1)).all()
 
 
-def test_threshold_and_strict_default():
+def test_threshold_and_strict_map_rule():
     rng = np.random.default_rng(6)
     X, Y = make_data(rng, 70, 4, 3, "continuous")
-    model = MLkNN(k=4).fit(X, Y)
+    model = MLkNN(k=4, threshold="map", ensure_nonempty="off").fit(X, Y)
     P = model.decision_function(X)
     np.testing.assert_array_equal(model.predict(X), (P > 0.5).astype(int))
     np.testing.assert_array_equal(model.predict(X, threshold=0.2), (P > 0.2).astype(int))
