@@ -92,6 +92,8 @@ class ModelVersion(Base):
     feature_names: Mapped[list[str]]
     label_names: Mapped[list[str]]
     training_seconds: Mapped[float] = mapped_column(Float)
+    #: UserWarnings the training raised (ConvergenceWarning, degenerate fits): [{"category", "message"}]
+    warnings: Mapped[list[dict[str, str]] | None] = mapped_column(JSON, nullable=True)
     library_versions: Mapped[dict[str, Any]]
     artifact_sha256: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[str | None] = mapped_column(String(64))

@@ -135,6 +135,11 @@ class JobOut(BaseModel):
 
 
 # registry ---------------------------------------------------------------------------------
+class FitWarningOut(BaseModel):
+    category: str = Field(description="Warning class, e.g. ConvergenceWarning or EmptyLabelSetWarning.")
+    message: str
+
+
 class EvaluationOut(BaseModel):
     """One ``POST /evaluate`` of a version: the dataset, the figures and what shaped them."""
 
@@ -161,6 +166,10 @@ class VersionOut(BaseModel):
         description="the latest evaluation's metrics on each dataset evaluated, by dataset id; null before any"
     )
     training_seconds: float
+    warnings: list[FitWarningOut] = Field(
+        default_factory=list,
+        description="Warnings the training raised: a fit that stopped without converging or met a degenerate case.",
+    )
     library_versions: dict[str, str]
     artifact_sha256: str
     job_id: str | None

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import traceback
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, TrainPayload, load_payload
+from app.methods import fit_warnings
 from app.methods.base import JobCancelled
 from app.methods.catalog import get_method
 from app.orm import Dataset
@@ -164,7 +166,9 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
             "feature_indices": indices.tolist(),
         }
     started = time.perf_counter()
-    estimator.fit(X, Y, progress=progress)
+    with warnings.catch_warnings(record=True) as caught:  # a job runs alone in its process
+        warnings.simplefilter("always")
+        estimator.fit(X, Y, progress=progress)
     seconds = time.perf_counter() - started
     progress("saving", 1.0)
     sha256 = store.save_artifact(artifact)
@@ -181,6 +185,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
                 feature_names=dataset.feature_names,
                 label_names=dataset.label_names,
                 training_seconds=seconds,
+                warnings=fit_warnings.recorded(caught),
                 library_versions=library_versions(),
                 artifact_sha256=sha256,
                 job_id=job_id,

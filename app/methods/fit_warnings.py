@@ -22,6 +22,7 @@ __all__ = [
     "EMPTY_SHARE_LIMIT",
     "warn_if_mostly_empty",
     "warn_if_constant",
+    "recorded",
 ]
 
 #: Share of labelled training samples left with an empty predicted set above which a fit warns.
@@ -76,3 +77,24 @@ def warn_if_constant(scores: np.ndarray, method: str, what: str, stacklevel: int
             f"{method}: every {what} is the same ({float(s.flat[0]):.6g})", ConstantScoresWarning, stacklevel=stacklevel
         )
     return constant
+
+
+#: At most this many distinct warnings, each cut to this many characters, are kept per training.
+MAX_RECORDED = 20
+MAX_MESSAGE = 500
+
+
+def recorded(caught: list[warnings.WarningMessage]) -> list[dict[str, str]]:
+    """The ``UserWarning``s (``ConvergenceWarning`` and :class:`DegenerateFitWarning` included) of
+    a training, as ``{"category", "message"}`` records for the model version: distinct ones only,
+    in the order first raised. Deprecation and runtime noise from libraries is left out."""
+    out: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for w in caught:
+        if not issubclass(w.category, UserWarning):
+            continue
+        key = (w.category.__name__, str(w.message)[:MAX_MESSAGE])
+        if key not in seen and len(out) < MAX_RECORDED:
+            seen.add(key)
+            out.append({"category": key[0], "message": key[1]})
+    return out

@@ -16,7 +16,7 @@ from app.methods.catalog import get_method
 from app.observability import Metrics
 from app.orm import Alias, Model, ModelVersion
 from app.registry import ModelCache, RegistryError, Served, VersionKey, resolve, resolve_key
-from app.schemas import EvaluationOut, ModelOut, Page, VersionOut
+from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
 from app.store import ArtifactIntegrityError, Store
 
@@ -38,6 +38,7 @@ def version_out(row: ModelVersion) -> VersionOut:
         label_names=row.label_names,
         metrics=latest or None,
         training_seconds=row.training_seconds,
+        warnings=[FitWarningOut(**w) for w in row.warnings or []],
         library_versions=row.library_versions,
         artifact_sha256=row.artifact_sha256,
         job_id=row.job_id,

@@ -185,3 +185,21 @@ def test_unseeded_training_records_the_seed_it_used(client, distribution_dataset
     first = client.post("/predict", json={"model": "seeded@1", "instances": X}).json()
     second = client.post("/predict", json={"model": "seeded@2", "instances": X}).json()
     assert first["predictions"] == second["predictions"]
+
+
+def test_version_lists_the_warnings_its_training_raised(client):
+    # rare labels, one per sample: ML-kNN's 0.5 rule leaves most training samples with no label
+    rng = np.random.default_rng(3)
+    X = rng.random((120, 4))
+    Y = np.zeros((120, 6), dtype=int)
+    Y[np.arange(120), rng.integers(0, 6, size=120)] = 1
+    dataset = upload_csv(client, X, Y, name="rare")
+    train(client, "mlknn", dataset["id"], "literal", k=5, threshold="map", ensure_nonempty="off")
+    warned = client.get("/models/literal/versions/1").json()["warnings"]
+    assert [w["category"] for w in warned] == ["EmptyLabelSetWarning"]
+    assert "empty label set" in warned[0]["message"]
+    train(client, "mlknn", dataset["id"], "default", k=5)
+    assert client.get("/models/default/versions/1").json()["warnings"] == []
+    train(client, "elcfs", dataset["id"], "capped", max_iter=1, tol=0.0)
+    capped = client.get("/models/capped").json()["versions"][0]["warnings"]
+    assert "ConvergenceWarning" in [w["category"] for w in capped]
