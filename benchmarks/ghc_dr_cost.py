@@ -34,7 +34,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from app.methods.ghc_dr import GHCDR, feature_order, minmax_scale, similarity_rows  # noqa: E402
+from app.methods.ghc_dr import GHCDR, PAPER_READING, feature_order, minmax_scale, similarity_rows  # noqa: E402
 
 
 class Report(list):
@@ -69,7 +69,7 @@ def timed_fit(X: np.ndarray, Y: np.ndarray, n_jobs: int, trace: bool) -> tuple[G
     if trace:
         tracemalloc.start()
     t0 = time.perf_counter()
-    model = GHCDR(n_jobs=n_jobs, nonconvex="ignore").fit(X, Y, progress=progress)
+    model = GHCDR(n_jobs=n_jobs, nonconvex="ignore", **PAPER_READING).fit(X, Y, progress=progress)
     wall = time.perf_counter() - t0
     peak = 0.0
     if trace:

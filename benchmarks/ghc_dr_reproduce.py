@@ -44,7 +44,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app import metrics  # noqa: E402
-from app.methods.ghc_dr import GHCDR, n_features_for_percent, solve_symmetric_sylvester  # noqa: E402
+from app.methods.ghc_dr import GHCDR, PAPER_READING, n_features_for_percent, solve_symmetric_sylvester  # noqa: E402
 from app.methods.mlknn import MLkNN  # noqa: E402
 from benchmarks import datasets  # noqa: E402
 from benchmarks.baselines import mi_ranking, variance_ranking  # noqa: E402
@@ -129,7 +129,7 @@ def grid_search(X, Y, ev: Evaluator, scale: str) -> tuple[dict, list[dict[str, f
     and the number of non-convex grid points."""
     best, nonconvex = None, 0
     for lam in GRID_LAM:
-        model = GHCDR(lam=lam, nonconvex="ignore").fit(X, Y)
+        model = GHCDR(lam=lam, nonconvex="ignore", **PAPER_READING).fit(X, Y)
         check, _ = ranking_from(model, model.alpha, model.beta)
         assert np.array_equal(check, model.ranking_), "grid re-solve diverged from GHCDR.fit"
         for alpha, beta in itertools.product(GRID_AB, GRID_AB):
@@ -161,7 +161,7 @@ def run_set(name: str, grid: bool, out: Report) -> dict:
     percents = range(5, 51, 5) if yahoo else range(1, 51)
     scales = ("none",) if yahoo else ("none", "minmax")
     t0 = time.perf_counter()
-    model = GHCDR(nonconvex="ignore").fit(Xtr, Ytr)
+    model = GHCDR(nonconvex="ignore", **PAPER_READING).fit(Xtr, Ytr)
     fit_s = time.perf_counter() - t0
     rankings = {"GHC-DR": model.ranking_, "variance": variance_ranking(Xtr), "MI filter": mi_ranking(Xtr, Ytr)}
     ev = Evaluator(Xtr, Ytr, Xte, Yte)

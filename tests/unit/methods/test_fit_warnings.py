@@ -45,7 +45,7 @@ def test_ldlkm_kmeans_at_max_iter_raises_convergence_warning():
 def test_ghc_dr_psd_redundancy_is_convex_where_the_literal_reading_is_not():
     X, Y = multilabel(2, d=10)
     with pytest.warns(NonConvexWarning):
-        literal = GHCDR(beta=100.0).fit(X, Y)
+        literal = GHCDR(beta=100.0, redundancy="literal").fit(X, Y)
     assert literal.min_D_ < 0 and literal.label_min_eigenvalue_ < 0
     with warnings.catch_warnings():
         warnings.simplefilter("error", DegenerateFitWarning)
@@ -69,3 +69,12 @@ def test_selectors_warn_on_constant_feature_scores():
         GHCDR().fit(X, Y)
     with pytest.warns(ConstantScoresWarning, match="elcfs"):
         ELCFS(max_iter=50).fit(X, Y)
+
+
+def test_ghc_dr_default_is_convex_and_skips_the_fuzzy_dependency():
+    X, Y = multilabel(5, d=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning)
+        model = GHCDR(beta=100.0).fit(X, Y)
+    assert model.convex_ and model.FD_ is None
+    np.testing.assert_array_equal(model.w_, 1.0)

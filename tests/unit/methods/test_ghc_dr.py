@@ -14,6 +14,7 @@ from sklearn.metrics import mutual_info_score
 from app.methods import ghc_dr
 from app.methods.ghc_dr import (
     GHCDR,
+    PAPER_READING,
     SPEC,
     GHCDRParams,
     NonConvexWarning,
@@ -29,6 +30,9 @@ from app.methods.ghc_dr import (
     similarity_rows,
     solve_symmetric_sylvester,
 )
+
+#: The paper's reading (the service defaults differ: convex redundancy, unweighted relevance).
+PAPER = PAPER_READING
 
 
 def make_data(n: int = 120, d: int = 12, q: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -93,20 +97,20 @@ def test_adding_a_feature_never_increases_similarity():
 
 def test_fuzzy_memberships_are_convex_combinations_and_crisp_when_S_is_identity():
     X, Y = make_data(n=100, d=5, seed=5)
-    m = GHCDR(lam=0.6).fit(X, Y)
+    m = GHCDR(**PAPER, lam=0.6).fit(X, Y)
     L = m.fuzzy_memberships_
     assert L.min() >= 0 and L.max() <= 1
     card = Y.sum(axis=1)
     assert np.all(L.sum(axis=1) >= card.min() - 1e-12) and np.all(L.sum(axis=1) <= card.max() + 1e-12)
     # a tiny radius makes every off-diagonal R_t zero for distinct values: S = I, L~ = Y
-    crisp = GHCDR(lam=1e9).fit(X, Y)
+    crisp = GHCDR(**PAPER, lam=1e9).fit(X, Y)
     assert crisp.similarity_density_ == pytest.approx(1.0 / len(X))
     assert np.array_equal(crisp.fuzzy_memberships_, Y.astype(float))
 
 
 def test_soft_heterogeneous_sets():
     X, Y = make_data(n=150, d=6, seed=6)
-    m = GHCDR(lam=0.8, k_dt=9).fit(X, Y)
+    m = GHCDR(**PAPER, lam=0.8, k_dt=9).fit(X, Y)
     DT = m.heterogeneous_sets_
     A = centred_unit_rows(m.fuzzy_memberships_)
     SIM = A @ A.T
@@ -124,7 +128,7 @@ def test_soft_heterogeneous_ties_break_by_index():
     # crisp identical label rows: many exact SIM ties
     Y = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]] * 5)
     X = np.arange(len(Y), dtype=float)[:, None] * np.array([[1.0, 2.0]])
-    m = GHCDR(lam=1e9, k_dt=3).fit(X, Y)
+    m = GHCDR(**PAPER, lam=1e9, k_dt=3).fit(X, Y)
     # row 0 = (1,0,0): SIM is -0.5 with every other pattern; the 3 lowest such indices are 1, 2, 3
     assert m.heterogeneous_sets_[0].tolist() == [1, 2, 3]
 
@@ -132,7 +136,7 @@ def test_soft_heterogeneous_ties_break_by_index():
 def test_dependency_range_constant_and_duplicate_features():
     X, Y = make_data(n=100, d=6, seed=7)
     X = np.column_stack([X, np.full(100, 3.5), X[:, 2] * 4 + 1])  # constant, duplicate of column 2
-    m = GHCDR().fit(X, Y)
+    m = GHCDR(**PAPER).fit(X, Y)
     assert np.all((m.FD_ >= 0) & (m.FD_ <= 1))
     assert m.FD_[6] == 0.0
     assert m.FD_[7] == pytest.approx(m.FD_[2], abs=1e-12)
@@ -143,7 +147,7 @@ def test_dependency_range_constant_and_duplicate_features():
 def test_dependency_is_non_decreasing_in_lambda_for_fixed_sets():
     X, Y = make_data(n=80, d=6, seed=8)
     Xs = minmax_scale(X)[0]
-    DT = GHCDR().fit(X, Y).heterogeneous_sets_
+    DT = GHCDR(**PAPER).fit(X, Y).heterogeneous_sets_
     prev = None
     for lam in (0.6, 0.8, 1.0, 1.2, 1.4):
         xi = Xs.std(axis=0, ddof=1) / lam
@@ -220,7 +224,7 @@ def test_sylvester_residual_and_library_solver(alpha, beta):
 
 def test_fitted_solution_is_a_minimiser_when_convex_and_limits_hold():
     X, Y = make_data(n=100, d=10, seed=13)
-    m = GHCDR(alpha=0.5, beta=0.1).fit(X, Y)
+    m = GHCDR(**PAPER, alpha=0.5, beta=0.1).fit(X, Y)
     assert m.convex_ and m.sylvester_residual_ < 1e-8
     G = 0.8 * m.G_ + 0.2 * m.FF_graph_
     target = m.w_[:, None] * m.C_
@@ -228,34 +232,34 @@ def test_fitted_solution_is_a_minimiser_when_convex_and_limits_hold():
     rng = np.random.default_rng(0)
     for _ in range(5):
         assert J0 <= objective(m.Z_ + 1e-3 * rng.normal(size=m.Z_.shape), target, G, m.R_, 0.5, 0.1)
-    z0 = GHCDR(alpha=0.0, beta=0.0).fit(X, Y)
+    z0 = GHCDR(**PAPER, alpha=0.0, beta=0.0).fit(X, Y)
     assert np.allclose(z0.Z_, target)
     assert np.allclose(z0.feature_scores_, z0.w_ * z0.C_.sum(axis=1))
-    l2 = GHCDR(alpha=0.0, beta=0.0, score="l2").fit(X, Y)
+    l2 = GHCDR(**PAPER, alpha=0.0, beta=0.0, score="l2").fit(X, Y)
     assert np.allclose(l2.feature_scores_, l2.w_ * np.linalg.norm(l2.C_, axis=1))
-    b0 = GHCDR(alpha=2.0, beta=0.0).fit(X, Y)
+    b0 = GHCDR(**PAPER, alpha=2.0, beta=0.0).fit(X, Y)
     assert np.allclose(b0.Z_, np.linalg.solve(np.eye(10) + 2.0 * G, target))
-    a0 = GHCDR(alpha=0.0, beta=0.3).fit(X, Y)
+    a0 = GHCDR(**PAPER, alpha=0.0, beta=0.3).fit(X, Y)
     assert np.allclose(a0.Z_, target @ np.linalg.inv(np.eye(Y.shape[1]) + 0.3 * m.R_))
-    omega0 = GHCDR(omega=0.0, alpha=2.0, beta=0.0).fit(X, Y)
+    omega0 = GHCDR(**PAPER, omega=0.0, alpha=2.0, beta=0.0).fit(X, Y)
     assert np.allclose(omega0.Z_, np.linalg.solve(np.eye(10) + 2.0 * m.G_, target))
 
 
 def test_nonconvex_case_is_reported_not_hidden():
     X, Y = make_data(n=100, d=10, seed=14)
     with pytest.warns(NonConvexWarning):
-        m = GHCDR(beta=100.0).fit(X, Y)
+        m = GHCDR(**PAPER, beta=100.0).fit(X, Y)
     assert not m.convex_ and m.min_D_ < 0
     with pytest.raises(ValueError, match="not strictly convex"):
-        GHCDR(beta=100.0, nonconvex="error").fit(X, Y)
+        GHCDR(**PAPER, beta=100.0, nonconvex="error").fit(X, Y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert not GHCDR(beta=100.0, nonconvex="ignore").fit(X, Y).convex_
+        assert not GHCDR(**PAPER, beta=100.0, nonconvex="ignore").fit(X, Y).convex_
 
 
 def test_ranking_permutation_determinism_and_nested_subsets():
     X, Y = make_data(n=90, d=15, seed=15)
-    a, b = GHCDR().fit(X, Y), GHCDR().fit(X, Y)
+    a, b = GHCDR(**PAPER).fit(X, Y), GHCDR(**PAPER).fit(X, Y)
     assert sorted(a.ranking_.tolist()) == list(range(15))
     assert np.array_equal(a.ranking_, b.ranking_) and np.array_equal(a.feature_scores_, b.feature_scores_)
     for m in range(1, 15):
@@ -269,8 +273,8 @@ def test_ranking_permutation_determinism_and_nested_subsets():
 # --------------------------------------------------------------------------- invariance
 def test_positive_affine_feature_changes_change_nothing():
     X, Y = make_data(n=100, d=8, seed=16)
-    a = GHCDR().fit(X, Y)
-    b = GHCDR().fit(X * np.linspace(0.5, 4.0, 8) + np.arange(8), Y)
+    a = GHCDR(**PAPER).fit(X, Y)
+    b = GHCDR(**PAPER).fit(X * np.linspace(0.5, 4.0, 8) + np.arange(8), Y)
     assert np.array_equal(a.ranking_, b.ranking_)
     assert np.allclose(a.FD_, b.FD_) and np.allclose(a.Z_, b.Z_) and np.allclose(a.C_, b.C_)
 
@@ -279,7 +283,7 @@ def test_label_permutation_keeps_scores():
     X, Y = make_data(n=100, d=8, seed=17)
     perm = [2, 0, 3, 1]
     for score in ("sum", "l2"):
-        a, b = GHCDR(score=score).fit(X, Y), GHCDR(score=score).fit(X, Y[:, perm])
+        a, b = GHCDR(**PAPER, score=score).fit(X, Y), GHCDR(**PAPER, score=score).fit(X, Y[:, perm])
         assert np.allclose(a.feature_scores_, b.feature_scores_)
         assert np.allclose(a.Z_[:, perm], b.Z_)
 
@@ -287,8 +291,8 @@ def test_label_permutation_keeps_scores():
 def test_blocked_parallel_fit_equals_single_block_fit():
     X, Y = make_data(n=160, d=14, seed=18)
     for lam in (0.6, 0.8):
-        one = GHCDR(lam=lam, memory_budget_mb=1024).fit(X, Y)
-        many = GHCDR(lam=lam, memory_budget_mb=0.02, n_jobs=2).fit(X, Y)
+        one = GHCDR(**PAPER, lam=lam, memory_budget_mb=1024).fit(X, Y)
+        many = GHCDR(**PAPER, lam=lam, memory_budget_mb=0.02, n_jobs=2).fit(X, Y)
         assert one.similarity_density_ > 1.0 / 160  # S is not the identity: the test exercises pruning
         for attr in ("fuzzy_memberships_", "heterogeneous_sets_", "FD_", "Z_", "ranking_"):
             assert np.array_equal(getattr(one, attr), getattr(many, attr)), attr
@@ -300,7 +304,7 @@ def test_planted_signal_features_rank_first():
     n, d = 400, 30
     X = rng.normal(size=(n, d))
     Y = np.column_stack([X[:, 0] > 0, X[:, 1] > 0.3, X[:, 2] + 0.3 * rng.normal(size=n) > -0.2]).astype(int)
-    m = GHCDR().fit(X, Y)
+    m = GHCDR(**PAPER).fit(X, Y)
     assert set(m.ranking_[:3].tolist()) == {0, 1, 2}
     assert m.convex_
 
@@ -308,9 +312,9 @@ def test_planted_signal_features_rank_first():
 # --------------------------------------------------------------------------- service contract
 def test_spec_params_progress_and_pickle():
     params = set(GHCDRParams.model_fields)
-    assert params == set(GHCDR().get_params())
+    assert params == set(GHCDR(**PAPER).get_params())
     assert SPEC.id == "ghc-dr" and SPEC.task == "selection" and SPEC.outputs == ("features",)
-    est = SPEC.build({"alpha": 0.1, "lam": 0.8})
+    est = SPEC.build({"alpha": 0.1, "lam": 0.8, **PAPER})  # every stage runs under the paper reading
     X, Y = make_data(n=80, d=9, seed=20)
     seen: list[tuple[str, float]] = []
     est.fit(X, Y, progress=lambda s, f: seen.append((s, f)))
@@ -335,7 +339,7 @@ def test_flags_real_data_fit():
     if datasets.data_dir() is None:
         pytest.skip("no ../shared/data")
     ds = datasets.load_mulan("flags", "train")
-    m = GHCDR().fit(ds.X, ds.Y)
+    m = GHCDR(**PAPER).fit(ds.X, ds.Y)
     assert sorted(m.ranking_.tolist()) == list(range(ds.X.shape[1]))
     assert m.sylvester_residual_ < 1e-8 and np.all((m.FD_ >= 0) & (m.FD_ <= 1))
 
