@@ -1,0 +1,161 @@
+"""ECC: an ensemble of classifier chains over logistic regression.
+
+Read, Pfahringer, Holmes and Frank's classifier chains: the labels are put in an order and label
+j's logistic regression sees the features plus the labels before it in the chain (true labels
+when fitting, the chain's own 0/1 predictions when predicting). The ensemble fits ``n_chains``
+scikit-learn ``ClassifierChain``s in random orders (chain i seeded ``random_state + i``) and
+averages their probabilities; the label set is every label with mean probability > 0.5.
+
+scikit-learn's chain fails on a label that is constant in the training data (its logistic
+regression sees one class). Such labels are left out of the chains, where they would be a
+constant extra feature that moves nothing, and predicted with their constant.
+
+Prediction replays the chains in NumPy from the fitted coefficients: one matrix product for the
+feature part of every link, then a loop over the links for the label part.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+from scipy.special import expit
+from sklearn.base import BaseEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.multioutput import ClassifierChain
+from sklearn.utils import Tags
+from sklearn.utils.validation import check_is_fitted
+
+from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
+from app.methods.baseline_support import Scaling, check_input, check_params, constant_labels
+
+
+class ECCParams(MethodParams):
+    n_chains: int = Field(5, ge=1, description="Number of classifier chains, each in its own random label order.")
+    C: float = Field(1.0, gt=0, description="Inverse L2 regularisation strength of every logistic regression.")
+    max_iter: int = Field(1000, ge=1, description="L-BFGS iteration cap per link.")
+    scale: Literal["none", "minmax"] = Field(
+        "minmax", description="Scale features to [0, 1] on the training set first (part of the model)."
+    )
+    random_state: int | None = Field(0, description="Chain i's label order is seeded random_state + i.")
+
+
+class _Chain:
+    """One fitted chain as plain arrays: link t predicts label ``order[t]`` (among the varying labels)."""
+
+    def __init__(self, chain: ClassifierChain, d: int) -> None:
+        m = len(chain.estimators_)
+        self.order = np.asarray(chain.order_, dtype=np.intp)
+        self.Wx = np.vstack([est.coef_[0, :d] for est in chain.estimators_])  # (m, d)
+        self.Wy = np.zeros((m, m))  # link t's weights on the predictions of links 0..t-1
+        for t, est in enumerate(chain.estimators_):
+            self.Wy[t, :t] = est.coef_[0, d:]
+        self.b = np.array([est.intercept_[0] for est in chain.estimators_])
+
+    def proba(self, Xs: np.ndarray) -> np.ndarray:
+        """Probabilities (n, m) of the varying labels, in label (not chain) order."""
+        Z = Xs @ self.Wx.T + self.b
+        m = Z.shape[1]
+        fed = np.zeros_like(Z)  # the chain's 0/1 predictions (LogisticRegression.predict: z > 0)
+        for t in range(1, m):
+            fed[:, t - 1] = Z[:, t - 1] > 0
+            Z[:, t] += fed[:, :t] @ self.Wy[t, :t]
+        out = np.empty_like(Z)
+        out[:, self.order] = expit(Z)
+        return out
+
+
+class EnsembleClassifierChains(BaseEstimator):
+    """Mean probability of ``n_chains`` random-order classifier chains; parameters as :class:`ECCParams`.
+
+    Fitted attributes: ``n_features_in_``, ``scaling_``, ``chains_`` (the chains as arrays),
+    ``varying_`` (q,) bool labels in the chains, ``constant_value_`` (q,).
+    """
+
+    def __init__(
+        self,
+        *,
+        n_chains: int = 5,
+        C: float = 1.0,
+        max_iter: int = 1000,
+        scale: Literal["none", "minmax"] = "minmax",
+        random_state: int | None = 0,
+    ) -> None:
+        self.n_chains = n_chains
+        self.C = C
+        self.max_iter = max_iter
+        self.scale = scale
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> EnsembleClassifierChains:
+        progress = progress or no_progress
+        check_params(self, ECCParams)
+        X, Y = check_multilabel(X, Y)
+        self.scaling_ = Scaling(X, self.scale)
+        Xs = self.scaling_(X)
+        self.varying_, self.constant_value_ = constant_labels(Y)
+        seeds = (
+            np.random.default_rng().integers(2**31 - 1, size=self.n_chains)
+            if self.random_state is None
+            else self.random_state + np.arange(self.n_chains)
+        )
+        self.chains_: list[_Chain] = []
+        if self.varying_.any():
+            Yv = Y[:, self.varying_]
+            for i, seed in enumerate(seeds):
+                progress("chains", i / self.n_chains)
+                chain = ClassifierChain(
+                    LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
+                )
+                self.chains_.append(_Chain(chain.fit(Xs, Yv), X.shape[1]))
+        progress("chains", 1.0)
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    # ----------------------------------------------------------------------- prediction
+    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Mean chain probabilities (n, q) of a float64 (n, d) array already validated."""
+        P = np.tile(self.constant_value_, (X.shape[0], 1))
+        if self.chains_:
+            Xs = self.scaling_(X)
+            P[:, self.varying_] = sum(chain.proba(Xs) for chain in self.chains_) / len(self.chains_)
+        return P
+
+    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        t = 0.5 if threshold is None else float(threshold)
+        return (self._decision_function(X) > t).astype(np.int8)
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Mean probability over the chains (n, q); higher = more relevant."""
+        check_is_fitted(self, "chains_")
+        return self._decision_function(check_input(X, self.n_features_in_))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Same as ``decision_function``."""
+        return self.decision_function(X)
+
+    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        """0/1 label sets: mean probability > ``threshold`` (default 0.5)."""
+        check_is_fitted(self, "chains_")
+        return self._predict(check_input(X, self.n_features_in_), threshold)
+
+
+SPEC = MethodSpec(
+    id="ecc",
+    task="multilabel",
+    outputs=("labels", "ranking"),
+    params=ECCParams,
+    estimator=EnsembleClassifierChains,
+    summary="Ensemble of classifier chains (a baseline): scikit-learn ClassifierChain over LogisticRegression "
+    "in n_chains random label orders, probabilities averaged; labels with mean probability > 0.5.",
+    paper="Baseline. Read J., Pfahringer B., Holmes G., Frank E. Classifier chains for multi-label "
+    "classification. Machine Learning 85(3):333-359, 2011. doi:10.1007/s10994-011-5256-5",
+    stages=("chains",),
+)

@@ -1,0 +1,144 @@
+"""MI filter: features ranked by their mutual information with the labels, summed over labels.
+
+The reference filter of multi-label feature selection: score(f) = sum_j I(x_f; y_j), features
+ranked best first (ties by the lower index). Two estimators of I:
+
+* ``"knn"`` (default): scikit-learn's ``mutual_info_classif`` (Kraskov-style nearest-neighbour
+  estimate for continuous features, ``n_neighbors`` neighbours; it jitters features with seeded
+  noise, hence ``random_state``). Its cost grows as n log n per feature and label: about 7 s per
+  label on 2000 x 600 (a Yahoo set), so minutes for 30 labels.
+* ``"binned"``: each feature cut into ``n_bins`` equal-frequency bins (duplicate edges merged, so
+  a mostly-zero text feature gets a "zero" bin), plug-in mutual information from the counts.
+  Exact for the binned data, deterministic, a fraction of a second on the same set.
+
+A label constant in the training data carries no information about any feature (I = 0); it is
+skipped rather than passed to the estimator.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+from sklearn.base import BaseEstimator
+from sklearn.feature_selection import mutual_info_classif
+from sklearn.utils import Tags
+
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    RankedSelectorMixin,
+    check_multilabel,
+    no_progress,
+)
+from app.methods.baseline_support import check_params, constant_labels
+
+
+class MIFilterParams(MethodParams):
+    estimator: Literal["knn", "binned"] = Field(
+        "knn", description="'knn': scikit-learn's mutual_info_classif; 'binned': plug-in MI on quantile bins (fast)."
+    )
+    n_neighbors: int = Field(3, ge=1, description="Neighbours of the 'knn' estimator.")
+    n_bins: int = Field(5, ge=2, description="Equal-frequency bins per feature of the 'binned' estimator.")
+    ratio: float = Field(0.2, gt=0, le=1, description="Fraction of features kept by transform / get_support().")
+    random_state: int | None = Field(0, description="Seed of the 'knn' estimator's jitter.")
+
+
+def binned_codes(X: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-frequency bin codes (n, d), interior quantiles as edges with duplicates merged."""
+    qs = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    codes = np.empty(X.shape, dtype=np.int64)
+    for f in range(X.shape[1]):
+        edges = np.unique(np.quantile(X[:, f], qs))
+        codes[:, f] = np.searchsorted(edges, X[:, f], side="left")
+    return codes
+
+
+def binned_mi(codes: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """(d, q) plug-in mutual information (nats) between each binned feature and each 0/1 label."""
+    n = Y.shape[0]
+    p1 = Y.mean(axis=0)
+    py = np.stack([1.0 - p1, p1])  # (2, q)
+    out = np.zeros((codes.shape[1], Y.shape[1]))
+    for f in range(codes.shape[1]):
+        onehot = np.zeros((n, int(codes[:, f].max()) + 1))
+        onehot[np.arange(n), codes[:, f]] = 1.0
+        count = onehot.sum(axis=0)
+        c1 = onehot.T @ Y
+        joint = np.stack([count[:, None] - c1, c1]) / n  # (2, bins, q)
+        expected = (count / n)[None, :, None] * py[:, None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[f] = np.where(joint > 0, joint * np.log(joint / expected), 0.0).sum(axis=(0, 1))
+    return out
+
+
+class MIFilter(RankedSelectorMixin, BaseEstimator):
+    """Summed label mutual information filter; parameters as :class:`MIFilterParams`.
+
+    Fitted attributes: ``feature_scores_`` (d,), ``ranking_`` (d,) best first,
+    ``mutual_information_`` (d, q) per label (0 for constant labels), ``n_features_in_``.
+    """
+
+    def __init__(
+        self,
+        *,
+        estimator: Literal["knn", "binned"] = "knn",
+        n_neighbors: int = 3,
+        n_bins: int = 5,
+        ratio: float = 0.2,
+        random_state: int | None = 0,
+    ) -> None:
+        self.estimator = estimator
+        self.n_neighbors = n_neighbors
+        self.n_bins = n_bins
+        self.ratio = ratio
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MIFilter:
+        progress = progress or no_progress
+        check_params(self, MIFilterParams)
+        X, Y = check_multilabel(X, Y)
+        q = Y.shape[1]
+        varying, _ = constant_labels(Y)
+        mi = np.zeros((X.shape[1], q))
+        if self.estimator == "binned":
+            progress("mutual information", 0.0)
+            mi[:, varying] = binned_mi(binned_codes(X, self.n_bins), Y[:, varying])
+        else:
+            for j in np.flatnonzero(varying):
+                progress("mutual information", j / q)
+                mi[:, j] = mutual_info_classif(
+                    X, Y[:, j].astype(np.int8), n_neighbors=self.n_neighbors, random_state=self.random_state
+                )
+        progress("mutual information", 1.0)
+        self.mutual_information_ = mi
+        self.feature_scores_ = mi.sum(axis=1)
+        self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    def _default_count(self, d: int) -> int:
+        """Features kept by default: max(1, round(ratio * d))."""
+        return max(1, int(round(self.ratio * d)))
+
+
+SPEC = MethodSpec(
+    id="mi-filter",
+    task="selection",
+    outputs=("features",),
+    params=MIFilterParams,
+    estimator=MIFilter,
+    summary="Mutual-information filter (a baseline): features ranked by the sum over labels of their "
+    "mutual information with the label (scikit-learn's mutual_info_classif, or binned).",
+    paper="Baseline. Kraskov A., Stoegbauer H., Grassberger P. Estimating mutual information. "
+    "Physical Review E 69:066138, 2004 (the estimator of mutual_info_classif).",
+    stages=("mutual information",),
+)

@@ -1,0 +1,212 @@
+"""The baseline methods (br, ecc, rf, mi-filter, aa-knn, sa-maxent) on generated data: agreement
+with the scikit-learn / SciPy computation they wrap, constant labels, progress, cancellation."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.feature_selection import mutual_info_classif
+from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.multioutput import ClassifierChain
+from sklearn.neighbors import NearestNeighbors
+from sklearn.preprocessing import MinMaxScaler
+
+from app.methods.aa_knn import AAKNN
+from app.methods.base import JobCancelled
+from app.methods.br import BinaryRelevance
+from app.methods.catalog import get_method
+from app.methods.ecc import EnsembleClassifierChains
+from app.methods.mi_filter import MIFilter
+from app.methods.rf import RandomForest
+from app.methods.sa_maxent import SAMaxEnt, objective
+from benchmarks.baselines import mi_scores
+from tests.helpers import make_distribution, make_multilabel
+
+CLASSIFIERS = ["br", "ecc", "rf"]
+DISTRIBUTION = ["aa-knn", "sa-maxent"]
+
+
+def _data(n: int = 120, d: int = 8, q: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X, Y = make_multilabel(n=n + 40, d=d, q=q, seed=seed)
+    X = X * np.arange(1, d + 1)  # features on different scales, so the scaling matters
+    return X[:n], Y[:n], X[n:]
+
+
+def _scaled(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scaler = MinMaxScaler().fit(Xtr)
+    return scaler.transform(Xtr), scaler.transform(Xte)
+
+
+# ------------------------------------------------------------------ agreement with what they wrap
+def test_br_is_one_vs_rest_logistic_regression() -> None:
+    X, Y, Xte = _data()
+    ours = BinaryRelevance(C=0.5).fit(X, Y)
+    Xs, Xtes = _scaled(X, Xte)
+    ref = OneVsRestClassifier(LogisticRegression(C=0.5, max_iter=1000)).fit(Xs, Y)
+    np.testing.assert_allclose(ours.decision_function(Xte), ref.predict_proba(Xtes), atol=1e-10)
+    np.testing.assert_array_equal(ours.predict(Xte), ref.predict(Xtes))
+
+
+def test_ecc_replays_scikit_learn_chains() -> None:
+    X, Y, Xte = _data(q=5)
+    ours = EnsembleClassifierChains(n_chains=3, random_state=7).fit(X, Y)
+    Xs, Xtes = _scaled(X, Xte)
+    chains = [
+        ClassifierChain(LogisticRegression(max_iter=1000), order="random", random_state=7 + i).fit(Xs, Y)
+        for i in range(3)
+    ]
+    expected = np.mean([c.predict_proba(Xtes) for c in chains], axis=0)
+    np.testing.assert_allclose(ours.decision_function(Xte), expected, atol=1e-10)
+
+
+def test_rf_batches_grow_the_trees_of_one_fit() -> None:
+    X, Y, Xte = _data()
+    ours = RandomForest(n_estimators=60, random_state=3).fit(X, Y)  # three warm-start batches
+    ref = RandomForestClassifier(n_estimators=60, random_state=3).fit(X, Y)
+    expected = np.stack([p[:, 1] for p in ref.predict_proba(Xte)], axis=1)
+    np.testing.assert_allclose(ours.decision_function(Xte), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("estimator", ["knn", "binned"])
+def test_mi_filter_sums_label_mutual_information(estimator: str) -> None:
+    X, Y, _ = _data(d=10)
+    selector = MIFilter(estimator=estimator, random_state=1).fit(X, Y)
+    if estimator == "knn":
+        expected = sum(mutual_info_classif(X, Y[:, j].astype(int), random_state=1) for j in range(Y.shape[1]))
+    else:
+        expected = mi_scores(X, Y, n_bins=5)  # the benchmarks' independent implementation
+    np.testing.assert_allclose(selector.feature_scores_, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(selector.ranking_, np.argsort(-expected, kind="stable"))
+    assert selector.get_support().sum() == 2  # ratio 0.2 of 10
+    assert selector.transform(X).shape == (X.shape[0], 2)
+
+
+def test_aa_knn_is_the_mean_of_the_nearest_distributions() -> None:
+    X, D = make_distribution(n=100, d=5, c=4)
+    X = X * np.arange(1, 6)
+    model = AAKNN(k=4).fit(X[:80], D[:80])
+    Xs, Xtes = _scaled(X[:80], X[80:])
+    idx = NearestNeighbors(n_neighbors=4).fit(Xs).kneighbors(Xtes, return_distance=False)
+    np.testing.assert_allclose(model.predict(X[80:]), D[:80][idx].mean(axis=1), atol=1e-12)
+
+
+def test_sa_maxent_gradient_matches_finite_differences() -> None:
+    X, D = make_distribution(n=30, d=4, c=3, seed=2)
+    theta = np.random.default_rng(0).standard_normal(4 * 3 + 3)
+    err = check_grad(lambda t: objective(t, X, D, 0.1)[0], lambda t: objective(t, X, D, 0.1)[1], theta)
+    assert err < 1e-6 * max(1.0, np.linalg.norm(objective(theta, X, D, 0.1)[1]))
+
+
+def test_sa_maxent_is_weighted_multinomial_logistic_regression() -> None:
+    """Soft-target maximum entropy = multinomial LR on every (sample, label) pair weighted by d_il;
+    scikit-learn's C * sum(loss) + ||W||^2 / 2 is our objective with C = 1 / (n alpha)."""
+    X, D = make_distribution(n=60, d=4, c=3, seed=1)
+    alpha = 0.01
+    model = SAMaxEnt(alpha=alpha, scale="none").fit(X, D)
+    n, c = D.shape
+    lr = LogisticRegression(C=1.0 / (n * alpha), tol=1e-12, max_iter=10_000)
+    lr.fit(np.repeat(X, c, axis=0), np.tile(np.arange(c), n), sample_weight=D.ravel())
+    np.testing.assert_allclose(model.predict(X), lr.predict_proba(X), atol=1e-5)
+    assert model.converged_
+
+
+# ------------------------------------------------------------------ contract shared by all six
+@pytest.mark.parametrize("method", CLASSIFIERS)
+def test_constant_labels_are_predicted_constant(method: str) -> None:
+    X, Y, Xte = _data()
+    Y = np.column_stack([Y, np.zeros(len(Y)), np.ones(len(Y))])
+    model = get_method(method).build({}).fit(X, Y)
+    S = model.decision_function(Xte)
+    assert S.shape == (len(Xte), Y.shape[1])
+    np.testing.assert_array_equal(S[:, -2], 0.0)
+    np.testing.assert_array_equal(S[:, -1], 1.0)
+    P = model.predict(Xte)
+    assert set(np.unique(P)) <= {0, 1}
+    np.testing.assert_array_equal(P[:, -2:], [[0, 1]] * len(Xte))
+
+
+@pytest.mark.parametrize("method", CLASSIFIERS)
+def test_classifier_only_constant_labels(method: str) -> None:
+    X, _, Xte = _data()
+    Y = np.column_stack([np.zeros(len(X)), np.ones(len(X))])
+    model = get_method(method).build({}).fit(X, Y)
+    np.testing.assert_array_equal(model.decision_function(Xte), [[0.0, 1.0]] * len(Xte))
+
+
+def test_mi_filter_constant_label_scores_zero() -> None:
+    X, Y, _ = _data()
+    Y = np.column_stack([Y, np.ones(len(Y))])
+    selector = MIFilter(estimator="binned").fit(X, Y)
+    np.testing.assert_array_equal(selector.mutual_information_[:, -1], 0.0)
+
+
+def _fit(method: str, progress=None):  # type: ignore[no-untyped-def]
+    spec = get_method(method)
+    if spec.dataset_kind == "distribution":
+        X, T = make_distribution(n=60)
+    else:
+        X, T, _ = _data(n=60)
+    params = {"estimator": "binned"} if method == "mi-filter" else {}
+    return spec.build(params).fit(X, T, progress=progress), X
+
+
+@pytest.mark.parametrize("method", CLASSIFIERS + DISTRIBUTION + ["mi-filter"])
+def test_progress_is_reported_and_cancels(method: str) -> None:
+    seen: list[tuple[str, float]] = []
+    _fit(method, progress=lambda stage, fraction: seen.append((stage, fraction)))
+    spec = get_method(method)
+    assert seen and all(stage in spec.stages and 0.0 <= f <= 1.0 for stage, f in seen)
+    assert seen[-1][1] == 1.0
+
+    def cancel(stage: str, fraction: float) -> None:
+        raise JobCancelled("job")
+
+    with pytest.raises(JobCancelled):
+        _fit(method, progress=cancel)
+
+
+@pytest.mark.parametrize("method", CLASSIFIERS + DISTRIBUTION)
+def test_fast_path_matches_public_path_and_pickles(method: str) -> None:
+    model, X = _fit(method)
+    row = X[:1]
+    if get_method(method).task == "multilabel":
+        np.testing.assert_array_equal(model._decision_function(row), model.decision_function(row))
+        np.testing.assert_array_equal(model._predict(row, 0.3), model.predict(row, threshold=0.3))
+        out = model.decision_function(X)
+    else:
+        out = model.predict(X)
+        np.testing.assert_allclose(out.sum(axis=1), 1.0)
+        np.testing.assert_array_equal(model._predict(row), out[:1])
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).__class__, model.__class__)
+    with pytest.raises(ValueError, match="features"):
+        (model.decision_function if get_method(method).task == "multilabel" else model.predict)(X[:, :-1])
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("br", {"C": 0}), ("ecc", {"n_chains": 0}), ("rf", {"max_features": 1.5}), ("aa-knn", {"k": 0})],
+)
+def test_bad_parameters_fail_in_fit(method: str, params: dict) -> None:
+    estimator = get_method(method).estimator(**params)  # constructing never validates
+    X, Y, _ = _data(n=30)
+    if get_method(method).dataset_kind == "distribution":
+        X, Y = make_distribution(n=30)
+    with pytest.raises(ValueError):
+        estimator.fit(X, Y)
+
+
+def test_aa_knn_k_larger_than_training_set() -> None:
+    X, D = make_distribution(n=6)
+    with pytest.raises(ValueError, match="exceeds"):
+        AAKNN(k=7).fit(X, D)
+
+
+def test_distribution_rows_must_sum_to_one() -> None:
+    X, D = make_distribution(n=20)
+    with pytest.raises(ValueError, match="distribution"):
+        SAMaxEnt().fit(X, D * 2)
