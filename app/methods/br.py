@@ -6,7 +6,9 @@ scikit-learn's ``OneVsRestClassifier``): label j is predicted by a scikit-learn
 per-label probabilities; the label set is every label with probability > 0.5.
 
 The fitted coefficients are stacked into one (q, d) matrix, so prediction is one matrix product
-and a sigmoid whatever q is. A label that is constant in the training data (never or always
+and a sigmoid whatever q is. The per-label fits run with one BLAS thread: each problem is too
+small to gain from more, and BLAS threads competing for the cores of a busy machine made them 20
+times slower (Yahoo Arts: 2.2 s instead of 0.11 s per label). A label that is constant in the training data (never or always
 present) has no logistic regression; it is predicted with that constant (probability 0 or 1).
 """
 
@@ -21,6 +23,7 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
 from app.methods.baseline_support import Scaling, check_input, check_params, constant_labels
@@ -68,12 +71,13 @@ class BinaryRelevance(BaseEstimator):
         varying, value = constant_labels(Y)
         coef = np.zeros((q, X.shape[1]))
         intercept = np.zeros(q)
-        for j in range(q):
-            progress("labels", j / q)
-            if varying[j]:
-                lr = LogisticRegression(C=self.C, max_iter=self.max_iter, class_weight=self.class_weight)
-                lr.fit(Xs, Y[:, j])
-                coef[j], intercept[j] = lr.coef_[0], lr.intercept_[0]
+        with threadpool_limits(limits=1, user_api="blas"):
+            for j in range(q):
+                progress("labels", j / q)
+                if varying[j]:
+                    lr = LogisticRegression(C=self.C, max_iter=self.max_iter, class_weight=self.class_weight)
+                    lr.fit(Xs, Y[:, j])
+                    coef[j], intercept[j] = lr.coef_[0], lr.intercept_[0]
         progress("labels", 1.0)
         self.coef_, self.intercept_ = coef, intercept
         self.constant_, self.constant_value_ = ~varying, value

@@ -11,7 +11,8 @@ regression sees one class). Such labels are left out of the chains, where they w
 constant extra feature that moves nothing, and predicted with their constant.
 
 Prediction replays the chains in NumPy from the fitted coefficients: one matrix product for the
-feature part of every link, then a loop over the links for the label part.
+feature part of every link, then a loop over the links for the label part. Fitting uses one BLAS thread, for the reason given
+in ``app.methods.br``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.multioutput import ClassifierChain
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
 from app.methods.baseline_support import Scaling, check_input, check_params, constant_labels
@@ -103,12 +105,13 @@ class EnsembleClassifierChains(BaseEstimator):
         self.chains_: list[_Chain] = []
         if self.varying_.any():
             Yv = Y[:, self.varying_]
-            for i, seed in enumerate(seeds):
-                progress("chains", i / self.n_chains)
-                chain = ClassifierChain(
-                    LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
-                )
-                self.chains_.append(_Chain(chain.fit(Xs, Yv), X.shape[1]))
+            with threadpool_limits(limits=1, user_api="blas"):
+                for i, seed in enumerate(seeds):
+                    progress("chains", i / self.n_chains)
+                    chain = ClassifierChain(
+                        LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
+                    )
+                    self.chains_.append(_Chain(chain.fit(Xs, Yv), X.shape[1]))
         progress("chains", 1.0)
         self.n_features_in_ = X.shape[1]
         return self

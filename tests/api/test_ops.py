@@ -19,7 +19,22 @@ def test_health_ready_docs(client):
 def test_methods_catalog(client):
     body = client.get("/methods").json()
     ids = [m["id"] for m in body["items"]]
-    assert ids == sorted(["dmknn", "elcfs", "ghc-dr", "ldlkm", "mlknn", "trans-ovk"])
+    assert ids == sorted(
+        [
+            "dmknn",
+            "elcfs",
+            "ghc-dr",
+            "ldlkm",
+            "mlknn",
+            "trans-ovk",
+            "br",
+            "ecc",
+            "rf",
+            "mi-filter",
+            "aa-knn",
+            "sa-maxent",
+        ]
+    )
     ldlkm = client.get("/methods/ldlkm").json()
     assert ldlkm["outputs"] == ["distribution"] and ldlkm["dataset_kind"] == "distribution"
     assert {"k", "max_iter", "p"} <= set(ldlkm["params"]["properties"])

@@ -1,0 +1,374 @@
+"""Model selection and comparison by cross-validation on one dataset.
+
+``POST /train`` with ``"method": "auto"`` and ``POST /compare`` share this module: it splits the
+dataset into folds, fits every (method, parameters) entry on each training part, scores it on the
+held-out part with every metric of the task, and ranks the entries by one metric. Nothing outside
+the dataset is used, so a user's test split stays untouched.
+
+Folds. Multi-label data is split by iterative stratification (Sechidis et al. 2011, the
+``iterative-stratification`` package): each fold gets about its share of every label's positives,
+which a plain shuffled split does not guarantee for rare labels. Label distributions use shuffled
+k-fold.
+
+Candidates. By default every classifier (or every label distribution learner) whose expected cost
+fits ``budget_seconds``; methods marked expensive are tried only when named. The expected cost of
+one fit is a rough model in n, d and q per method (``_COST``), fitted to timings of one fit on a
+shared 2-core machine; the candidates' cross-validation cost is ``cv`` times that.
+
+Grids (``tune=True``): every combination of the method's grid in ``GRIDS`` is one more entry of
+the leaderboard. They are small on purpose (at most 4 points) because each point costs ``cv``
+fits; they cover the parameter that moves results most for each method.
+
+Selectors (compare only) are scored by what they are for: ML-kNN (k=10) trained on their top 20%
+of features, with every multi-label metric of that classifier; the average precision at other
+fractions (``FRACTIONS``) is kept for the report's curve.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from iterstrat.ml_stratifiers import MultilabelStratifiedKFold
+from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
+
+from app import metrics
+from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
+from app.methods.catalog import catalog, get_method
+from app.methods.mlknn import MLkNN
+
+#: fractions of features at which selectors are scored for the report's curve
+FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5)
+#: the fraction at which selectors are ranked (ELCFS's protocol, as ``POST /evaluate``)
+SELECTOR_FRACTION = 0.2
+#: default budget for the candidates' cross-validation, in expected seconds
+DEFAULT_BUDGET_SECONDS = 600.0
+
+#: methods tried only when named: their cost grows too fast with the data for a default sweep
+EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
+
+#: documented grids for ``tune=True`` (every combination is evaluated)
+GRIDS: dict[str, dict[str, list[Any]]] = {
+    "br": {"C": [0.1, 1.0, 10.0]},
+    "ecc": {"C": [0.1, 1.0, 10.0]},
+    "rf": {"max_features": ["sqrt", 0.3], "min_samples_leaf": [1, 3]},
+    "mlknn": {"k": [5, 10, 20]},
+    "dmknn": {"k": [5, 10, 20]},
+    "trans-ovk": {"lambda_k": [1e-3, 1e-2, 1e-1]},
+    "aa-knn": {"k": [3, 5, 10, 20]},
+    "sa-maxent": {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]},
+    "ldlkm": {"k": [3, 5, 10]},
+    "mi-filter": {"estimator": ["binned", "knn"]},
+    "elcfs": {"lambda4": [0.1, 1.0]},
+    "ghc-dr": {"alpha": [0.1, 1.0]},
+}
+
+
+def _cost(method: str, n: int, d: int, q: int) -> float:
+    """Expected seconds of one fit on n x d data with q labels (rough, from measured fits)."""
+    size = n * d * q
+    models: dict[str, Callable[[], float]] = {
+        "br": lambda: 3.8 * size / (1600 * 462 * 26),
+        "ecc": lambda: 10.0 * size / (1600 * 462 * 26),
+        "rf": lambda: 26.0 * (n / 1600) ** 1.2 * math.sqrt(d / 462) * (q / 26) ** 0.5,
+        "mlknn": lambda: 0.5 * (n / 1600) ** 2 * (d / 462) + 0.01 * q,
+        "dmknn": lambda: 0.7 * (n / 1600) ** 2 * (d / 462) + 0.02 * q,
+        "trans-ovk": lambda: 5.0 * (n / 400) ** 3 * (d / 72),
+        "aa-knn": lambda: 0.2 * (n / 2000) ** 2 * (d / 100),
+        "sa-maxent": lambda: 5.0 * (n * d * q) / (2000 * 250 * 6),
+        "ldlkm": lambda: 0.5 * (n * d) / (2000 * 250),
+        "mi-filter": lambda: 0.2 * size / (1600 * 462 * 26),  # the binned estimator used in sweeps
+        "elcfs": lambda: 2.0 * (d / 300) ** 2 * (q / 6),
+        "ghc-dr": lambda: 3.0 * (n / 1200) ** 2 * (d / 300),
+    }
+    return float(models[method]()) if method in models else 1.0
+
+
+def expected_cost(method: str, n: int, d: int, q: int) -> float:
+    """Expected seconds of one fit of ``method`` (a rough model; 1 s for unknown methods)."""
+    return _cost(method, n, d, q)
+
+
+def task_of(kind: str) -> str:
+    """The method task that fits a dataset kind (and is ranked in a selection)."""
+    return "distribution" if kind == "distribution" else "multilabel"
+
+
+def default_metric(kind: str) -> str:
+    return "chebyshev" if kind == "distribution" else "average_precision"
+
+
+def metric_names(task: str) -> tuple[str, ...]:
+    return metrics.LDL_METRICS if task == "distribution" else metrics.MULTILABEL_METRICS
+
+
+def default_candidates(
+    kind: str, n: int, d: int, q: int, cv: int, *, tasks: Sequence[str] | None = None, budget: float | None = None
+) -> list[str]:
+    """Methods of the kind's tasks, not expensive, whose expected cross-validation cost fits the
+    budget (cheapest first while the running total fits; the cheapest always runs)."""
+    tasks = tuple(tasks or (task_of(kind),))
+    budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
+    pool = [
+        spec.id
+        for spec in catalog().values()
+        if spec.task in tasks and spec.dataset_kind == kind and spec.id not in EXPENSIVE
+    ]
+    pool.sort(key=lambda m: expected_cost(m, n, d, q))
+    chosen: list[str] = []
+    total = 0.0
+    for method in pool:
+        cost = cv * expected_cost(method, n, d, q)
+        if chosen and total + cost > budget:
+            continue
+        chosen.append(method)
+        total += cost
+    return sorted(chosen)
+
+
+def grid(method: str) -> list[dict[str, Any]]:
+    """Every parameter combination of the method's documented grid (``[{}]`` when it has none)."""
+    axes = GRIDS.get(method, {})
+    keys = list(axes)
+    return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))] or [{}]
+
+
+def folds(Y: np.ndarray, kind: str, cv: int, random_state: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``cv`` (train, held-out) index pairs; iterative stratification for multi-label data."""
+    n = Y.shape[0]
+    if not 2 <= cv <= n:
+        raise ValueError(f"cv must be in [2, {n}] for {n} samples, got {cv}")
+    splitter: Any
+    if kind == "distribution":
+        splitter = KFold(n_splits=cv, shuffle=True, random_state=random_state)
+    else:
+        splitter = MultilabelStratifiedKFold(n_splits=cv, shuffle=True, random_state=random_state)
+    return [(np.asarray(tr), np.asarray(te)) for tr, te in splitter.split(np.zeros((n, 1)), (Y > 0).astype(int))]
+
+
+# ---------------------------------------------------------------------------------- results
+@dataclass
+class Entry:
+    """One (method, parameters) point of a leaderboard and what cross-validation measured."""
+
+    method: str
+    params: dict[str, Any]
+    fold_metrics: list[dict[str, float]] = field(default_factory=list)
+    fit_seconds: list[float] = field(default_factory=list)
+    #: out-of-fold predictions: scores (classifiers), distributions (LDL); None for selectors
+    oof_scores: np.ndarray | None = None
+    oof_labels: np.ndarray | None = None
+    #: selectors: downstream average precision per fraction of features, one list per fold
+    curve: dict[float, list[float]] = field(default_factory=dict)
+    error: str | None = None
+
+    def mean(self, metric: str) -> float:
+        values = [f[metric] for f in self.fold_metrics if metric in f and math.isfinite(f[metric])]
+        return float(np.mean(values)) if values else math.nan
+
+    def std(self, metric: str) -> float:
+        values = [f[metric] for f in self.fold_metrics if metric in f and math.isfinite(f[metric])]
+        return float(np.std(values)) if values else math.nan
+
+    def summary(self, names: Sequence[str]) -> dict[str, dict[str, float | None]]:
+        return {name: {"mean": _finite(self.mean(name)), "std": _finite(self.std(name))} for name in names}
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def rank(entries: Sequence[Entry], metric: str) -> list[Entry]:
+    """Best first by the mean of ``metric``; failed or undefined entries last (stable otherwise)."""
+    lower = metric in metrics.LOWER_IS_BETTER
+
+    def key(entry: Entry) -> tuple[int, float]:
+        value = entry.mean(metric)
+        if entry.error is not None or not math.isfinite(value):
+            return (1, 0.0)
+        return (0, value if lower else -value)
+
+    return sorted(entries, key=key)
+
+
+# ------------------------------------------------------------------------------ evaluation
+def _seeded(spec: MethodSpec, params: dict[str, Any], random_state: int | None) -> dict[str, Any]:
+    if "random_state" in spec.params.model_fields and params.get("random_state") is None and random_state is not None:
+        return {**params, "random_state": random_state}
+    return dict(params)
+
+
+def _selector_scores(
+    selector: Any, X: np.ndarray, Y: np.ndarray, tr: np.ndarray, te: np.ndarray
+) -> tuple[dict[str, float], dict[float, float]]:
+    """ML-kNN (k=10) on the selector's top features: every metric at ``SELECTOR_FRACTION``, AP per fraction."""
+    ranking = np.asarray(selector.ranking_)
+    d = ranking.size
+    curve: dict[float, float] = {}
+    at_default: dict[str, float] = {}
+    for fraction in sorted(set(FRACTIONS) | {SELECTOR_FRACTION}):
+        keep = ranking[: max(1, int(round(fraction * d)))]
+        knn = MLkNN(k=min(10, len(tr) - 1)).fit(X[tr][:, keep], Y[tr])
+        S = knn.decision_function(X[te][:, keep])
+        curve[fraction] = metrics.average_precision(Y[te], S)
+        if fraction == SELECTOR_FRACTION:
+            at_default = metrics.multilabel_metrics(Y[te], knn.predict(X[te][:, keep]), S)
+    return at_default, curve
+
+
+def cross_validate(
+    X: np.ndarray,
+    Y: np.ndarray,
+    kind: str,
+    entries: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    cv: int = 5,
+    random_state: int | None = 0,
+    progress: ProgressFn | None = None,
+) -> list[Entry]:
+    """Every entry fitted on each fold's training part and scored on its held-out part.
+
+    A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
+    kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
+    BLAS runs single-threaded: the fits are small and BLAS threads competing for the cores of a
+    shared machine cost far more than they gain.
+    """
+    progress = progress or no_progress
+    splits = folds(Y, kind, cv, random_state)
+    results: list[Entry] = []
+    total = len(entries) * len(splits)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for e, (method, params) in enumerate(entries):
+            spec = get_method(method)
+            if spec is None:
+                raise ValueError(f"unknown method '{method}'")
+            entry = Entry(method=method, params=_seeded(spec, params, random_state))
+            if spec.task != "selection":
+                entry.oof_scores = np.zeros(Y.shape)
+                entry.oof_labels = np.zeros(Y.shape, dtype=np.int8) if spec.task == "multilabel" else None
+            for f, (tr, te) in enumerate(splits):
+                step = e * len(splits) + f
+                label = f"{method} ({e + 1}/{len(entries)}) fold {f + 1}/{len(splits)}"
+
+                def inner(stage: str, fraction: float, label: str = label, step: int = step) -> None:
+                    progress(f"{label}: {stage}", (step + min(max(fraction, 0.0), 1.0)) / total)
+
+                progress(label, step / total)
+                try:
+                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner)
+                except JobCancelled:
+                    raise
+                except Exception as exc:  # a failing candidate is reported, not fatal
+                    entry.error = f"fold {f + 1}: {type(exc).__name__}: {exc}"
+                    break
+                entry.fold_metrics.append(entry_fold)
+            results.append(entry)
+    progress("cross-validation done", 1.0)
+    return results
+
+
+def _fit_and_score(
+    spec: MethodSpec,
+    entry: Entry,
+    X: np.ndarray,
+    Y: np.ndarray,
+    tr: np.ndarray,
+    te: np.ndarray,
+    progress: ProgressFn,
+) -> dict[str, float]:
+    estimator = spec.build(entry.params)
+    started = time.perf_counter()
+    estimator.fit(X[tr], Y[tr], progress=progress)
+    entry.fit_seconds.append(time.perf_counter() - started)
+    if spec.task == "selection":
+        scores, curve = _selector_scores(estimator, X, Y, tr, te)
+        for fraction, value in curve.items():
+            entry.curve.setdefault(fraction, []).append(value)
+        return scores
+    if spec.task == "distribution":
+        P = estimator.predict(X[te])
+        assert entry.oof_scores is not None
+        entry.oof_scores[te] = P
+        return metrics.ldl_metrics(Y[te], P)
+    S = estimator.decision_function(X[te])
+    Yhat = estimator.predict(X[te])
+    assert entry.oof_scores is not None and entry.oof_labels is not None
+    entry.oof_scores[te] = S
+    entry.oof_labels[te] = Yhat
+    return metrics.multilabel_metrics(Y[te], Yhat, S)
+
+
+# ------------------------------------------------------------------------------- selection
+@dataclass
+class Selection:
+    """The outcome of ``select``: the leaderboard (best first) and the winning entry."""
+
+    metric: str
+    cv: int
+    leaderboard: list[Entry]
+
+    @property
+    def best(self) -> Entry:
+        return self.leaderboard[0]
+
+    def record(self) -> dict[str, Any]:
+        """What the version record stores under ``selection``."""
+        return {
+            "metric": self.metric,
+            "cv": self.cv,
+            "leaderboard": [
+                {
+                    "method": e.method,
+                    "params": e.params,
+                    "mean": _finite(e.mean(self.metric)),
+                    "std": _finite(e.std(self.metric)),
+                    **({"error": e.error} if e.error else {}),
+                }
+                for e in self.leaderboard
+            ],
+        }
+
+
+def plan(
+    kind: str,
+    shape: tuple[int, int, int],
+    *,
+    candidates: Sequence[str] | None = None,
+    cv: int = 5,
+    tune: bool = False,
+    tasks: Sequence[str] | None = None,
+    budget: float | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The (method, params) entries a selection or comparison evaluates."""
+    n, d, q = shape
+    methods = list(candidates) if candidates else default_candidates(kind, n, d, q, cv, tasks=tasks, budget=budget)
+    return [(m, p) for m in methods for p in (grid(m) if tune else [{}])]
+
+
+def select(
+    X: np.ndarray,
+    Y: np.ndarray,
+    kind: str,
+    *,
+    candidates: Sequence[str] | None = None,
+    metric: str | None = None,
+    cv: int = 5,
+    tune: bool = False,
+    random_state: int | None = 0,
+    budget: float | None = None,
+    progress: ProgressFn | None = None,
+) -> Selection:
+    """Rank the candidates of ``plan`` by cross-validated ``metric`` (default: the kind's)."""
+    metric = metric or default_metric(kind)
+    entries = plan(kind, (X.shape[0], X.shape[1], Y.shape[1]), candidates=candidates, cv=cv, tune=tune, budget=budget)
+    results = cross_validate(X, Y, kind, entries, cv=cv, random_state=random_state, progress=progress)
+    ranked = rank(results, metric)
+    if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
+        raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
+    return Selection(metric=metric, cv=cv, leaderboard=ranked)

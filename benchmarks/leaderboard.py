@@ -1,0 +1,307 @@
+"""The leaderboard: every method and ``auto`` on every benchmark set, official splits.
+
+Protocol. Multi-label sets: Mulan's official train/test files (emotions, scene, yeast, birds,
+flags, genbase, medical) and the Yahoo sets' 2000/3000 split. Label distribution sets have no
+official split: a seeded 80/20 split (``random_state=0``). Features are min-max scaled on the
+training part (the scaling applied to the test part as is). Every method runs at its defaults;
+``auto`` runs ``app.selection.select`` (5-fold cross-validation, iterative stratification) on the
+training part only, then fits its winner on the whole training part; the test part is used only
+for the figures below. Selectors are scored by ML-kNN (k=10) on their top 20% of features.
+
+Cost limits (2 shared cores): ``trans-ovk`` only on sets with at most 700 training rows and 300
+features; ``ghc-dr`` and the nearest-neighbour ``mi-filter`` estimator only on the Mulan sets (the
+binned ``mi-filter`` runs everywhere).
+
+    nice .venv/bin/python -m benchmarks.leaderboard                 # everything; resumes
+    nice .venv/bin/python -m benchmarks.leaderboard --sets emotions SJAFFE
+    nice .venv/bin/python -m benchmarks.leaderboard --tables-only   # rewrite the tables
+
+Raw results (one JSON file per set and task) go to ``benchmarks/results/leaderboard/`` (not
+committed) and are reused on the next run; the summary tables go to ``benchmarks/leaderboard.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+from threadpoolctl import threadpool_limits
+
+from app import metrics, selection
+from app.methods.catalog import get_method
+from app.methods.mlknn import MLkNN, minmax_fit
+from benchmarks import datasets
+
+ROOT = Path(__file__).resolve().parent
+RAW = ROOT / "results" / "leaderboard"
+TABLES = ROOT / "leaderboard.md"
+
+CLASSIFIERS = ("br", "ecc", "rf", "mlknn", "dmknn", "trans-ovk")
+LDL = ("aa-knn", "sa-maxent", "ldlkm")
+SELECTORS = ("mi-filter", "mi-filter/binned", "elcfs", "ghc-dr")
+ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
+LDL_SETS = datasets.LDL_SETS
+SELECTION_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
+
+
+def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    if name in datasets.YAHOO_SETS:
+        tr, te = datasets.load_yahoo(name, "train"), datasets.load_yahoo(name, "test")
+        parts = (tr.X, tr.Y, te.X, te.Y)
+    elif name in datasets.MULAN_SETS:
+        tr, te = datasets.load_mulan(name, "train"), datasets.load_mulan(name, "test")
+        parts = (tr.X, tr.Y, te.X, te.Y)
+    else:
+        ds = datasets.load_ldl(name)
+        Xtr, Xte, Ytr, Yte = train_test_split(np.array(ds.X), np.array(ds.Y), test_size=0.2, random_state=0)
+        parts = (Xtr, Ytr, Xte, Yte)
+    Xtr, Ytr, Xte, Yte = (np.array(p, dtype=np.float64) for p in parts)
+    offset, factor = minmax_fit(Xtr)
+    return (Xtr - offset) * factor, Ytr, (Xte - offset) * factor, Yte
+
+
+def _allowed(method: str, name: str, n: int, d: int) -> bool:
+    if method == "trans-ovk":
+        return n <= 700 and d <= 300
+    if method in ("ghc-dr", "mi-filter"):
+        return name in datasets.MULAN_SETS
+    return True
+
+
+def _build(method: str) -> Any:
+    if method == "mi-filter/binned":
+        return get_method("mi-filter").build({"estimator": "binned"})  # type: ignore[union-attr]
+    return get_method(method).build({})  # type: ignore[union-attr]
+
+
+def _classify(name: str) -> dict[str, Any]:
+    Xtr, Ytr, Xte, Yte = _split(name)
+    out: dict[str, Any] = {"n": len(Xtr), "d": Xtr.shape[1], "q": Ytr.shape[1], "methods": {}}
+    for method in CLASSIFIERS:
+        if not _allowed(method, name, *Xtr.shape):
+            continue
+        started = time.perf_counter()
+        model = _build(method).fit(Xtr, Ytr)
+        seconds = time.perf_counter() - started
+        S, P = model.decision_function(Xte), model.predict(Xte)
+        out["methods"][method] = {**metrics.multilabel_metrics(Yte, P, S), "fit_seconds": seconds}
+        print(f"  {name} {method}: AP {out['methods'][method]['average_precision']:.4f} ({seconds:.1f} s)", flush=True)
+    started = time.perf_counter()
+    chosen = selection.select(Xtr, Ytr, "multilabel", cv=5, random_state=0)
+    best = chosen.best
+    model = get_method(best.method).build(best.params).fit(Xtr, Ytr)  # type: ignore[union-attr]
+    seconds = time.perf_counter() - started
+    S, P = model.decision_function(Xte), model.predict(Xte)
+    out["auto"] = {
+        **metrics.multilabel_metrics(Yte, P, S),
+        "seconds": seconds,
+        "picked": best.method,
+        "candidates": [e.method for e in chosen.leaderboard],
+        "cv": {e.method: e.mean("average_precision") for e in chosen.leaderboard},
+    }
+    print(f"  {name} auto -> {best.method}: AP {out['auto']['average_precision']:.4f} ({seconds:.1f} s)", flush=True)
+    return out
+
+
+def _distribution(name: str) -> dict[str, Any]:
+    Xtr, Dtr, Xte, Dte = _split(name)
+    out: dict[str, Any] = {"n": len(Xtr), "d": Xtr.shape[1], "q": Dtr.shape[1], "methods": {}}
+    for method in LDL:
+        started = time.perf_counter()
+        model = _build(method).fit(Xtr, Dtr)
+        seconds = time.perf_counter() - started
+        out["methods"][method] = {**metrics.ldl_metrics(Dte, model.predict(Xte)), "fit_seconds": seconds}
+        print(f"  {name} {method}: Cheb {out['methods'][method]['chebyshev']:.4f} ({seconds:.1f} s)", flush=True)
+    mean = np.tile(Dtr.mean(axis=0), (len(Dte), 1))
+    out["methods"]["training mean"] = {**metrics.ldl_metrics(Dte, mean), "fit_seconds": 0.0}
+    started = time.perf_counter()
+    chosen = selection.select(Xtr, Dtr, "distribution", cv=5, random_state=0)
+    best = chosen.best
+    model = get_method(best.method).build(best.params).fit(Xtr, Dtr)  # type: ignore[union-attr]
+    seconds = time.perf_counter() - started
+    out["auto"] = {
+        **metrics.ldl_metrics(Dte, model.predict(Xte)),
+        "seconds": seconds,
+        "picked": best.method,
+        "cv": {e.method: e.mean("chebyshev") for e in chosen.leaderboard},
+    }
+    print(f"  {name} auto -> {best.method}: Cheb {out['auto']['chebyshev']:.4f} ({seconds:.1f} s)", flush=True)
+    return out
+
+
+def _select(name: str) -> dict[str, Any]:
+    Xtr, Ytr, Xte, Yte = _split(name)
+    d = Xtr.shape[1]
+    out: dict[str, Any] = {"n": len(Xtr), "d": d, "q": Ytr.shape[1], "methods": {}}
+
+    def downstream(keep: np.ndarray) -> float:
+        knn = MLkNN(k=10).fit(Xtr[:, keep], Ytr)
+        return metrics.average_precision(Yte, knn.decision_function(Xte[:, keep]))
+
+    top = max(1, int(round(selection.SELECTOR_FRACTION * d)))
+    out["methods"]["all features"] = {"ap20": downstream(np.arange(d)), "fit_seconds": 0.0}
+    for method in SELECTORS:
+        if not _allowed(method, name, *Xtr.shape):
+            continue
+        started = time.perf_counter()
+        ranking = np.asarray(_build(method).fit(Xtr, Ytr).ranking_)
+        seconds = time.perf_counter() - started
+        curve = {f: downstream(ranking[: max(1, int(round(f * d)))]) for f in selection.FRACTIONS}
+        out["methods"][method] = {"ap20": downstream(ranking[:top]), "curve": curve, "fit_seconds": seconds}
+        print(f"  {name} {method}: AP@20% {out['methods'][method]['ap20']:.4f} ({seconds:.1f} s)", flush=True)
+    return out
+
+
+TASKS = {
+    "classification": (_classify, ML_SETS),
+    "distribution": (_distribution, LDL_SETS),
+    "selection": (_select, SELECTION_SETS),
+}
+
+
+def run(sets: list[str] | None, tasks: list[str]) -> None:
+    RAW.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        fn, names = TASKS[task]
+        for name in names:
+            if sets and name not in sets:
+                continue
+            path = RAW / f"{task}-{name}.json"
+            if path.exists():
+                continue
+            print(f"{task} {name}", flush=True)
+            with threadpool_limits(limits=1, user_api="blas"):
+                result = fn(name)
+            path.write_text(json.dumps(result, indent=1, default=float))
+
+
+# ---------------------------------------------------------------------------------- tables
+def _load(task: str) -> dict[str, dict[str, Any]]:
+    names = TASKS[task][1]
+    found = {
+        n: json.loads((RAW / f"{task}-{n}.json").read_text()) for n in names if (RAW / f"{task}-{n}.json").exists()
+    }
+    return found
+
+
+def _fmt(value: float | None, best: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"**{value:.3f}**" if best else f"{value:.3f}"
+
+
+def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "### Multi-label classification: average precision on the test split (higher is better)",
+        "",
+        "| set | n / d / q | " + " | ".join(CLASSIFIERS) + " | auto (picked) | auto - best | auto seconds |",
+        "|---|---|" + "---|" * len(CLASSIFIERS) + "---|---|---|",
+    ]
+    for name, r in results.items():
+        ap = {m: v["average_precision"] for m, v in r["methods"].items()}
+        top = max(ap.values())
+        cand = [ap[m] for m in r["auto"]["candidates"] if m in ap]
+        best_candidate = max(cand) if cand else top
+        cells = [_fmt(ap.get(m), ap.get(m) == top) for m in CLASSIFIERS]
+        auto = r["auto"]
+        lines.append(
+            f"| {name} | {r['n']} / {r['d']} / {r['q']} | "
+            + " | ".join(cells)
+            + f" | {auto['average_precision']:.3f} ({auto['picked']}) | {auto['average_precision'] - best_candidate:+.3f}"
+            f" | {auto['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        "### Multi-label classification: macro-F1 on the test split (each method's own threshold rule)",
+        "",
+        "| set | " + " | ".join(CLASSIFIERS) + " | auto |",
+        "|---|" + "---|" * len(CLASSIFIERS) + "---|",
+    ]
+    for name, r in results.items():
+        f1 = {m: v["macro_f1"] for m, v in r["methods"].items()}
+        top = max(f1.values())
+        cells = [_fmt(f1.get(m), f1.get(m) == top) for m in CLASSIFIERS]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['auto']['macro_f1']:.3f} |")
+    return lines
+
+
+def _distribution_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    cols = (*LDL, "training mean")
+    lines = [
+        "### Label distributions: Chebyshev distance on a seeded 80/20 split (lower is better)",
+        "",
+        "| set | n / d / c | " + " | ".join(cols) + " | auto (picked) | auto / best |",
+        "|---|---|" + "---|" * len(cols) + "---|---|",
+    ]
+    for name, r in results.items():
+        ch = {m: v["chebyshev"] for m, v in r["methods"].items()}
+        top = min(ch[m] for m in LDL)
+        cells = [_fmt(ch.get(m), ch.get(m) == top) for m in cols]
+        auto = r["auto"]
+        lines.append(
+            f"| {name} | {r['n']} / {r['d']} / {r['q']} | "
+            + " | ".join(cells)
+            + f" | {auto['chebyshev']:.4f} ({auto['picked']}) | {auto['chebyshev'] / top:.3f} |"
+        )
+    return lines
+
+
+def _selection_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    cols = ("all features", *SELECTORS)
+    lines = [
+        "### Feature selection: ML-kNN (k=10) average precision on the top 20% of features, test split",
+        "",
+        "| set | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for name, r in results.items():
+        ap = {m: v["ap20"] for m, v in r["methods"].items()}
+        top = max(v for m, v in ap.items() if m != "all features")
+        cells = [_fmt(ap.get(m), m != "all features" and ap.get(m) == top) for m in cols]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_tables() -> str:
+    parts = [
+        "# Leaderboard",
+        "",
+        "Written by `benchmarks/leaderboard.py` (protocol in its docstring): official splits, features",
+        "min-max scaled on the training part, every method at its defaults, `auto` chosen by 5-fold",
+        "cross-validation on the training part only. Bold = best of the row; `-` = not run (cost).",
+        "",
+    ]
+    for task, table in (
+        ("classification", _classification_table),
+        ("distribution", _distribution_table),
+        ("selection", _selection_table),
+    ):
+        results = _load(task)
+        if results:
+            parts += table(results) + [""]
+    text = "\n".join(parts)
+    TABLES.write_text(text)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", nargs="*", help="only these sets")
+    parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tables-only", action="store_true")
+    args = parser.parse_args()
+    if datasets.data_dir() is None:
+        raise SystemExit("benchmark data not found: set LABELSERVE_DATA_DIR")
+    if not args.tables_only:
+        run(args.sets, args.tasks)
+    print(write_tables())
+
+
+if __name__ == "__main__":
+    main()
