@@ -23,14 +23,23 @@ from app.db import session_scope
 from app.orm import Alias, Model, ModelVersion
 from app.store import Store
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+# 1 .. 2**31 - 1 without leading zeros, digit by digit, so that the schema states the exact range
+_VERSION = (
+    r"(?:[1-9][0-9]{0,8}|1[0-9]{9}|20[0-9]{8}|21[0-3][0-9]{7}|214[0-6][0-9]{6}|2147[0-3][0-9]{5}"
+    r"|21474[0-7][0-9]{4}|214748[0-2][0-9]{3}|2147483[0-5][0-9]{2}|21474836[0-3][0-9]|214748364[0-7])"
+)
 # letters, digits, '-' and '_', at least one of them not a digit (``name@3`` is a version)
-ALIAS_PATTERN = r"^[A-Za-z0-9_-]{0,63}[A-Za-z_-][A-Za-z0-9_-]{0,63}$"
+_ALIAS = r"[A-Za-z0-9_-]*[A-Za-z_-][A-Za-z0-9_-]*"
+
+NAME_PATTERN = rf"^{_NAME}$"
+ALIAS_PATTERN = rf"^{_ALIAS}$"
 ALIAS_MAX_LENGTH = 64
+REF_PATTERN = rf"^{_NAME}(?:@(?:{_VERSION}|{_ALIAS}))?$"
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # dataset and job ids (hex digests, uuids)
 MAX_DB_INT = 2**31 - 1  # bound of versions, offsets and other integers that reach the database
 _NAME_RE = re.compile(NAME_PATTERN)
-_ALIAS_RE = re.compile(ALIAS_PATTERN)
+_REF_RE = re.compile(REF_PATTERN)
 
 
 class RegistryError(LookupError):
@@ -44,18 +53,18 @@ class ModelRef:
 
     @classmethod
     def parse(cls, ref: str) -> ModelRef:
+        """Split a reference; ValueError saying what is wrong unless it matches ``REF_PATTERN``.
+
+        An alias longer than aliases can be is not an error here: it names no alias (404).
+        """
         name, _, selector = ref.partition("@")
-        if not _NAME_RE.fullmatch(name) or (ref.count("@") == 1 and not selector):
+        if _REF_RE.fullmatch(ref):
+            return cls(name, selector or None)
+        if not _NAME_RE.fullmatch(name) or ref.count("@") > 1 or (ref.count("@") == 1 and not selector):
             raise ValueError(f"'{ref}' is not a model reference (name, name@version or name@alias)")
-        if selector.isdigit() and not 1 <= int(selector) <= MAX_DB_INT:
-            raise ValueError(f"'{ref}': version must be between 1 and {MAX_DB_INT}")
-        if selector and not selector.isdigit() and not is_alias(selector):
-            raise ValueError(f"'{ref}': an alias is letters, digits, '-' or '_' (at most {ALIAS_MAX_LENGTH})")
-        return cls(name, selector or None)
-
-
-def is_alias(text: str) -> bool:
-    return len(text) <= ALIAS_MAX_LENGTH and _ALIAS_RE.fullmatch(text) is not None
+        if selector.isascii() and selector.isdigit():
+            raise ValueError(f"'{ref}': version must be between 1 and {MAX_DB_INT}, without leading zeros")
+        raise ValueError(f"'{ref}': an alias is letters, digits, '-' or '_', and not only digits")
 
 
 def _select_version(session: Session, ref: str, *columns: Any) -> tuple[Any, ...]:

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
-from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN
+from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features"]
@@ -28,6 +28,21 @@ def _method_enum(schema: dict[str, Any]) -> None:
 # a method id of the catalog; the schema lists them (computed when the schema is generated)
 MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra=_method_enum)]
 DatasetRef = Annotated[str, Field(pattern=ID_PATTERN, description="a dataset id")]
+
+
+def _model_reference(value: str) -> str:
+    ModelRef.parse(value)  # its ValueError says what is wrong, which a pattern mismatch would not
+    return value
+
+
+ModelReference = Annotated[
+    str,
+    AfterValidator(_model_reference),
+    Field(
+        json_schema_extra={"pattern": REF_PATTERN},
+        description="a model reference: name (latest version), name@version or name@alias",
+    ),
+]
 
 
 class Strict(BaseModel):
@@ -80,7 +95,7 @@ class InlineData(Strict):
 class FeatureSelection(Strict):
     """Train on the features a selector model chose (its best ``top_k`` or ``top_fraction``)."""
 
-    model: str = Field(description="selector model reference: name, name@version or name@alias")
+    model: ModelReference = Field(description="selector model reference: name, name@version or name@alias")
     top_k: int | None = Field(None, ge=1)
     top_fraction: float | None = Field(None, gt=0, le=1)
 
@@ -190,7 +205,7 @@ class AliasIn(Strict):
 
 # prediction and evaluation ----------------------------------------------------------------
 class PredictRequest(Strict):
-    model: str
+    model: ModelReference
     instances: list[list[float]] | list[dict[str, float]] | None = None
     dataset_id: DatasetRef | None = None
     output: OutputName | None = None
@@ -216,7 +231,7 @@ class PredictResponse(BaseModel):
 
 
 class EvaluateRequest(Strict):
-    model: str
+    model: ModelReference
     dataset_id: DatasetRef
     threshold: float | None = None
     downstream: Literal["mlknn"] = Field(

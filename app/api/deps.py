@@ -14,7 +14,7 @@ from app.config import Settings
 from app.db import session_scope
 from app.jobs.base import JobRunner
 from app.observability import Metrics
-from app.registry import ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN, ModelCache
+from app.registry import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN, ModelCache
 from app.services.paging import PageParams
 from app.store import Store
 
@@ -90,7 +90,12 @@ PageDep = Annotated[PageParams, Depends(page_params)]
 ModelName = Annotated[str, Path(pattern=NAME_PATTERN, description="model name")]
 VersionNumber = Annotated[int, Path(ge=1, le=MAX_DB_INT, description="version number")]
 AliasName = Annotated[
-    str, Path(pattern=ALIAS_PATTERN, description="alias: letters, digits, '-' or '_', not only digits")
+    str,
+    Path(
+        pattern=ALIAS_PATTERN,
+        max_length=ALIAS_MAX_LENGTH,
+        description="alias: letters, digits, '-' or '_', not only digits",
+    ),
 ]
 DatasetId = Annotated[str, Path(pattern=ID_PATTERN, description="dataset id")]
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="job id")]

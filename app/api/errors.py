@@ -18,9 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from app.errors import DomainError, InvalidFields, InvalidInput
 
@@ -44,6 +47,7 @@ class ErrorBody(BaseModel):
 
 
 _DESCRIPTIONS = {
+    400: "the body could not be read as JSON (or multipart form data)",
     401: "missing API key (only when LABELSERVE_API_KEY is set)",
     403: "wrong API key (only when LABELSERVE_API_KEY is set)",
     404: "an id, name, version or alias that does not exist",
@@ -58,7 +62,7 @@ def responses(*codes: int, success: dict[int | str, dict[str, Any]] | None = Non
     """The ``responses=`` entry of a route: the error statuses it can answer, and any ``success``
     status besides its default one (a 200 beside a 201, a 202 for work queued)."""
     declared: dict[int | str, dict[str, Any]] = {**(success or {})}
-    for code in codes:
+    for code in sorted(codes):
         declared[code] = {"model": ValidationBody if code == 422 else ErrorBody, "description": _DESCRIPTIONS[code]}
     return declared
 
@@ -98,7 +102,28 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": items}, status_code=422)
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (404 unknown path, 405, 401/403 of the API key) in the same shape.
+
+    A 405's ``Allow`` lists every method the OpenAPI document gives the path: Starlette would name
+    only those of the one route it tried, and FastAPI has a route per method.
+    """
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        exc = HTTPException(405, exc.detail, headers={"Allow": ", ".join(_allowed(request))})
+    return await http_exception_handler(request, exc)
+
+
+def _allowed(request: Request) -> list[str]:
+    path = request.url.path
+    for template, operations in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].match(path):
+            return sorted(method.upper() for method in operations)
+    return []
+
+
 def install(api: FastAPI) -> None:
-    """Register the handlers: domain errors and request validation, once for every route."""
+    """Register the handlers: domain errors, request validation and HTTP errors, once for every route."""
     api.add_exception_handler(DomainError, domain_error)
     api.add_exception_handler(RequestValidationError, validation_error)
+    api.add_exception_handler(HTTPException, http_error)

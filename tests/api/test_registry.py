@@ -53,3 +53,23 @@ def test_out_of_range_integers_are_422_not_500(client, multilabel_dataset):
     X, _ = make_multilabel()
     r = client.post("/predict", json={"model": f"m@{huge}", "instances": X[:1].tolist()})
     assert r.status_code == 422 and "version must be between" in r.text
+
+
+def test_evaluations_are_stored_beside_the_immutable_version(client, multilabel_dataset):
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
+    before = client.get("/models/m/versions/1").json()
+    assert before["metrics"] is None and before["evaluations"] == []
+    body = {"model": "m", "dataset_id": multilabel_dataset["id"]}
+    first = client.post("/evaluate", json=body).json()
+    second = client.post("/evaluate", json=body | {"threshold": 0.9}).json()
+    after = client.get("/models/m/versions/1").json()
+    # the record is the same version: only the evaluations beside it grew
+    unchanged = {k: v for k, v in after.items() if k not in ("metrics", "evaluations")}
+    assert unchanged == {k: v for k, v in before.items() if k not in ("metrics", "evaluations")}
+    assert [e["options"]["threshold"] for e in after["evaluations"]] == [None, 0.9]
+    assert after["evaluations"][0]["metrics"] == first["metrics"]
+    assert after["metrics"] == {multilabel_dataset["id"]: second["metrics"]}  # the latest per dataset
+    assert after["evaluations"][0]["n_samples"] == multilabel_dataset["n_samples"]
+    assert client.delete("/models/m/versions/1").status_code == 204  # its evaluations go with it
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
+    assert client.get("/models/m").json()["versions"][0]["evaluations"] == []

@@ -20,7 +20,7 @@ router = APIRouter(prefix="/datasets", tags=["datasets"])
     status_code=201,
     response_model=DatasetOut,
     responses=responses(
-        413, 422, success={200: {"model": DatasetOut, "description": "the same upload was stored before"}}
+        400, 413, 422, success={200: {"model": DatasetOut, "description": "the same upload was stored before"}}
     ),
 )
 def upload_dataset(

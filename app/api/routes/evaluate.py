@@ -12,7 +12,7 @@ from app.services import evaluation
 router = APIRouter(tags=["evaluation"])
 
 
-@router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 413, 422))
+@router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 400, 413, 422))
 def evaluate(
     body: EvaluateRequest, session: SessionDep, store: StoreDep, cache: CacheDep, metrics: MetricsDep
 ) -> EvaluateResponse:

@@ -39,7 +39,7 @@ def delete_model(name: ModelName, session: SessionDep, store: StoreDep) -> Respo
     return Response(status_code=204)
 
 
-@router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 413))
+@router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 400, 413))
 def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep) -> ModelOut:
     return registry.set_alias(session, name, alias, body.version)
 
