@@ -8,7 +8,7 @@ Versions are immutable: nothing here changes a version row; evaluations are stor
 from __future__ import annotations
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from app.errors import Conflict, InvalidInput, NotFound
 from app.methods.base import MethodSpec
@@ -116,8 +116,15 @@ def _version(session: Session, name: str, version: int, *, loc: Loc = ("path", "
     return row
 
 
+# a page of models loads their versions, evaluations and aliases in three queries, not one per row
+_WHOLE_MODEL = (
+    selectinload(Model.versions).selectinload(ModelVersion.evaluations),
+    selectinload(Model.aliases),
+)
+
+
 def list_models(session: Session, params: PageParams) -> Page[ModelOut]:
-    return page(session, select(Model).order_by(Model.name), params, model_out)
+    return page(session, select(Model).options(*_WHOLE_MODEL).order_by(Model.name), params, model_out)
 
 
 def show_model(session: Session, name: str) -> ModelOut:
