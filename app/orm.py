@@ -97,6 +97,8 @@ class ModelVersion(Base):
     library_versions: Mapped[dict[str, Any]]
     artifact_sha256: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[str | None] = mapped_column(String(64))
+    # set when the method was chosen by ``"method": "auto"``: metric, folds and the leaderboard
+    selection: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     model: Mapped[Model] = relationship(back_populates="versions")

@@ -25,8 +25,18 @@ def _method_enum(schema: dict[str, Any]) -> None:
     schema["enum"] = list(catalog())
 
 
+def _known_or_auto(value: str) -> str:
+    return value if value == "auto" else _known_method(value)
+
+
+def _train_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = ["auto", *catalog()]
+
+
 # a method id of the catalog; the schema lists them (computed when the schema is generated)
 MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra=_method_enum)]
+# what POST /train accepts: a catalog id, or "auto" (chosen by cross-validation on the dataset)
+TrainMethodId = Annotated[str, AfterValidator(_known_or_auto), Field(json_schema_extra=_train_enum)]
 DatasetRef = Annotated[str, Field(pattern=ID_PATTERN, description="a dataset id")]
 
 
@@ -107,7 +117,7 @@ class FeatureSelection(Strict):
 
 
 class TrainRequest(Strict):
-    method: MethodId
+    method: TrainMethodId
     dataset_id: DatasetRef | None = None
     data: InlineData | None = None
     model_name: str = Field(pattern=NAME_PATTERN)
@@ -120,6 +130,16 @@ class TrainRequest(Strict):
         if (self.dataset_id is None) == (self.data is None):
             raise ValueError("give exactly one of dataset_id and data")
         return self
+
+
+class CompareRequest(Strict):
+    dataset_id: DatasetRef
+    methods: list[MethodId] | None = Field(
+        None, min_length=1, description="methods to compare; null = every method fitting the dataset"
+    )
+    metric: str | None = Field(None, description="metric to rank by; default average_precision or chebyshev")
+    cv: int = Field(5, ge=2, le=20, description="folds of the cross-validation")
+    random_state: int | None = Field(None, ge=0, le=2**32 - 1)
 
 
 class TrainAccepted(BaseModel):
@@ -190,6 +210,9 @@ class VersionOut(BaseModel):
     job_id: str | None
     created_at: datetime
     evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
+    selection: dict[str, Any] | None = Field(
+        None, description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first)'
+    )
 
 
 class ModelOut(BaseModel):

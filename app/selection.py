@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from iterstrat.ml_stratifiers import MultilabelStratifiedKFold
+from pydantic import BaseModel, ConfigDict, Field
 from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
@@ -47,6 +48,8 @@ from app.methods.mlknn import MLkNN
 FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 #: the fraction at which selectors are ranked (ELCFS's protocol, as ``POST /evaluate``)
 SELECTOR_FRACTION = 0.2
+#: the method id of ``POST /train`` that selects the method
+AUTO = "auto"
 #: default budget for the candidates' cross-validation, in expected seconds
 DEFAULT_BUDGET_SECONDS = 600.0
 
@@ -80,9 +83,9 @@ def _cost(method: str, n: int, d: int, q: int) -> float:
         "mlknn": lambda: 0.5 * (n / 1600) ** 2 * (d / 462) + 0.01 * q,
         "dmknn": lambda: 0.7 * (n / 1600) ** 2 * (d / 462) + 0.02 * q,
         "trans-ovk": lambda: 5.0 * (n / 400) ** 3 * (d / 72),
-        "aa-knn": lambda: 0.2 * (n / 2000) ** 2 * (d / 100),
-        "sa-maxent": lambda: 5.0 * (n * d * q) / (2000 * 250 * 6),
-        "ldlkm": lambda: 0.5 * (n * d) / (2000 * 250),
+        "aa-knn": lambda: 0.05 + 1.1 * (n / 6200) ** 2 * (d / 1869),
+        "sa-maxent": lambda: max(1.0, 58.0 * size / (6200 * 1869 * 5)),
+        "ldlkm": lambda: 0.05 + 3.7 * (n * d) / (6200 * 1869),
         "mi-filter": lambda: 0.2 * size / (1600 * 462 * 26),  # the binned estimator used in sweeps
         "elcfs": lambda: 2.0 * (d / 300) ** 2 * (q / 6),
         "ghc-dr": lambda: 3.0 * (n / 1200) ** 2 * (d / 300),
@@ -335,6 +338,56 @@ class Selection:
         }
 
 
+@dataclass
+class Comparison:
+    """The outcome of ``compare``: every entry ranked, with all the task's metrics."""
+
+    metric: str
+    cv: int
+    metric_names: tuple[str, ...]
+    leaderboard: list[Entry]
+
+    def document(self) -> dict[str, Any]:
+        """The JSON result of a compare job."""
+        return {
+            "metric": self.metric,
+            "cv": self.cv,
+            "leaderboard": [
+                {
+                    "method": e.method,
+                    "params": e.params,
+                    "metrics": e.summary(self.metric_names),
+                    "fit_seconds": float(np.mean(e.fit_seconds)) if e.fit_seconds else None,
+                    **({"error": e.error} if e.error else {}),
+                }
+                for e in self.leaderboard
+            ],
+        }
+
+
+def compare(
+    X: np.ndarray,
+    Y: np.ndarray,
+    kind: str,
+    *,
+    methods: Sequence[str] | None = None,
+    metric: str | None = None,
+    cv: int = 5,
+    random_state: int | None = 0,
+    budget: float | None = None,
+    progress: ProgressFn | None = None,
+) -> Comparison:
+    """Cross-validate ``methods`` (default: the kind's methods within budget, selectors included for
+    multi-label data) at their defaults and rank them by ``metric``."""
+    metric = metric or default_metric(kind)
+    tasks = ("multilabel", "selection") if kind == "multilabel" else ("distribution",)
+    n, d, q = X.shape[0], X.shape[1], Y.shape[1]
+    chosen = list(methods) if methods else default_candidates(kind, n, d, q, cv, tasks=tasks, budget=budget)
+    entries = [(m, {"estimator": "binned"} if m == "mi-filter" and not methods else {}) for m in chosen]
+    results = cross_validate(X, Y, kind, entries, cv=cv, random_state=random_state, progress=progress)
+    return Comparison(metric=metric, cv=cv, metric_names=metric_names(task_of(kind)), leaderboard=rank(results, metric))
+
+
 def plan(
     kind: str,
     shape: tuple[int, int, int],
@@ -372,3 +425,37 @@ def select(
     if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
         raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
     return Selection(metric=metric, cv=cv, leaderboard=ranked)
+
+
+# --------------------------------------------------------------------------- auto requests
+class AutoParams(BaseModel):
+    """``params`` of ``POST /train`` with ``"method": "auto"`` (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidates: list[str] | None = Field(
+        None, min_length=1, description="Method ids to choose from; default: every method fitting the dataset."
+    )
+    metric: str | None = Field(
+        None, description="Metric to rank by (any /evaluate metric); default average_precision or chebyshev."
+    )
+    cv: int = Field(5, ge=2, le=20, description="Folds of the inner cross-validation.")
+    tune: bool = Field(False, description="Also search each candidate's documented grid.")
+    budget_seconds: float | None = Field(
+        None, gt=0, description="Expected-cost budget for the default candidates (default 600 s)."
+    )
+
+
+def check_auto(params: AutoParams, kind: str) -> list[str]:
+    """Problems with an auto request for a dataset of ``kind`` (empty when it is fine)."""
+    task = task_of(kind)
+    problems = []
+    for method in params.candidates or []:
+        spec = get_method(method)
+        if spec is None:
+            problems.append(f"candidates: unknown method '{method}'")
+        elif spec.task != task or spec.dataset_kind != kind:
+            problems.append(f"candidates: '{method}' does not fit a {kind} dataset")
+    if params.metric is not None and params.metric not in metric_names(task):
+        problems.append(f"metric: '{params.metric}' is not a {task} metric ({', '.join(metric_names(task))})")
+    return problems

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends
 
 from app.api.deps import require_api_key
 from app.api.errors import responses
-from app.api.routes import datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training
 
-RESOURCES = (methods, datasets, training, jobs, models, predict, evaluate)
+RESOURCES = (methods, datasets, training, jobs, models, predict, evaluate, compare)
 
 
 def api_router(*, api_key: bool) -> APIRouter:

@@ -76,8 +76,29 @@ class BatchPredictPayload(Payload):
         return {"method": self.method, "dataset_id": self.dataset_id}
 
 
-JobPayload = TrainPayload | BatchPredictPayload
-PAYLOADS: dict[str, type[JobPayload]] = {model.kind: model for model in (TrainPayload, BatchPredictPayload)}
+class ComparePayload(Payload):
+    """Cross-validate ``methods`` (default: every method fitting the dataset) on a stored dataset.
+
+    The result is the leaderboard (JSON) and an HTML report, both files in the results folder.
+    """
+
+    kind: ClassVar[str] = "compare"
+
+    dataset_id: str
+    methods: list[str] | None = None
+    metric: str | None = None
+    cv: int = 5
+    random_state: int | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The job row's denormalised columns (shown by ``GET /jobs``, used by filters)."""
+        return {"dataset_id": self.dataset_id}
+
+
+JobPayload = TrainPayload | BatchPredictPayload | ComparePayload
+PAYLOADS: dict[str, type[JobPayload]] = {
+    model.kind: model for model in (TrainPayload, BatchPredictPayload, ComparePayload)
+}
 
 
 def load_payload(kind: str, request: dict[str, Any]) -> JobPayload:

@@ -22,11 +22,12 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from app import reports, selection
 from app.db import session_scope
 from app.jobs import transitions
-from app.jobs.payloads import BatchPredictPayload, TrainPayload, load_payload
+from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import JobCancelled
+from app.methods.base import JobCancelled, ProgressFn
 from app.methods.catalog import get_method
 from app.orm import Dataset
 from app.pipeline import SelectedFeatures, top_features
@@ -125,6 +126,8 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
         with beat:
             if isinstance(payload, TrainPayload):
                 _train(job_id, payload, database_url, store, progress)
+            elif isinstance(payload, ComparePayload):
+                _compare(job_id, payload, database_url, store, progress)
             else:
                 _batch_predict(job_id, payload, database_url, store, progress)
     except JobCancelled:
@@ -135,40 +138,76 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
             transitions.fail(session, job_id, f"{type(exc).__name__}: {exc}")
 
 
+def _scaled(progress: ProgressFn, start: float, stop: float, prefix: str = "") -> ProgressFn:
+    """``progress`` for one phase of a job: fractions mapped into [start, stop], stages prefixed."""
+
+    def report(stage: str, fraction: float) -> None:
+        progress(f"{prefix}{stage}", start + (stop - start) * min(max(fraction, 0.0), 1.0))
+
+    return report
+
+
 def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, progress: JobProgress) -> None:
-    spec = get_method(payload.method)
-    if spec is None:
+    auto = payload.method == selection.AUTO
+    spec = None if auto else get_method(payload.method)
+    if spec is None and not auto:
         raise ValueError(f"unknown method '{payload.method}'")
-    selection = payload.feature_selector
+    chosen = payload.feature_selector
     with session_scope(database_url) as session:
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
             raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
-        selector_row = resolve(session, selection.model) if selection is not None else None
+        selector_row = resolve(session, chosen.model) if chosen is not None else None
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
-    params = dict(payload.params)
-    if "random_state" in spec.params.model_fields and params.get("random_state") is None:
-        # An unseeded training records the seed it drew, so every version is reproducible.
-        seed = payload.random_state
-        params["random_state"] = secrets.randbelow(2**31) if seed is None else seed
+    indices = None
+    if chosen is not None and selector_row is not None:
+        indices = top_features(store.load_artifact(selector_row.artifact_sha256), chosen.top_k, chosen.top_fraction)
+        X = X[:, indices]
+    fit_progress: ProgressFn = progress
+    record = None
+    if auto:
+        # An unseeded selection records the seed it drew (folds and candidates), like a training.
+        seed = payload.random_state if payload.random_state is not None else secrets.randbelow(2**31)
+        request = selection.AutoParams.model_validate(payload.params)
+        result = selection.select(
+            X,
+            Y,
+            dataset.kind,
+            candidates=request.candidates,
+            metric=request.metric,
+            cv=request.cv,
+            tune=request.tune,
+            random_state=seed,
+            budget=request.budget_seconds,
+            progress=_scaled(progress, 0.0, 0.9, "selection: "),
+        )
+        record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
+        spec = get_method(result.best.method)
+        assert spec is not None
+        params = dict(result.best.params)
+        fit_progress = _scaled(progress, 0.9, 1.0, f"fitting {spec.id}: ")
+    else:
+        assert spec is not None
+        params = dict(payload.params)
+        if "random_state" in spec.params.model_fields and params.get("random_state") is None:
+            # An unseeded training records the seed it drew, so every version is reproducible.
+            requested = payload.random_state
+            params["random_state"] = secrets.randbelow(2**31) if requested is None else requested
     estimator = spec.build(params)
     artifact: Any = estimator
     full_params = spec.params.model_validate(params).model_dump(mode="json")
-    if selection is not None and selector_row is not None:
-        selector = store.load_artifact(selector_row.artifact_sha256)
-        indices = top_features(selector, selection.top_k, selection.top_fraction)
-        X = X[:, indices]
-        artifact = SelectedFeatures(estimator, indices, selection.model)
+    if chosen is not None and selector_row is not None and indices is not None:
+        artifact = SelectedFeatures(estimator, indices, chosen.model)
         full_params["feature_selector"] = {
-            **selection.model_dump(),
+            **chosen.model_dump(),
             "resolved": f"{selector_row.model_name}@{selector_row.version}",
             "feature_indices": indices.tolist(),
         }
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # a job runs alone in its process
         warnings.simplefilter("always")
-        estimator.fit(X, Y, progress=progress)
+        estimator.fit(X, Y, progress=fit_progress)
     seconds = time.perf_counter() - started
     progress("saving", 1.0)
     sha256 = store.save_artifact(artifact)
@@ -189,6 +228,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
                 library_versions=library_versions(),
                 artifact_sha256=sha256,
                 job_id=job_id,
+                selection=record,
             )
             if transitions.succeed(session, job_id, model_version=version.version):
                 log.info("trained", extra={"job_id": job_id, "seconds": round(seconds, 3)})
@@ -240,6 +280,50 @@ def _batch_predict(
         finished = transitions.succeed(session, job_id, result_path=path.name)
     if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
+
+
+def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Store, progress: JobProgress) -> None:
+    """Cross-validate the methods; write the leaderboard (JSON) and its report (HTML, same name)."""
+    with session_scope(database_url) as session:
+        dataset = session.get(Dataset, payload.dataset_id)
+        if dataset is None:
+            raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
+    progress("loading data", 0.0)
+    X, Y = store.load_dataset(dataset.sha256)
+    seed = payload.random_state if payload.random_state is not None else secrets.randbelow(2**31)
+    result = selection.compare(
+        X,
+        Y,
+        dataset.kind,
+        methods=payload.methods,
+        metric=payload.metric,
+        cv=payload.cv,
+        random_state=seed,
+        progress=_scaled(progress, 0.0, 0.95),
+    )
+    progress("writing the report", 0.95)
+    path = store.result_path(job_id, "json")
+    page = reports.compare_report(
+        title=f"Comparison on {dataset.name}",
+        metric=result.metric,
+        cv=result.cv,
+        metric_names=result.metric_names,
+        leaderboard=result.leaderboard,
+        Y=Y,
+        label_names=dataset.label_names,
+    )
+    for target, text in (
+        (path.with_suffix(".html"), page),
+        (path, json.dumps(result.document() | {"random_state": seed})),
+    ):
+        tmp = target.with_suffix(target.suffix + ".part")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    with session_scope(database_url) as session:
+        finished = transitions.succeed(session, job_id, result_path=path.name)
+    if not finished:  # cancelled meanwhile: nobody will ask for the files
+        path.unlink(missing_ok=True)
+        path.with_suffix(".html").unlink(missing_ok=True)
 
 
 def _csv_row(row: int, item: dict[str, Any], labels: list[str]) -> list[Any]:

@@ -53,9 +53,9 @@ async def await_job(database_url: str, job_id: str, timeout: float) -> JobOut:
 
 
 def result_file(session: Session, store: Store, job_id: str) -> Path:
-    """The output file of a succeeded batch prediction job (JSON lines or CSV)."""
+    """The output file of a succeeded batch prediction (JSON lines or CSV) or compare job (JSON)."""
     job = _job(session, job_id)
-    if job.kind != "predict":
+    if job.kind not in ("predict", "compare"):
         raise NotFound(f"job '{job_id}' is a {job.kind} job; it has no result file")
     if job.status != JobStatus.SUCCEEDED or not job.result_path:
         raise Conflict(f"job '{job_id}' is {job.status}; its result is not ready")

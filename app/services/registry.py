@@ -44,6 +44,7 @@ def version_out(row: ModelVersion) -> VersionOut:
         job_id=row.job_id,
         created_at=row.created_at,
         evaluations=[EvaluationOut.model_validate(e) for e in row.evaluations],
+        selection=row.selection,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from app import selection
 from app.errors import InvalidFields, InvalidInput
 from app.formats import DatasetLimits
 from app.jobs.base import JobRunner
@@ -30,7 +31,7 @@ from app.store import Store
 class Prepared:
     """A checked training request: the method, its dataset, and what the job will carry."""
 
-    spec: MethodSpec
+    spec: MethodSpec | None  # None for "auto": the job chooses the method
     dataset: Dataset
     payload: TrainPayload
 
@@ -41,6 +42,8 @@ def submit(session: Session, store: Store, runner: JobRunner, limits: DatasetLim
 
 
 def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
+    if body.method == selection.AUTO:
+        return prepare_auto(session, store, limits, body)
     spec = catalog()[body.method]  # the request model admits only the catalog's ids
     params = dict(body.params)
     if body.random_state is not None and "random_state" in spec.params.model_fields:
@@ -70,6 +73,43 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
         feature_selector=SelectorChoice.model_validate(selector.model_dump()) if selector else None,
     )
     return Prepared(spec, dataset, payload)
+
+
+def _source(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Dataset:
+    if body.data is not None:
+        return inline_dataset(session, store, limits, body.data)
+    assert body.dataset_id is not None  # the request model demands exactly one of them
+    return get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
+
+
+def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
+    """``"method": "auto"``: the selection's own params (candidates, metric, cv, tune) are checked
+    against the dataset; the job runs the cross-validation and registers the winner."""
+    try:
+        request = selection.AutoParams.model_validate(body.params)
+    except ValidationError as exc:
+        raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
+    if body.feature_selector is not None:
+        raise InvalidInput(
+            'train the selected-features classifier with a named method; "auto" chooses among all features',
+            loc=("body", "feature_selector"),
+        )
+    dataset = _source(session, store, limits, body)
+    problems = selection.check_auto(request, dataset.kind)
+    if request.cv > dataset.n_samples:
+        problems.append(
+            f"cv: {request.cv} folds need at least {request.cv} samples; the dataset has {dataset.n_samples}"
+        )
+    if problems:
+        raise InvalidInput("; ".join(problems), loc=("body", "params"))
+    payload = TrainPayload(
+        method=selection.AUTO,
+        dataset_id=dataset.id,
+        model_name=body.model_name,
+        params=request.model_dump(mode="json", exclude_none=True),
+        random_state=body.random_state,
+    )
+    return Prepared(None, dataset, payload)
 
 
 def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, dataset: Dataset) -> None:

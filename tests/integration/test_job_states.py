@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.db import migrate, session_scope
 from app.jobs import transitions
 from app.jobs.base import ACTIVE, TERMINAL, JobStatus
-from app.jobs.payloads import BatchPredictPayload, SelectorChoice, TrainPayload, load_payload
+from app.jobs.payloads import BatchPredictPayload, ComparePayload, SelectorChoice, TrainPayload, load_payload
 from app.orm import Job, utcnow
 
 JOBS_PACKAGE = Path(__file__).resolve().parents[2] / "app" / "jobs"
@@ -160,8 +160,10 @@ def test_payloads_are_typed_and_rows_of_other_versions_still_load() -> None:
     )
     with pytest.raises(ValidationError):
         load_payload("train", {"method": "mlknn"})  # no dataset, no model name
+    compare = ComparePayload(dataset_id="d", methods=["br", "rf"], cv=3)
+    assert load_payload("compare", compare.model_dump(mode="json")) == compare
     with pytest.raises(ValueError, match="unknown job kind"):
-        load_payload("compare", {})
+        load_payload("evaluate", {})
 
 
 def _module_imports(path: Path) -> set[str]:

@@ -9,7 +9,7 @@ from app.api.deps import JobId, PageDep, RunnerDep, SessionDep, StoreDep
 from app.api.errors import responses
 from app.jobs.base import JobStatus
 from app.schemas import JobOut, Page
-from app.services import jobs
+from app.services import comparison, jobs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -37,14 +37,24 @@ def cancel_job(job_id: JobId, session: SessionDep, runner: RunnerDep) -> JobOut:
         409,
         success={
             200: {
-                "description": "the predictions, one JSON object a line (or CSV)",
-                "content": {"application/x-ndjson": {}, "text/csv": {}},
+                "description": "batch prediction: one JSON object a line (or CSV); compare: the leaderboard",
+                "content": {"application/x-ndjson": {}, "text/csv": {}, "application/json": {}},
             }
         },
     ),
 )
 def job_result(job_id: JobId, session: SessionDep, store: StoreDep) -> FileResponse:
-    """The output file of a batch prediction job (JSON lines or CSV)."""
+    """The output file of a batch prediction job (JSON lines or CSV), or a compare job's leaderboard (JSON)."""
     path = jobs.result_file(session, store, job_id)
-    media = "text/csv" if path.suffix == ".csv" else "application/x-ndjson"
+    media = {".csv": "text/csv", ".json": "application/json"}.get(path.suffix, "application/x-ndjson")
     return FileResponse(path, media_type=media, filename=f"{job_id}{path.suffix}")
+
+
+@router.get(
+    "/{job_id}/report",
+    response_class=FileResponse,
+    responses=responses(404, 409, success={200: {"description": "the HTML report", "content": {"text/html": {}}}}),
+)
+def job_report(job_id: JobId, session: SessionDep, store: StoreDep) -> FileResponse:
+    """The self-contained HTML report of a compare job (table and embedded plots)."""
+    return FileResponse(comparison.report_file(session, store, job_id), media_type="text/html")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
 
-from app.api.deps import AliasName, ModelName, PageDep, SessionDep, StoreDep, VersionNumber
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import HTMLResponse
+
+from app.api.deps import AliasName, CacheDep, MetricsDep, ModelName, PageDep, SessionDep, StoreDep, VersionNumber
 from app.api.errors import responses
+from app.registry import ID_PATTERN
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
-from app.services import registry
+from app.services import comparison, registry
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -25,6 +29,24 @@ def get_model(name: ModelName, session: SessionDep) -> ModelOut:
 @router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
 def get_version(name: ModelName, version: VersionNumber, session: SessionDep) -> VersionOut:
     return registry.show_version(session, name, version)
+
+
+@router.get(
+    "/{name}/versions/{version}/report",
+    response_class=HTMLResponse,
+    responses=responses(404, 409, 422, success={200: {"description": "the HTML report", "content": {"text/html": {}}}}),
+)
+def version_report(
+    name: ModelName,
+    version: VersionNumber,
+    dataset_id: Annotated[str, Query(pattern=ID_PATTERN, description="the dataset to evaluate on")],
+    session: SessionDep,
+    store: StoreDep,
+    cache: CacheDep,
+    metrics: MetricsDep,
+) -> HTMLResponse:
+    """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
+    return HTMLResponse(comparison.version_report(session, store, cache, metrics, name, version, dataset_id))
 
 
 @router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404))
