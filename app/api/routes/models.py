@@ -33,8 +33,12 @@ def get_version(name: ModelName, version: VersionNumber, session: SessionDep) ->
 
 @router.get(
     "/{name}/versions/{version}/report",
-    response_class=HTMLResponse,
-    responses=responses(404, 409, 422, success={200: {"description": "the HTML report", "content": {"text/html": {}}}}),
+    responses=responses(
+        404,
+        409,
+        422,
+        success={200: {"description": "the HTML report", "content": {"text/html": {"schema": {"type": "string"}}}}},
+    ),
 )
 def version_report(
     name: ModelName,
