@@ -20,17 +20,28 @@ class SelectedFeatures:
         self.selector_ref = selector_ref
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        return self.estimator.decision_function(X[:, self.feature_indices])
+        return self.estimator.decision_function(self._columns(X))
 
     def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        return self.estimator.predict(X[:, self.feature_indices], threshold=threshold)
+        return self.estimator.predict(self._columns(X), threshold=threshold)
+
+    # The service's fast path: X already validated at the API boundary (see app.methods.base).
+    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+        return self.estimator._decision_function(self._columns(X))
+
+    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        return self.estimator._predict(self._columns(X), threshold=threshold)
+
+    def _columns(self, X: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(X)[:, self.feature_indices])
 
     def __getattr__(self, name: str) -> Any:
-        # Optional capabilities (predict_details) are looked up on the wrapped estimator, with
-        # the column selection applied to their first argument.
-        if name == "predict_details" and hasattr(self.estimator, name):
-            inner = self.estimator.predict_details
-            return lambda X, threshold=None: inner(X[:, self.feature_indices], threshold=threshold)
+        # Optional capabilities (predict_details and its fast path) are looked up on the wrapped
+        # estimator, with the column selection applied to their first argument.
+        if name in ("predict_details", "_predict_details"):
+            inner = getattr(self.__dict__.get("estimator"), name, None)
+            if inner is not None:
+                return lambda X, threshold=None: inner(self._columns(X), threshold=threshold)
         raise AttributeError(name)
 
 

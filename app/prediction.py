@@ -1,8 +1,8 @@
 """Turning request instances into a matrix, and model outputs into response items.
 
-Input validation happens once here, at the API boundary, so the estimators' predict paths can
-stay plain numpy: scikit-learn's per-call input validation would otherwise dominate the latency
-of a one-row prediction.
+Input validation happens once here, at the API boundary, so the service calls the estimators'
+private fast paths (``_predict``, ``_decision_function``, ``_predict_details``): scikit-learn's
+per-call input validation would otherwise dominate the latency of a one-row prediction.
 """
 
 from __future__ import annotations
@@ -72,12 +72,13 @@ def _number(value: Any, i: int, name: str) -> float:
 def label_sets(
     model: Any, X: np.ndarray, label_names: list[str], threshold: float | None, include_scores: bool
 ) -> list[dict[str, Any]]:
-    details = getattr(model, "predict_details", None)
+    # The private twins skip scikit-learn's input validation: X was checked by parse_instances.
+    details = getattr(model, "_predict_details", None)
     if details is not None:
         Yhat, extras = details(X, threshold=threshold)
     else:
-        Yhat, extras = model.predict(X, threshold=threshold), None
-    scores = model.decision_function(X) if include_scores else None
+        Yhat, extras = model._predict(X, threshold=threshold), None
+    scores = model._decision_function(X) if include_scores else None
     names = np.asarray(label_names, dtype=object)
     items: list[dict[str, Any]] = []
     for i, row in enumerate(np.asarray(Yhat, dtype=bool)):
@@ -99,7 +100,7 @@ def _named(extra: dict[str, Any], label_names: list[str]) -> dict[str, Any]:
 
 
 def rankings(model: Any, X: np.ndarray, label_names: list[str], top_k: int | None) -> list[dict[str, Any]]:
-    scores = np.asarray(model.decision_function(X), dtype=np.float64)
+    scores = np.asarray(model._decision_function(X), dtype=np.float64)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
     return [
         {"ranking": [{"label": label_names[j], "score": float(s[j])} for j in row]} for row, s in zip(order, scores)
@@ -107,7 +108,7 @@ def rankings(model: Any, X: np.ndarray, label_names: list[str], top_k: int | Non
 
 
 def distributions(model: Any, X: np.ndarray, label_names: list[str]) -> list[dict[str, Any]]:
-    P = np.asarray(model.predict(X), dtype=np.float64)
+    P = np.asarray(model._predict(X), dtype=np.float64)
     return [{"distribution": dict(zip(label_names, map(float, row)))} for row in P]
 
 

@@ -34,7 +34,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from app.methods.ghc_dr import GHCDR, PAPER_READING, feature_order, minmax_scale, similarity_rows  # noqa: E402
+from app.methods.ghc_dr import GHCDR, PAPER_READING, feature_order, similarity_rows  # noqa: E402
+from app.methods.numerics import FeatureScaling  # noqa: E402
 
 
 class Report(list):
@@ -82,7 +83,8 @@ def unpruned_similarity_time(
     X: np.ndarray, Y: np.ndarray, lam: float = 1.0, rows: int = 256
 ) -> tuple[float, np.ndarray]:
     """Baseline: S Y and row sums of S by row blocks with a running minimum over all d features."""
-    Xs = minmax_scale(np.asarray(X, dtype=np.float64))[0]
+    X = np.asarray(X, dtype=np.float64)
+    Xs = FeatureScaling.minmax(X, constant="zero").transform(X)
     xi = Xs.std(axis=0, ddof=1) / lam
     n, d = Xs.shape
     out = np.empty((n, Y.shape[1]))
@@ -98,7 +100,8 @@ def unpruned_similarity_time(
 
 
 def pruned_memberships(X: np.ndarray, Y: np.ndarray, lam: float = 1.0) -> tuple[float, np.ndarray]:
-    Xs = minmax_scale(np.asarray(X, dtype=np.float64))[0]
+    X = np.asarray(X, dtype=np.float64)
+    Xs = FeatureScaling.minmax(X, constant="zero").transform(X)
     xi = Xs.std(axis=0, ddof=1) / lam
     t0 = time.perf_counter()
     order = feature_order(Xs, xi)

@@ -43,7 +43,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.methods.dmknn import DMKNN  # noqa: E402
-from app.methods.mlknn import MLkNN, minmax_fit  # noqa: E402
+from app.methods.mlknn import MLkNN  # noqa: E402
+from app.methods.numerics import FeatureScaling  # noqa: E402
 from benchmarks.datasets import data_dir, load_mulan  # noqa: E402
 
 
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         tr, te = load_mulan(name, "train"), load_mulan(name, "test")
         Xtr_raw, Xte_raw = np.asarray(tr.X, dtype=float), np.asarray(te.X, dtype=float)
         Ytr = np.asarray(tr.Y, dtype=np.int64)
-        lo, factor = minmax_fit(Xtr_raw)
-        Xtr, Xte = (Xtr_raw - lo) * factor, (Xte_raw - lo) * factor
+        scaling = FeatureScaling.minmax(Xtr_raw, constant="zero")
+        Xtr, Xte = scaling.transform(Xtr_raw), scaling.transform(Xte_raw)
 
         def ours() -> np.ndarray:
             return MLkNN(k=10, s=1.0, scale="none").fit(Xtr, Ytr).predict(Xte)

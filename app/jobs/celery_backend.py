@@ -54,10 +54,8 @@ milliseconds. The main process never opens a database connection: only pool proc
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import pkgutil
 import socket
 import threading
 
@@ -69,6 +67,7 @@ from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import BROKER_DOWN, JobStatus
 from app.jobs.work import execute_job
+from app.methods.catalog import method_modules
 from app.observability import configure_logging
 from app.orm import Job
 
@@ -233,10 +232,7 @@ class CeleryRunner:
 
 def _preload_methods() -> None:
     """Import every method module in the worker's main process, before the pool forks."""
-    import app.methods as methods_pkg
-
-    for module in pkgutil.iter_modules(methods_pkg.__path__):
-        importlib.import_module(f"app.methods.{module.name}")
+    method_modules()
 
 
 def node_name() -> str:

@@ -11,7 +11,6 @@ import functools
 import logging
 import multiprocessing
 import multiprocessing.context
-import pkgutil
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -23,6 +22,7 @@ from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import WORKER_DIED, JobStatus
 from app.jobs.work import execute_job
+from app.methods.catalog import method_module_names
 from app.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
@@ -34,12 +34,8 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
     Forking a threaded server process (uvicorn) is unsafe and spawning re-imports numpy, scipy
     and scikit-learn for every pool (seconds); the fork server imports them once.
     """
-    import app.methods as methods_pkg
-
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(
-        ["app.jobs.work"] + [f"app.methods.{m.name}" for m in pkgutil.iter_modules(methods_pkg.__path__)]
-    )
+    context.set_forkserver_preload(["app.jobs.work", *method_module_names()])
     return context
 
 

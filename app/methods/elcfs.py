@@ -1,10 +1,10 @@
-"""ELCFS: multi-label feature selection with cluster-enhanced label-correlation learning (seed 001).
+"""ELCFS: multi-label feature selection with cluster-enhanced label-correlation learning.
 
 Teng Shaohua, Lu Jianlei, Teng Luyao, Zhang Wei, "Multi-label feature selection method with
 enhanced learning of label correlations" (增强学习标签相关性的多标签特征选择方法), Application
 Research of Computers 41(7):2079-2086, 2024. The source text lost its display equations; the model
-below is the reconstruction of ``shared/methods/001-label-correlation-feature-selection.md``
-(section 3), which is pinned by the prose's term list and the one surviving equation (15).
+below is a reconstruction pinned by the prose's term list and the one surviving equation (15)
+(docs/methods/elcfs.md).
 
 Model. Training samples are clustered with K-means; each cluster contributes a representative
 instance (h_i, t_i) = (mean features, mean label vector) of its members. With H (k x d) and
@@ -19,7 +19,7 @@ reconstructed label space). Features are ranked by the l2 norms of the rows of W
 Optimisation is the paper's alternating multiplicative (KKT) updates, eq. (15)/(16) for W and the
 analogous rule for Z, with the l2,1 norms re-weighted (u_i = 1 / (2 sqrt(||w^i||^2 + eps))).
 As printed, "2 l4 U W" is the half-gradient of 2 l4 ||W||_{2,1}; the objective that the updates
-provably decrease (``objective_``) therefore carries 2 l3 and 2 l4 (spec A4; a re-parametrisation
+provably decrease (``objective_``) therefore carries 2 l3 and 2 l4 (a re-parametrisation
 of the grid-searched lambdas). Every data product goes through Gram matrices computed once, so an
 iteration costs O(d^2 q + d q^2 + q^3) independently of n.
 """
@@ -30,11 +30,19 @@ import warnings
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    ParamsContract,
+    ProgressFn,
+    RankedSelectorMixin,
+    check_multilabel,
+    no_progress,
+)
 from app.methods.fit_warnings import ConvergenceWarning, warn_if_constant
+from app.methods.numerics import FeatureScaling
 
 _DELTA = 1e-12  # guards zero denominators of the multiplicative updates (not in the paper)
 
@@ -49,19 +57,19 @@ class ELCFSParams(MethodParams):
     n_clusters: int | None = Field(
         None,
         ge=1,
-        description="K-means clusters; None = number of labels q (the paper writes 'q clusters', A2).",
+        description="K-means clusters; None = number of labels q (the paper writes 'q clusters').",
     )
     zero_diag_z: bool = Field(
         False,
         description="Start Z with a zero diagonal (kept at 0 by the multiplicative updates) so a label "
-        "is represented only by the other labels and Z = I is excluded (A7; off = literal objective).",
+        "is represented only by the other labels and Z = I is excluded (off = literal objective).",
     )
     cluster_terms: bool = Field(
         True, description="False drops ||HW - TZ|| and ||TZ - T||: the paper's ablation, eq. (22)."
     )
     scale: bool = Field(
         True,
-        description="Min-max scale features to [0, 1] on the training data (the updates need X >= 0, A8).",
+        description="Min-max scale features to [0, 1] on the training data (the updates need X >= 0).",
     )
     ratio: float = Field(
         0.2,
@@ -72,26 +80,94 @@ class ELCFSParams(MethodParams):
     max_iter: int = Field(300, ge=1, description="Iteration cap.")
     tol: float = Field(1e-5, ge=0, description="Stop when the objective's relative change falls below tol.")
     eps: float = Field(1e-8, gt=0, description="Smoothing in the l2,1 re-weighting sqrt(||row||^2 + eps).")
-    kmeans_n_init: int = Field(10, ge=1, description="K-means++ restarts (A3).")
+    kmeans_n_init: int = Field(10, ge=1, description="K-means++ restarts.")
     random_state: int | None = Field(0, description="Seed of K-means and of the uniform(0,1) initial W, Z.")
 
 
-class ELCFS(RankedSelectorMixin, BaseEstimator):
+class ELCFS(RankedSelectorMixin, ParamsContract):
     """Embedded multi-label feature selector with cluster-enhanced label correlations.
 
-    Parameters are documented on :class:`ELCFSParams` (same names, same defaults).
+    Parameters
+    ----------
+    lambda1 : float, default=0.1
+        Weight of the cluster-centre regression ||HW - TZ||^2.
+    lambda2 : float, default=0.1
+        Weight of both label self-representation terms.
+    lambda3 : float, default=0.1
+        l2,1 row sparsity of the label-correlation matrix Z.
+    lambda4 : float, default=0.1
+        l2,1 row sparsity of the projection W (the feature selection term).
+    n_clusters : int or None, default=None
+        K-means clusters; None = the number of labels q (the paper writes "q clusters").
+    zero_diag_z : bool, default=False
+        Start Z with a zero diagonal (kept at 0 by the multiplicative updates) so a label is
+        represented only by the other labels and the trivial Z = I is excluded; off is the
+        objective as written.
+    cluster_terms : bool, default=True
+        False drops ||HW - TZ|| and ||TZ - T||: the paper's ablation, eq. (22).
+    scale : bool, default=True
+        Min-max scale features to [0, 1] on the training data (the multiplicative updates
+        need X >= 0; constant features map to 0).
+    ratio : float, default=0.2
+        Fraction of features kept by ``transform`` / ``get_support()`` (paper: top 20%).
+    max_iter : int, default=300
+        Iteration cap.
+    tol : float, default=1e-5
+        Stop when the objective's relative change falls below tol.
+    eps : float, default=1e-8
+        Smoothing in the l2,1 re-weighting sqrt(||row||^2 + eps).
+    kmeans_n_init : int, default=10
+        K-means++ restarts.
+    random_state : int or None, default=0
+        Seed of K-means and of the uniform(0, 1) initial W, Z.
 
-    Fitted attributes: ``feature_scores_`` (d,) row norms of W; ``ranking_`` (d,) feature indices
-    best first (ties by lower index); ``W_`` (d, q); ``Z_`` (q, q); ``cluster_centers_`` H (k, d)
-    on the scaled features; ``cluster_labels_`` T (k, q); ``cluster_assignment_`` (n,);
-    ``objective_`` monitored objective before the first and after every iteration (non-increasing);
-    ``n_iter_``; ``converged_``; ``data_min_``, ``data_range_`` of the scaling;
-    ``n_features_in_``.
+    Attributes
+    ----------
+    feature_scores_ : ndarray of shape (d,)
+        Row norms of W.
+    ranking_ : ndarray of shape (d,)
+        Feature indices best first (ties by lower index).
+    W_ : ndarray of shape (d, q)
+        The projection.
+    Z_ : ndarray of shape (q, q)
+        The label self-representation.
+    cluster_centers_ : ndarray of shape (k, d)
+        H, on the scaled features.
+    cluster_labels_ : ndarray of shape (k, q)
+        T, the clusters' mean label vectors.
+    cluster_assignment_ : ndarray of shape (n,)
+        Cluster of each training sample.
+    objective_ : ndarray
+        Monitored objective before the first and after every iteration (non-increasing).
+    n_iter_ : int
+        Iterations run.
+    converged_ : bool
+        Whether ``tol`` was reached before ``max_iter``.
+    scaling_ : FeatureScaling
+        The min-max scaling of the training features.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.methods.elcfs import ELCFS
+    >>> rng = np.random.default_rng(0)
+    >>> Y = rng.integers(0, 2, size=(30, 2))
+    >>> X = np.hstack([Y + 0.1 * rng.random((30, 2)), rng.random((30, 3))])
+    >>> selector = ELCFS(ratio=0.4, max_iter=50).fit(X, Y)
+    >>> sorted(selector.top_features().tolist())
+    [0, 1]
+    >>> selector.transform(X).shape
+    (30, 2)
     """
+
+    _params_model = ELCFSParams
 
     def __init__(
         self,
         lambda1: float = 0.1,
+        *,
         lambda2: float = 0.1,
         lambda3: float = 0.1,
         lambda4: float = 0.1,
@@ -123,25 +199,21 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> ELCFS:
+        """Cluster, then run the multiplicative updates until ``tol`` or ``max_iter``; returns self."""
         progress = progress or no_progress
-        X, Y = check_multilabel(X, Y)
+        self._validated_params()
+        X, Y = check_multilabel(self, X, Y, class_vector=True)
         n, d = X.shape
         q = Y.shape[1]
-        for name in ("lambda1", "lambda2", "lambda3", "lambda4"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
 
         if self.scale:
-            self.data_min_ = X.min(axis=0)
-            rng_ = X.max(axis=0) - self.data_min_
-            self.data_range_ = np.where(rng_ > 0, rng_, 1.0)
-            Xs = (X - self.data_min_) / self.data_range_
-            Xs[:, rng_ == 0] = 0.0  # constant features carry no information: map to 0
+            # constant features carry no information: they map to 0
+            self.scaling_ = FeatureScaling.minmax(X, constant="zero")
+            Xs = self.scaling_.transform(X)
         else:
             if (X < 0).any():
                 raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
-            self.data_min_ = np.zeros(d)
-            self.data_range_ = np.ones(d)
+            self.scaling_ = FeatureScaling.identity(d)
             Xs = X
 
         progress("clustering", 0.0)
@@ -185,11 +257,10 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
         self.feature_scores_ = np.sqrt((W * W).sum(axis=1))
         warn_if_constant(self.feature_scores_, "elcfs", "feature score (row norm of W)")
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
-        self.n_features_in_ = d
         return self
 
     def _cluster(self, Xs: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """K-means on the scaled features (A3); centres' features and labels are member means."""
+        """K-means on the scaled features; centres' features and labels are member means."""
         n = Xs.shape[0]
         k = Y.shape[1] if self.n_clusters is None else self.n_clusters
         if k > n:
@@ -258,7 +329,7 @@ class ELCFS(RankedSelectorMixin, BaseEstimator):
         return Z * (num / (den + _DELTA))
 
     def _objective(self, g: dict, W: np.ndarray, Z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """Monitored objective J_mon (spec 3.5) in Gram form; also returns G_X W and B Z."""
+        """Monitored objective (the one the updates decrease) in Gram form; also returns G_X W and B Z."""
         GW = g["GX"] @ W
         BZ = g["B"] @ Z
         data = np.vdot(W, GW) - 2.0 * np.vdot(W, BZ) + np.vdot(Z, g["GY"] @ Z) - 2.0 * np.vdot(Z, g["C"]) + g["const"]

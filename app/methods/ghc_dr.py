@@ -1,10 +1,9 @@
-"""GHC-DR: global multi-label feature selection by higher-order relevance and dual redundancy (seed 004).
+"""GHC-DR: global multi-label feature selection by higher-order relevance and dual redundancy.
 
 Deng Wen, She Yanhong, Zheng Wenli, He Xiaoli, Qian Ting, "Global Multi-label Feature Selection
-Driven by Higher-Order Correlation and Dual Redundancy" (Xi'an Shiyou University). The model follows
-``shared/methods/004-fuzzy-rough-feature-selection.md`` section 3 (section numbers below are the
-spec's); where the spec leaves a choice (its section 6, A1-A20) the choice is a constructor
-parameter whose default is the spec's recommendation.
+Driven by Higher-Order Correlation and Dual Redundancy" (Xi'an Shiyou University). Where the paper
+leaves a choice open, the choice is a constructor parameter; docs/methods/ghc-dr.md gives the
+default reading of each and why. Equation and definition numbers are the paper's.
 
 Model (GRRO framework with two changes). With C (d x q) the feature-label mutual information, G
 (d x d) the feature-feature MI and R = 1 - cos(label columns) (q x q),
@@ -33,21 +32,28 @@ computed from that row only, in a fixed order, so results do not depend on the b
 
 from __future__ import annotations
 
-import os
 import warnings
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
-from joblib import Parallel, delayed
 from pydantic import Field
 from scipy import sparse
-from sklearn.base import BaseEstimator
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, check_multilabel, no_progress
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    ParamsContract,
+    ProgressFn,
+    RankedSelectorMixin,
+    check_multilabel,
+    no_progress,
+)
 from app.methods.fit_warnings import NonConvexWarning, warn_if_constant
+from app.methods.numerics import FeatureScaling, effective_jobs, run_blocks
 
-_SINGULAR_RTOL = 1e-10  # |D_ij| below this times max|D| counts as a zero eigenvalue (spec 3.6)
-_SIGMA_FLOOR = 1e-12  # floor of the feature-graph bandwidth (A8)
+_SINGULAR_RTOL = 1e-10  # |D_ij| below this times max|D| counts as a zero eigenvalue
+_SIGMA_FLOOR = 1e-12  # floor of the feature-graph bandwidth (a feature whose k-th neighbour is at distance 0)
 _SPARSE_SWITCH = 0.05  # switch a similarity block to a pair list below this density of live pairs
 _ORDER_SAMPLE = 256  # rows used to estimate each feature's selectivity (order only; result-neutral)
 
@@ -62,23 +68,13 @@ def matlab_round(x: float) -> int:
 
 
 def n_features_for_percent(p: int, d: int) -> int:
-    """Subset size for the top p% of d features: max(1, ceil(p d / 100)) in integer arithmetic (A15)."""
+    """Subset size for the top p% of d features: max(1, ceil(p d / 100)) in integer arithmetic (at least one feature on small d)."""
     return max(1, (p * d + 99) // 100)
 
 
 # --------------------------------------------------------------------------- preprocessing
-def minmax_scale(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Scale each column to [0, 1] (A1); a constant column becomes 0. Returns (Xs, min, range)."""
-    lo = X.min(axis=0)
-    span = X.max(axis=0) - lo
-    safe = np.where(span > 0, span, 1.0)
-    Xs = (X - lo) / safe
-    Xs[:, span == 0] = 0.0
-    return Xs, lo, span
-
-
 def equal_frequency_codes(Xs: np.ndarray, n_bins: int) -> np.ndarray:
-    """Equal-frequency bin codes (A2): thresholds tau_k = v_(round(k n / n_bins)) of the sorted column
+    """Equal-frequency bin codes: thresholds tau_k = v_(round(k n / n_bins)) of the sorted column
     (1-based order statistics, MATLAB rounding), code = number of thresholds strictly below x.
 
     With n_bins = 2 this is the GRRO median split b = [x > v_(round(n/2))]; a column whose threshold
@@ -126,10 +122,10 @@ def _bin_counts(codes: np.ndarray, n_bins: int) -> np.ndarray:
 def mutual_information_matrices(
     codes: np.ndarray, Y: np.ndarray, n_bins: int, mi_diag: Literal["entropy", "one"] = "entropy"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """C (d x q) = I(b_i; y_u) and G (d x d) = I(b_i; b_j), in bits, from BLAS count products (spec 3.1).
+    """C (d x q) = I(b_i; y_u) and G (d x d) = I(b_i; b_j), in bits, from BLAS count products.
 
     One product E'E gives every 2 x 2 (or n_bins x n_bins) contingency table of G at O(n d^2).
-    The diagonal of G is H(b_i) (literal, A3) or 1 (GRRO code, ``mi_diag="one"``).
+    The diagonal of G is H(b_i) (the definition) or 1 (GRRO's code, ``mi_diag="one"``).
     """
     n = codes.shape[0]
     E = _indicators(codes, n_bins)
@@ -145,7 +141,7 @@ def mutual_information_matrices(
 
 
 def label_correlation(Y: np.ndarray) -> np.ndarray:
-    """R = 1 - cosine similarity of the label columns (spec 3.2); pairs with an all-zero label get 0 (A9)."""
+    """R = 1 - cosine similarity of the label columns; pairs with an all-zero label get 0 (as GRRO's code)."""
     norms = np.sqrt((Y * Y).sum(axis=0))
     gram = Y.T @ Y
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -238,7 +234,7 @@ def _membership_block(
 
 
 def centred_unit_rows(L: np.ndarray) -> np.ndarray:
-    """Rows of L centred on their own mean and scaled to unit norm; constant rows become 0 (A7).
+    """Rows of L centred on their own mean and scaled to unit norm; constant rows become 0 (Pearson correlation is undefined for them).
 
     A SIM block is then a plain product of these rows (Pearson correlation, Def. 3).
     """
@@ -252,7 +248,7 @@ def _heterogeneous_block(A: np.ndarray, start: int, stop: int, k: int) -> np.nda
     """DT(x_i) for rows start:stop: the k indices j != i with the smallest SIM, ties by ascending j.
 
     SIM is summed element-wise rather than by BLAS: a GEMM may round the same dot product
-    differently depending on the block shape, and SIM ties are the rule (A18: L~ is usually crisp),
+    differently depending on the block shape, and SIM ties are the rule (in high dimension S is nearly the identity, so L~ is usually crisp),
     so the tie-break by index is only reproducible if equal rows give bit-identical SIM values.
     Values are then rounded to 12 decimals, so that values equal in exact arithmetic (e.g. label
     patterns that differ by a permutation) also tie whatever the label order.
@@ -283,7 +279,7 @@ def feature_graph(Xs: np.ndarray, k: int) -> np.ndarray:
     """FF_graph (Def. 6-7): symmetrised k-NN Gaussian graph over feature columns, cosine distance.
 
     N_k(f_i) excludes i, ties by ascending index; sigma_i = distance to the k-th neighbour floored
-    at 1e-12 (A8); a zero-norm column has cosine 0 with everything (distance 1).
+    at 1e-12; a zero-norm column has cosine 0 with everything (distance 1).
     """
     d = Xs.shape[1]
     norms = np.sqrt((Xs * Xs).sum(axis=0))
@@ -316,7 +312,7 @@ def nearest_psd(A: np.ndarray) -> tuple[np.ndarray, float]:
 def solve_symmetric_sylvester(
     G: np.ndarray, R: np.ndarray, C: np.ndarray, alpha: float, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Solve (I + alpha G) Z + Z (beta R) = C for symmetric G, R by eigendecomposition (spec 3.6).
+    """Solve (I + alpha G) Z + Z (beta R) = C for symmetric G, R by eigendecomposition.
 
     With G = U diag(lam) U', R = V diag(mu) V', Z = U [(U' C V) / D] V' where D_ij = 1 + alpha lam_i
     + beta mu_j are the eigenvalues of the system (half the Hessian). Entries with |D_ij| below
@@ -334,7 +330,7 @@ def solve_symmetric_sylvester(
 # --------------------------------------------------------------------------- estimator
 class GHCDRParams(MethodParams):
     """Hyperparameters of GHC-DR. The paper grid-searches alpha, beta in {1e-2, 1e-1, 1, 10, 100} and
-    lam in {0.6, 0.8, 1, 1.2, 1.4}, minimising an HL + RL criterion on the test split (spec 3.8).
+    lam in {0.6, 0.8, 1, 1.2, 1.4}, minimising an HL + RL criterion on the test split.
 
     The paper's reading is ``redundancy="literal", w_scaling="minmax"``. The defaults differ
     (``redundancy="psd", w_scaling="none"``): the literal objective is non-convex on medical and
@@ -349,18 +345,18 @@ class GHCDRParams(MethodParams):
         0.1,
         ge=0,
         description="Weight of the label-correlation term tr(R Z'Z). 0.1 keeps the system positive definite "
-        "on typical data (R has a negative eigenvalue near -1, A11).",
+        "on typical data (R has a negative eigenvalue near -1).",
     )
     lam: float = Field(1.0, gt=0, description="lambda: neighbourhood radius xi_t = std(f_t) / lambda (Def. 1).")
     omega: float = Field(0.2, ge=0, le=1, description="Mix of MI and graph redundancy, G_FGM (Eq. 7); paper: 0.2.")
-    n_bins: int = Field(2, ge=2, description="Equal-frequency bins of each feature for the MI matrices (A2).")
+    n_bins: int = Field(2, ge=2, description="Equal-frequency bins of each feature for the MI matrices.")
     mi_diag: Literal["entropy", "one"] = Field(
-        "entropy", description="Diagonal of G: I(f;f) = H(f) (literal) or 1 (GRRO code) (A3)."
+        "entropy", description="Diagonal of G: I(f;f) = H(f) (literal) or 1 (GRRO code)."
     )
-    std_ddof: int = Field(1, ge=0, le=1, description="ddof of std in xi_t (A4; 1 = MATLAB's default).")
+    std_ddof: int = Field(1, ge=0, le=1, description="ddof of std in xi_t (1 = MATLAB's default).")
     w_scaling: Literal["minmax", "max", "none"] = Field(
         "none",
-        description="'Linear scaling' of FD into w (A5): min-max to [0, 1], or FD / max(FD); 'none' = w = 1, no "
+        description="'Linear scaling' of FD into w: min-max to [0, 1], or FD / max(FD); 'none' = w = 1, no "
         "fuzzy-rough weighting of the relevance (see docs/methods/ghc-dr.md for where it helps).",
     )
     redundancy: Literal["literal", "psd"] = Field(
@@ -374,17 +370,17 @@ class GHCDRParams(MethodParams):
         None,
         ge=1,
         description="Soft heterogeneous set size; None = max(1, round(0.1 * smallest positive label count)), "
-        "capped at n - 1 (A6).",
+        "capped at n - 1.",
     )
     k_graph: int | None = Field(
-        None, ge=1, description="Feature-graph neighbours; None = max(1, round(0.05 d)), capped at d - 1 (A8)."
+        None, ge=1, description="Feature-graph neighbours; None = max(1, round(0.05 d)), capped at d - 1."
     )
-    score: Literal["sum", "l2"] = Field(
-        "sum", description="Feature score from Z: row sum (Algorithm 1, GRRO code) or row l2 norm (prose) (A10)."
+    feature_score: Literal["sum", "l2"] = Field(
+        "sum", description="Feature score from Z: row sum (Algorithm 1, GRRO code) or row l2 norm (the prose)."
     )
     nonconvex: Literal["warn", "error", "ignore"] = Field(
         "warn",
-        description="When an eigenvalue of the Sylvester system is <= 0 (Z is a saddle point, A11): warn and "
+        description="When an eigenvalue of the Sylvester system is <= 0 (Z is a saddle point): warn and "
         "return it as the paper would, raise, or stay silent; the same for a singular system (minimum-norm "
         "solution). ``convex_``, ``singular_`` and ``min_D_`` record it in every case.",
     )
@@ -397,26 +393,106 @@ class GHCDRParams(MethodParams):
     n_jobs: int = Field(1, description="joblib threads over row blocks (-1 = all cores). Results do not depend on it.")
 
 
-class GHCDR(RankedSelectorMixin, BaseEstimator):
+class GHCDR(RankedSelectorMixin, ParamsContract):
     """Filter feature selector: fuzzy-rough higher-order relevance + MI/graph dual redundancy.
 
-    Parameters are documented on :class:`GHCDRParams` (same names, same defaults).
+    docs/methods/ghc-dr.md explains each reading the paper leaves open.
 
-    Fitted attributes: ``feature_scores_`` (d,); ``ranking_`` (d,) feature indices best first (ties
-    by lower index); ``Z_`` (d, q); ``C_`` (d, q), ``G_`` (d, d) MI matrices; ``R_`` (q, q);
-    ``FF_graph_`` (d, d); ``FD_`` (d,) fuzzy dependencies (None under ``w_scaling="none"``,
-    which does not need them); ``w_`` (d,); ``xi_`` (d,) radii;
-    ``k_dt_``, ``k_graph_``; ``redundancy_min_eigenvalue_`` / ``label_min_eigenvalue_`` smallest
-    eigenvalues of G_FGM and R as defined (before any ``redundancy="psd"`` projection); ``min_D_``
-    smallest eigenvalue of the Sylvester system solved, ``convex_``
-    (min_D_ > 0), ``singular_``; ``sylvester_residual_`` relative residual of the solve;
-    ``similarity_density_`` share of non-zero entries of S; ``data_min_``, ``data_range_``;
-    ``n_features_in_``.
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Weight of the dual redundancy term tr(Z' G_FGM Z).
+    beta : float, default=0.1
+        Weight of the label-correlation term tr(R Z'Z). 0.1 keeps the system positive definite
+        on typical data (R has a negative eigenvalue near -1).
+    lam : float, default=1.0
+        lambda > 0: neighbourhood radius xi_t = std(f_t) / lambda.
+    omega : float, default=0.2
+        Mix of MI and graph redundancy in G_FGM, in [0, 1] (paper: 0.2).
+    n_bins : int, default=2
+        Equal-frequency bins (>= 2) of each feature for the MI matrices.
+    mi_diag : {"entropy", "one"}, default="entropy"
+        Diagonal of G: I(f; f) = H(f) (the definition) or 1 (the GRRO code).
+    std_ddof : {0, 1}, default=1
+        ddof of the standard deviation in xi_t (1 = MATLAB's default).
+    w_scaling : {"none", "minmax", "max"}, default="none"
+        The paper's "linear scaling" of FD into w: min-max to [0, 1], or FD / max(FD); "none"
+        = w = 1, no fuzzy-rough weighting of the relevance (the paper's reading is "minmax").
+    redundancy : {"psd", "literal"}, default="psd"
+        "literal" = G_FGM and R as the paper defines them, which are not positive semi-definite
+        (FF_graph and R have zero trace), so the objective can be non-convex; "psd" = each
+        replaced by its nearest positive semi-definite matrix, so Z is the unique minimiser.
+    k_dt : int or None, default=None
+        Soft heterogeneous set size; None = max(1, round(0.1 * smallest positive label count)),
+        capped at n - 1.
+    k_graph : int or None, default=None
+        Feature-graph neighbours; None = max(1, round(0.05 d)), capped at d - 1.
+    feature_score : {"sum", "l2"}, default="sum"
+        Feature score from Z: row sum (Algorithm 1, the GRRO code) or row l2 norm (the prose).
+    nonconvex : {"warn", "error", "ignore"}, default="warn"
+        When an eigenvalue of the Sylvester system is <= 0 (Z is a saddle point) or the system
+        is singular: warn and return it as the paper would, raise, or stay silent.
+    ratio : float, default=0.5
+        Fraction of features kept by ``transform`` / ``get_support()`` (paper: up to 50%).
+    memory_budget_mb : float, default=256.0
+        Working memory for the row blocks of S, SIM and POS (all threads together).
+    n_jobs : int, default=1
+        Threads over row blocks (-1 = all cores). Results do not depend on it.
+
+    Attributes
+    ----------
+    feature_scores_ : ndarray of shape (d,)
+        Row scores of Z.
+    ranking_ : ndarray of shape (d,)
+        Feature indices best first (ties by lower index).
+    Z_ : ndarray of shape (d, q)
+        Solution of the Sylvester system.
+    C_, G_ : ndarray of shape (d, q) and (d, d)
+        Feature-label and feature-feature mutual information, in bits.
+    R_ : ndarray of shape (q, q)
+        1 - cosine similarity of the label columns.
+    FF_graph_ : ndarray of shape (d, d)
+        The k-NN Gaussian feature graph.
+    FD_, w_, xi_ : ndarray of shape (d,)
+        Fuzzy dependencies (None under ``w_scaling="none"``, which does not need them), their
+        scaled weights, and the neighbourhood radii.
+    redundancy_min_eigenvalue_, label_min_eigenvalue_ : float
+        Smallest eigenvalues of G_FGM and R as defined (before any ``redundancy="psd"``
+        projection).
+    k_dt_, k_graph_ : int
+        The set sizes used.
+    min_D_ : float
+        Smallest eigenvalue of the Sylvester system; ``convex_`` is ``min_D_ > 0`` and
+        ``singular_`` flags a (near-)zero eigenvalue.
+    sylvester_residual_ : float
+        Relative residual of the solve.
+    similarity_density_ : float
+        Share of non-zero entries of the composite similarity S.
+    scaling_ : FeatureScaling
+        The min-max scaling of the training features.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.methods.ghc_dr import GHCDR
+    >>> rng = np.random.default_rng(0)
+    >>> Y = rng.integers(0, 2, size=(40, 2))
+    >>> X = np.hstack([Y + 0.1 * rng.random((40, 2)), rng.random((40, 4))])
+    >>> selector = GHCDR(ratio=1 / 3).fit(X, Y)
+    >>> sorted(selector.top_features().tolist())
+    [0, 1]
+    >>> selector.transform(X).shape
+    (40, 2)
     """
+
+    _params_model = GHCDRParams
 
     def __init__(
         self,
         alpha: float = 1.0,
+        *,
         beta: float = 0.1,
         lam: float = 1.0,
         omega: float = 0.2,
@@ -427,7 +503,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         redundancy: Literal["literal", "psd"] = "psd",
         k_dt: int | None = None,
         k_graph: int | None = None,
-        score: Literal["sum", "l2"] = "sum",
+        feature_score: Literal["sum", "l2"] = "sum",
         nonconvex: Literal["warn", "error", "ignore"] = "warn",
         ratio: float = 0.5,
         memory_budget_mb: float = 256.0,
@@ -444,7 +520,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         self.redundancy = redundancy
         self.k_dt = k_dt
         self.k_graph = k_graph
-        self.score = score
+        self.feature_score = feature_score
         self.nonconvex = nonconvex
         self.ratio = ratio
         self.memory_budget_mb = memory_budget_mb
@@ -452,10 +528,13 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> GHCDR:
+        """Relevance, redundancy and the closed-form solve; returns self."""
         progress = progress or no_progress
-        X, Y = check_multilabel(X, Y)
+        self._validated_params()
+        X, Y = check_multilabel(self, X, Y, class_vector=True)
         d = X.shape[1]
-        Xs, self.data_min_, self.data_range_ = minmax_scale(X)
+        self.scaling_ = FeatureScaling.minmax(X, constant="zero")
+        Xs = self.scaling_.transform(X)
 
         progress("mi", 0.0)
         codes = equal_frequency_codes(Xs, self.n_bins)
@@ -498,36 +577,37 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
             if self.nonconvex == "warn":
                 warnings.warn(msg, NonConvexWarning, stacklevel=2)
 
-        self.feature_scores_ = Z.sum(axis=1) if self.score == "sum" else np.sqrt((Z * Z).sum(axis=1))
+        self.feature_scores_ = Z.sum(axis=1) if self.feature_score == "sum" else np.sqrt((Z * Z).sum(axis=1))
         warn_if_constant(self.feature_scores_, "ghc-dr", "feature score (row of Z)")
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
-        self.n_features_in_ = d
         progress("solve", 1.0)
         return self
 
     def _block_rows(self, per_row_bytes: float) -> int:
         """Rows per block so that all concurrently running blocks fit the memory budget."""
-        jobs = self._jobs()
+        jobs = effective_jobs(self.n_jobs)
         return max(1, int(self.memory_budget_mb * 2**20 / jobs / max(per_row_bytes, 1.0)))
 
-    def _jobs(self) -> int:
-        return (os.cpu_count() or 1) if self.n_jobs == -1 else max(1, self.n_jobs)
-
-    def _run_blocks(self, fn, n: int, rows: int, stage: str, lo: float, hi: float, progress: ProgressFn) -> list:
-        """Run ``fn(start, stop)`` over row blocks with joblib threads, reporting progress in order."""
-        bounds = [(s, min(n, s + rows)) for s in range(0, n, rows)]
-        out = []
-        jobs = Parallel(n_jobs=self._jobs(), prefer="threads", return_as="generator")
-        for i, res in enumerate(jobs(delayed(fn)(s, e) for s, e in bounds)):
-            out.append(res)
-            progress(stage, lo + (hi - lo) * (i + 1) / len(bounds))
+    def _run_blocks(
+        self, fn: Callable[[int, int], Any], n: int, rows: int, stage: str, lo: float, hi: float, progress: ProgressFn
+    ) -> list[Any]:
+        """``fn(start, stop)`` over row blocks (threads), results in block order; progress from lo to hi."""
+        out: list[Any] = []
+        run_blocks(
+            fn,
+            n,
+            rows,
+            self.n_jobs,
+            lambda f: progress(stage, lo + (hi - lo) * f),
+            lambda s, e, res: out.append(res),
+        )
         return out
 
     def _fuzzy_dependency(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> np.ndarray:
-        """FD(f_t, L) for every feature (spec 3.3 steps 1-7)."""
+        """FD(f_t, L) for every feature: similarity, fuzzy memberships, heterogeneous sets, positive regions."""
         n, d = Xs.shape
         order = feature_order(Xs, self.xi_)
-        budget_elems = self.memory_budget_mb * 2**20 / 8 / self._jobs()
+        budget_elems = self.memory_budget_mb * 2**20 / 8 / effective_jobs(self.n_jobs)
         # dense phase: M, |gap|, R_t and a boolean mask per row of n entries
         rows = self._block_rows(4 * 8 * n)
         chunk = int(budget_elems // 4)
@@ -577,7 +657,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
         return POS.mean(axis=0)
 
     def _weights(self, FD: np.ndarray) -> np.ndarray:
-        """w = linear scaling of F_H (A5): min-max to [0, 1] (all ones if FD is constant) or FD / max."""
+        """w = linear scaling of F_H: min-max to [0, 1] (all ones if FD is constant) or FD / max."""
         if self.w_scaling == "max":
             top = FD.max()
             return FD / top if top > 0 else np.ones_like(FD)
@@ -586,7 +666,7 @@ class GHCDR(RankedSelectorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ selection
     def _default_count(self, d: int) -> int:
-        """Features kept by default: max(1, ceil(ratio * d)), A15."""
+        """Features kept by default: max(1, ceil(ratio * d)), at least one on small d."""
         return max(1, int(np.ceil(self.ratio * d - 1e-9)))
 
 

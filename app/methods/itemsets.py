@@ -1,12 +1,12 @@
-"""Frequent label combinations (DMKNN's "frequent items", spec 002 section 3.2).
+"""Frequent label combinations (DMKNN's "frequent items", docs/methods/dmknn.md).
 
 The paper mines frequent label combinations with FP-growth and then only ever uses them through
 *exact* label-set matches (Y_i = P_j). An itemset that no training sample carries exactly can
-never be predicted (spec 002, I12), so the useful output of FP-growth is
+never be predicted, so the useful output of FP-growth is
 
     P = {distinct observed label sets L : |L| >= min_size and support(L) >= min_count},
 
-(spec 002, I11). This module computes that set directly over the U <= m distinct label sets
+This module computes that set directly over the U <= m distinct label sets
 instead of running FP-growth: the cost is bounded by U^2 q / BLAS, where FP-growth's output can
 grow exponentially with q (cal500: 174 labels, about 26 per sample). The tests check it against
 a brute-force enumeration of every label combination followed by the n_j >= 1 filter.
@@ -27,7 +27,7 @@ _BLOCK_ENTRIES = 1 << 22
 
 
 def support_count(min_support: float, m: int) -> int:
-    """The absolute minimum support sigma (spec 002, section 3.8).
+    """The absolute minimum support sigma.
 
     A value in (0, 1) is a fraction of the m training samples: max(2, ceil(f m)). A value >= 2
     with no fractional part is a count. Anything else is rejected, as is a count above m.

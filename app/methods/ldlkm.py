@@ -22,13 +22,22 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
-from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import validate_data
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.base import (
+    DistributionLearnerMixin,
+    MethodParams,
+    MethodSpec,
+    ParamsContract,
+    ProgressFn,
+    check_features,
+    no_progress,
+)
 from app.methods.fit_warnings import ConvergenceWarning
+from app.methods.numerics import FeatureScaling
 
-#: Rows of D whose sums differ from 1 by more than this are renormalised (spec 3.1, 6 item 12).
+#: Rows of D whose sums differ from 1 by more than this are renormalised (rounding in data files).
 _ROW_SUM_TOL = 1e-9
 
 
@@ -66,7 +75,7 @@ def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.nda
     """Minkowski distances of order ``p`` from every row of X to every center, shape (n, k).
 
     Vectorised over samples; the Python loop runs over the k centers only, so the largest
-    temporary is one (n, d) array (never an (n, k, d) broadcast; spec section 5). For
+    temporary is one (n, d) array (never an (n, k, d) broadcast). For
     1 < p < inf each row is scaled by its largest absolute difference before raising to the
     power p, so large p and large coordinates cannot overflow; the result is the same
     distance up to rounding, and an exact 0 stays an exact 0.
@@ -99,7 +108,7 @@ def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     exponentiating, which is exactly eq. (8) and cannot overflow. Where a row
     has a distance of exactly 0 (or so small that 1/T overflows), the limit of eq. (8) as those
     distances go to 0+ is used: the clusters at zero distance share the weight equally and the
-    others get 0 (spec section 4). No epsilon clamping.
+    others get 0. No epsilon clamping.
     """
     with np.errstate(divide="ignore", over="ignore"):
         Tp = 1.0 / T
@@ -143,43 +152,104 @@ def _has_k_distinct_rows(X: np.ndarray, k: int) -> bool:
     return len(np.unique(X, axis=0)) >= k
 
 
-class LDLKM(BaseEstimator):
+class LDLKMParams(MethodParams):
+    k: int = Field(5, ge=1, description="Number of clusters (paper: 5).")
+    max_iter: int = Field(20, ge=1, description="Maximum k-means iterations (paper: 20).")
+    p: Annotated[float, Field(ge=1)] | Literal["inf"] = Field(
+        5.0, description="Minkowski order at prediction (paper: 5): a number >= 1 or 'inf'."
+    )
+    random_state: int | None = Field(
+        None, ge=0, lt=2**32, description="Seed for the initial cluster means; null = random."
+    )
+    standardize: bool = Field(False, description="Extension (not in the paper): z-score features on the training data.")
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Extension: softmax temperature on 1/distance; 1.0 is the paper's eq. (8).",
+    )
+
+    @field_validator("p", mode="before")
+    @classmethod
+    def _inf_as_string(cls, value: Any) -> Any:
+        """Keep infinity as the JSON-safe string "inf"; reject NaN."""
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("p must be >= 1 or 'inf'")
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return "inf"
+        if isinstance(value, str) and value.strip().lower() in {"inf", "infinity"}:
+            return "inf"
+        return value
+
+
+class LDLKM(DistributionLearnerMixin, ParamsContract):
     """Label distribution learning based on k-means (Shao, Yang, Zhao 2017).
 
     Parameters
     ----------
-    k : number of clusters (paper: 5). Must not exceed the number of distinct training rows.
-    max_iter : maximum number of k-means iterations, one assignment plus one update each
-        (paper: 20).
-    p : Minkowski order used at prediction only (paper: 5); a float >= 1 or ``"inf"``
+    k : int, default=5
+        Number of clusters (paper: 5). Must not exceed the number of distinct training rows.
+    max_iter : int, default=20
+        Maximum number of k-means iterations, one assignment plus one update each (paper: 20).
+    p : float or "inf", default=5.0
+        Minkowski order used at prediction only (paper: 5); a float >= 1 or ``"inf"``
         (Chebyshev). Clustering always uses the Euclidean distance (eq. 3).
-    random_state : seed for the initial choice of k distinct training samples (one
-        initialisation, no restarts, as in the paper). ``None`` is not reproducible.
-    standardize : extension, off in the paper. z-score the features with the training mean and
-        standard deviation (a constant feature gets scale 1) before clustering and prediction.
-    temperature : extension; 1.0 is the paper's eq. (8). Weights are
-        ``softmax(1 / (temperature * T))``: below 1 sharpens them towards the nearest
-        prototype, above 1 flattens them towards the unweighted mean of the u_b.
+    random_state : int or None, default=None
+        Seed for the initial choice of k distinct training samples (one initialisation, no
+        restarts, as in the paper). ``None`` is not reproducible.
+    standardize : bool, default=False
+        Extension, off in the paper: z-score the features with the training mean and standard
+        deviation (a constant feature gets scale 1) before clustering and prediction.
+    temperature : float, default=1.0
+        Extension; 1.0 is the paper's eq. (8). Weights are ``softmax(1 / (temperature * T))``:
+        below 1 sharpens them towards the nearest prototype, above 1 flattens them towards the
+        unweighted mean of the u_b.
 
-    Fitted attributes
-    -----------------
-    cluster_centers_ : (k, d) feature means mu_i, in the (possibly standardized) feature space.
-    label_means_ : (k, c) matrix U of the clusters' mean label distributions.
-    labels_ : (m,) cluster index of each training sample (the final partition).
-    cluster_sizes_ : (k,) members per cluster, all >= 1.
-    n_iter_ : assignment steps run (<= max_iter); when converged, the last one only confirmed
-        that nothing moved.
-    objective_history_ : eq. (2) objective E after each update step, in the clustering
-        feature space; never increases.
-    converged_ : whether the assignments stopped changing before max_iter was reached.
-    n_empty_fixes_ : how many times the empty-cluster rule moved a sample.
-    mean_, scale_ : (d,) standardization parameters (zeros and ones when standardize=False).
-    n_features_in_ : d.
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (k, d)
+        Feature means mu_i, in the (possibly standardized) feature space.
+    label_means_ : ndarray of shape (k, c)
+        Matrix U of the clusters' mean label distributions.
+    labels_ : ndarray of shape (m,)
+        Cluster index of each training sample (the final partition).
+    cluster_sizes_ : ndarray of shape (k,)
+        Members per cluster, all >= 1.
+    n_iter_ : int
+        Assignment steps run (<= max_iter); when converged, the last one only confirmed that
+        nothing moved.
+    objective_history_ : ndarray
+        Eq. (2) objective E after each update step, in the clustering feature space; never
+        increases.
+    converged_ : bool
+        Whether the assignments stopped changing before max_iter was reached.
+    n_empty_fixes_ : int
+        How many times the empty-cluster rule moved a sample.
+    scaling_ : FeatureScaling
+        The standardization (the identity when standardize=False).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.methods.ldlkm import LDLKM
+    >>> X = np.array([[0.0], [0.2], [3.0], [3.2]])
+    >>> D = np.array([[0.9, 0.1], [0.7, 0.3], [0.2, 0.8], [0.0, 1.0]])
+    >>> model = LDLKM(2, random_state=0).fit(X, D)
+    >>> model.label_means_[np.argsort(model.cluster_centers_[:, 0])]
+    array([[0.8, 0.2],
+           [0.1, 0.9]])
+    >>> model.predict(np.array([[0.1]])).round(3)
+    array([[0.8, 0.2]])
     """
+
+    _params_model = LDLKMParams
 
     def __init__(
         self,
         k: int = 5,
+        *,
         max_iter: int = 20,
         p: float | str = 5.0,
         random_state: int | None = None,
@@ -194,27 +264,27 @@ class LDLKM(BaseEstimator):
         self.temperature = temperature
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, D: Any, progress: ProgressFn | None = None) -> LDLKM:
-        """Cluster X by batch k-means and store the cluster feature and label means."""
+    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> LDLKM:
+        """Cluster X by batch k-means and store the cluster feature and label means; returns self.
+
+        ``Y`` is the (m, c) matrix of training label distributions (D in the paper).
+        """
         report = progress or no_progress
-        X, D = self._check_training_data(X, D)
-        _order(self.p)
-        if not (math.isfinite(float(self.temperature)) and float(self.temperature) > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        self._validated_params()
+        X, D = self._check_training_data(X, Y)
         k, max_iter = int(self.k), int(self.max_iter)
-        if k < 1 or max_iter < 1:
-            raise ValueError("k and max_iter must be >= 1")
         m, d = X.shape
         if k > 1 and not _has_k_distinct_rows(X, k):
-            raise ValueError(f"k={k} exceeds the number of distinct training rows; empty clusters could not be avoided")
+            raise ValueError(
+                f"k={k} exceeds the number of distinct training rows (n_samples = {m}); "
+                "empty clusters could not be avoided"
+            )
 
         if self.standardize:
-            self.mean_ = X.mean(axis=0)
-            std = X.std(axis=0)
-            self.scale_ = np.where(std > 0.0, std, 1.0)
-            H = (X - self.mean_) / self.scale_
+            self.scaling_ = FeatureScaling.zscore(X, constant="keep")
+            H = self.scaling_.transform(X)
         else:
-            self.mean_, self.scale_ = np.zeros(d), np.ones(d)
+            self.scaling_ = FeatureScaling.identity(d)
             H = X
 
         report("kmeans", 0.0)
@@ -233,7 +303,6 @@ class LDLKM(BaseEstimator):
         self.cluster_centers_ = centers
         self.cluster_sizes_ = np.bincount(labels, minlength=k)
         self.label_means_ = self._group_means(D, labels, self.cluster_sizes_)
-        self.n_features_in_ = d
         report("kmeans", 1.0)
         return self
 
@@ -273,10 +342,11 @@ class LDLKM(BaseEstimator):
             prev = labels
             report("kmeans", (it + 1) / max_iter)
         self.objective_history_ = np.asarray(history)
+        assert prev is not None  # max_iter >= 1: the loop ran at least once
         return prev, centers
 
     def _fix_empty(self, labels: np.ndarray, D2: np.ndarray, k: int) -> np.ndarray:
-        """Singleton rule (spec 3.2): refill each empty cluster with the sample farthest from
+        """Singleton rule: refill each empty cluster with the sample farthest from
         its assigned mean, taken from a cluster that keeps at least one member."""
         counts = np.bincount(labels, minlength=k)
         empty = np.flatnonzero(counts == 0)
@@ -301,17 +371,17 @@ class LDLKM(BaseEstimator):
         member[labels, np.arange(len(labels))] = 1.0
         return (member @ A) / sizes[:, None]
 
-    @staticmethod
-    def _check_training_data(X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Shapes, finiteness, and valid label distributions (spec 3.1; 6 item 12)."""
-        X = np.ascontiguousarray(X, dtype=np.float64)
+    def _check_training_data(self, X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Shapes, finiteness, and valid label distributions.
+
+        A row of D that is non-negative but does not sum to 1 (rounding in a data file) is
+        renormalised rather than rejected; a row summing to 0 has no distribution and is an
+        error.
+        """
+        X, D = validate_data(self, X, D, multi_output=True, dtype=np.float64, order="C", y_numeric=True)
         D = np.ascontiguousarray(D, dtype=np.float64)
-        if X.ndim != 2 or D.ndim != 2 or X.shape[0] != D.shape[0]:
-            raise ValueError(f"X must be (m, d) and D (m, c) with the same m; got {X.shape}, {D.shape}")
-        if X.shape[0] < 1 or X.shape[1] < 1 or D.shape[1] < 1:
-            raise ValueError("need at least one sample, one feature and one label")
-        if not (np.isfinite(X).all() and np.isfinite(D).all()):
-            raise ValueError("X and D must be finite")
+        if D.ndim != 2 or D.shape[1] < 1:
+            raise ValueError(f"D must be a 2-D (m, c) matrix of label distributions, got shape {D.shape}")
         if (D < 0).any():
             raise ValueError("label distributions must be non-negative")
         sums = D.sum(axis=1)
@@ -324,60 +394,27 @@ class LDLKM(BaseEstimator):
         return X, D
 
     # -------------------------------------------------------------- predict
-    def _features(self, X: np.ndarray) -> np.ndarray:
-        """Check the test features (two cheap NumPy checks, no scikit-learn validation) and
-        map them into the clustering space."""
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have shape (n, {self.n_features_in_}), got {X.shape}")
-        if not np.isfinite(X).all():
-            raise ValueError("X must be finite")
-        if self.standardize:
-            return (X - self.mean_) / self.scale_
-        return X
-
     def distances(self, X: Any) -> np.ndarray:
         """Matrix T (n, k) of Minkowski-p distances to the cluster means (eq. 6)."""
-        return minkowski_to_centers(
-            self._features(np.asarray(X, dtype=np.float64)), self.cluster_centers_, _order(self.p)
-        )
+        return self._distances(check_features(self, X))
+
+    def _distances(self, X: np.ndarray) -> np.ndarray:
+        H = self.scaling_.transform(X) if self.standardize else X
+        return minkowski_to_centers(H, self.cluster_centers_, _order(self.p))
 
     def weights(self, X: Any) -> np.ndarray:
         """Weight matrix W (n, k) of eqs. (7)-(8); rows sum to 1."""
-        return reciprocal_softmax(self.distances(X), float(self.temperature))
+        return self._weights(check_features(self, X))
+
+    def _weights(self, X: np.ndarray) -> np.ndarray:
+        return reciprocal_softmax(self._distances(X), float(self.temperature))
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted label distributions P = W U (eq. 9), shape (n, c); rows sum to 1."""
-        return self.weights(X) @ self.label_means_
+        return self._predict(check_features(self, X))
 
-
-class LDLKMParams(MethodParams):
-    k: int = Field(5, ge=1, description="Number of clusters (paper: 5).")
-    max_iter: int = Field(20, ge=1, description="Maximum k-means iterations (paper: 20).")
-    p: Annotated[float, Field(ge=1)] | Literal["inf"] = Field(
-        5.0, description="Minkowski order at prediction (paper: 5): a number >= 1 or 'inf'."
-    )
-    random_state: int | None = Field(
-        None, ge=0, lt=2**32, description="Seed for the initial cluster means; null = random."
-    )
-    standardize: bool = Field(False, description="Extension (not in the paper): z-score features on the training data.")
-    temperature: float = Field(
-        1.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="Extension: softmax temperature on 1/distance; 1.0 is the paper's eq. (8).",
-    )
-
-    @field_validator("p", mode="before")
-    @classmethod
-    def _inf_as_string(cls, value: Any) -> Any:
-        """Keep infinity as the JSON-safe string "inf"; reject NaN."""
-        if isinstance(value, float) and math.isnan(value):
-            raise ValueError("p must be >= 1 or 'inf'")
-        if isinstance(value, float) and math.isinf(value) and value > 0:
-            return "inf"
-        if isinstance(value, str) and value.strip().lower() in {"inf", "infinity"}:
-            return "inf"
-        return value
+    def _predict(self, X: np.ndarray) -> np.ndarray:
+        return self._weights(X) @ self.label_means_
 
 
 SPEC = MethodSpec(

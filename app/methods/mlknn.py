@@ -2,7 +2,7 @@
 
 M.-L. Zhang, Z.-H. Zhou, "ML-KNN: A lazy learning approach to multi-label learning", Pattern
 Recognition 40(7):2038-2048, 2007. This is also the per-label ("independent") score model of
-DMKNN (spec 002, section 3.4), which reuses this module.
+DMKNN, which reuses this module (docs/methods/mlknn.md).
 
 For every label l_j the estimator learns, from the training set alone:
 
@@ -34,13 +34,21 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator
 from sklearn.neighbors import KDTree
-from sklearn.utils.validation import check_array, check_is_fitted
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    MultiLabelClassifierMixin,
+    ParamsContract,
+    ProgressFn,
+    check_features,
+    check_multilabel,
+    no_progress,
+)
 from app.methods.fit_warnings import warn_if_constant, warn_if_mostly_empty
 from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
+from app.methods.numerics import FeatureScaling
 
 #: Largest number of float64 entries in one block of the query-by-train distance matrix.
 _BLOCK_ENTRIES = 1 << 22
@@ -49,21 +57,6 @@ _BLOCK_ENTRIES = 1 << 22
 _GEMM_RTOL = 1e-9
 #: scikit-learn's ``algorithm="auto"`` uses a KD-tree for Euclidean data up to this dimension.
 _KD_TREE_MAX_DIM = 15
-
-
-# ---------------------------------------------------------------------------------- scaling
-def minmax_fit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature ``(offset, factor)`` so that ``(X - offset) * factor`` lies in [0, 1] on X.
-
-    A constant feature gets factor 0: it maps to 0 for training *and* test rows, so it cannot
-    move any distance (spec 002, section 3.1). Test values outside the training range are not
-    clipped.
-    """
-    lo = X.min(axis=0)
-    span = X.max(axis=0) - lo
-    factor = np.zeros_like(span)
-    np.divide(1.0, span, out=factor, where=span > 0)
-    return lo, factor
 
 
 # ------------------------------------------------------------------------- neighbour search
@@ -93,8 +86,7 @@ class ExactKNN:
         by distance: its duplicates remain eligible), i.e. leave-one-out neighbourhoods.
         """
         loo = Q is None
-        if loo:
-            Q = self.X
+        Q = self.X if Q is None else Q
         n = Q.shape[0]
         m = self.n_samples
         if not 1 <= k <= m - int(loo):
@@ -156,6 +148,7 @@ class ExactKNN:
         pending = np.arange(b)
         rows_out: list[np.ndarray] = []
         cols_out: list[np.ndarray] = []
+        assert self.tree is not None
         while pending.size:
             dist, idx = self.tree.query(Qb[pending], k=width, return_distance=True, sort_results=True)
             if self_offset is not None:
@@ -231,166 +224,6 @@ def lookup(table: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------- estimator
-class MLkNN(BaseEstimator):
-    """ML-kNN (Zhang & Zhou 2007), vectorised, with deterministic neighbours.
-
-    Parameters
-    ----------
-    k : number of neighbours K (1 <= K <= m - 1).
-    s : Laplace smoothing, > 0 (1 = Laplace, the paper's setting).
-    scale : ``"minmax"`` scales each feature to [0, 1] on the training set before the Euclidean
-        distance (constant features map to 0; test values are not clipped); ``"none"`` uses X
-        as given. The default is ``"minmax"``: kNN is scale-sensitive (emotions AP 0.694 raw vs
-        0.797 scaled, FACTS), and the seed paper that brings ML-kNN into this service (spec 002,
-        section 3.1) normalises features before its Euclidean neighbourhoods. Zhang & Zhou's
-        reference code does not scale; use ``"none"`` on data already in [0, 1] to match it
-        bit for bit.
-    threshold : how ``predict`` turns posteriors into label sets. ``"map"`` is ML-kNN's own rule,
-        posterior > 0.5 (the reference mode). ``"loo"`` (default) is one threshold learned on
-        the training set: the one maximising the micro-F1 of the leave-one-out training
-        posteriors, which fit computes anyway. On the Yahoo sets the 0.5 rule leaves 47-92% of
-        test samples with no label although every sample carries one; chosen by 5-fold CV on
-        the official training splits of 14 sets (never the test splits), see
-        ``docs/methods/mlknn.md``.
-    ensure_nonempty : ``"on"``: a sample whose set would be empty gets its top-scoring label;
-        ``"off"``: never; ``"auto"`` (default): on when at most 1% of the training samples have
-        an empty label set (so on birds, where 44% do, empty predictions stay possible).
-
-    ``threshold="map", ensure_nonempty="off"`` is ML-kNN exactly as published.
-
-    Fitted attributes: ``n_features_in_``, ``offset_`` / ``factor_`` (the scaling),
-    ``index_`` (the exact neighbour index over the scaled training rows), ``Y_fit_`` (m, q)
-    uint8, ``prior_`` (q,), ``kappa_`` / ``kappa_bar_`` (q, K+1) count frequency vectors of
-    positives / negatives, ``posterior_table_`` (q, K+1), ``threshold_`` (the posterior
-    threshold in use), ``ensure_nonempty_`` (bool), ``training_empty_share_`` (share of the
-    labelled training samples whose leave-one-out prediction is empty under that rule; above
-    one half the fit raises ``EmptyLabelSetWarning``).
-    """
-
-    def __init__(
-        self,
-        k: int = 10,
-        s: float = 1.0,
-        scale: Literal["none", "minmax"] = "minmax",
-        threshold: Literal["map", "loo"] = "loo",
-        ensure_nonempty: Literal["auto", "on", "off"] = "auto",
-    ) -> None:
-        self.k = k
-        self.s = s
-        self.scale = scale
-        self.threshold = threshold
-        self.ensure_nonempty = ensure_nonempty
-
-    # ----------------------------------------------------------------- fitting
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MLkNN:
-        progress = progress or no_progress
-        X, Y = validate_xy(X, Y)
-        self._check_params(X.shape[0])
-        progress("neighbours", 0.0)
-        if self.scale == "minmax":
-            self.offset_, self.factor_ = minmax_fit(X)
-        else:
-            self.offset_, self.factor_ = np.zeros(X.shape[1]), np.ones(X.shape[1])
-        neighbours = self._fit_tables(self._transform(X), Y, progress)
-        self._fit_rule(Y, lookup(self.posterior_table_, neighbour_counts(self.Y_fit_, neighbours)))
-        progress("counts", 1.0)
-        return self
-
-    def _fit_rule(self, Y: np.ndarray, loo_scores: np.ndarray) -> None:
-        """The label-set rule from the leave-one-out training posteriors, and the fit's warnings."""
-        self.threshold_ = loo_threshold(loo_scores, Y) if self.threshold == "loo" else 0.5
-        self.ensure_nonempty_ = self.ensure_nonempty == "on" or (
-            self.ensure_nonempty == "auto" and nonempty_by_default(Y)
-        )
-        loo_sets = self._label_sets(loo_scores, self.threshold_)
-        what = f"the rule posterior > {self.threshold_:.3g}"
-        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "mlknn", what, stacklevel=4)
-        warn_if_constant(loo_scores, "mlknn", "label posterior of the training samples", stacklevel=4)
-
-    def _label_sets(self, scores: np.ndarray, threshold: float) -> np.ndarray:
-        Yhat = (scores > threshold).astype(np.int8)
-        return fill_empty(Yhat, scores) if self.ensure_nonempty_ else Yhat
-
-    def fit_scaled(self, Xs: np.ndarray, Y: np.ndarray, include_self: bool = False) -> np.ndarray:
-        """Fit on features the caller has already scaled; returns the training neighbours (m, K).
-
-        DMKNN calls this so that its label model and its itemset model share one neighbourhood
-        graph (spec 002, section 3.1). ``Y`` must already be 0/1. ``include_self=True`` makes
-        each training sample its own first neighbour followed by its K-1 nearest others (what
-        scikit-multilearn does by default; DMKNN's option for spec 002, A5); ML-kNN proper
-        (the default) leaves it out.
-        """
-        self._check_params(Xs.shape[0])
-        self.offset_, self.factor_ = np.zeros(Xs.shape[1]), np.ones(Xs.shape[1])
-        return self._fit_tables(np.ascontiguousarray(Xs, dtype=np.float64), Y, no_progress, include_self)
-
-    def _fit_tables(
-        self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False
-    ) -> np.ndarray:
-        self.n_features_in_ = Xs.shape[1]
-        self.index_ = ExactKNN(Xs)
-        self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
-        k = int(self.k)
-        m = Xs.shape[0]
-        if include_self:
-            own = np.arange(m)[:, None]
-            neighbours = np.hstack([own, self.index_.kneighbors(None, k - 1)]) if k > 1 else own
-        else:
-            neighbours = self.index_.kneighbors(None, k)
-        progress("counts", 0.9)
-        counts = neighbour_counts(self.Y_fit_, neighbours)
-        self.prior_, self.kappa_, self.kappa_bar_, self.posterior_table_ = posterior_table(
-            self.Y_fit_, counts, k, float(self.s), 2.0 * self.s + m
-        )
-        return neighbours
-
-    def _check_params(self, m: int) -> None:
-        if int(self.k) != self.k or not 1 <= self.k <= m - 1:
-            raise ValueError(f"k must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
-        if not self.s > 0:
-            raise ValueError(f"s must be > 0, got {self.s}")
-        if self.scale not in ("none", "minmax"):
-            raise ValueError(f"scale must be 'none' or 'minmax', got {self.scale!r}")
-        if self.threshold not in ("map", "loo"):
-            raise ValueError(f"threshold must be 'map' or 'loo', got {self.threshold!r}")
-        if self.ensure_nonempty not in ("auto", "on", "off"):
-            raise ValueError(f"ensure_nonempty must be 'auto', 'on' or 'off', got {self.ensure_nonempty!r}")
-
-    # -------------------------------------------------------------- prediction
-    def _transform(self, X: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray((X - self.offset_) * self.factor_)
-
-    def kneighbors(self, X: np.ndarray) -> np.ndarray:
-        """The K nearest training rows of each row of (unscaled) X, ties by lower index."""
-        check_is_fitted(self, "posterior_table_")
-        return self.index_.kneighbors(self._transform(np.asarray(X, dtype=np.float64)), int(self.k))
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Posteriors p(l_j | C_j(x)) (n, q), in (0, 1); higher = more relevant."""
-        return lookup(self.posterior_table_, neighbour_counts(self.Y_fit_, self.kneighbors(X)))
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Same as ``decision_function``: ML-kNN's scores are posterior probabilities."""
-        return self.decision_function(X)
-
-    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets: posterior > ``threshold`` (default: the fitted ``threshold_``, 0.5 under
-        ML-kNN's own rule), then the never-empty fallback when ``ensure_nonempty_``."""
-        t = self.threshold_ if threshold is None else float(threshold)
-        return self._label_sets(self.decision_function(X), t)
-
-
-def validate_xy(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dense finite float64 X (m, d) and 0/1 uint8 Y (m, q) with matching rows."""
-    X = check_array(X, dtype=np.float64, order="C")
-    Y = check_array(Y, dtype=None, ensure_2d=True)
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-    if not np.isin(Y, (0, 1)).all():
-        raise ValueError("Y must be a 0/1 label matrix")
-    return X, Y.astype(np.uint8)
-
-
 class MLkNNParams(MethodParams):
     k: int = Field(10, ge=1, description="Number of nearest neighbours K (at most m - 1).")
     s: float = Field(1.0, gt=0, description="Laplace smoothing of the prior and count likelihoods.")
@@ -407,6 +240,188 @@ class MLkNNParams(MethodParams):
         description="Give a sample whose label set would be empty its top-scoring label: always, never, or "
         "'auto' = when at most 1% of the training samples have an empty label set.",
     )
+
+
+class MLkNN(MultiLabelClassifierMixin, ParamsContract):
+    """ML-kNN (Zhang & Zhou 2007), vectorised, with deterministic neighbours.
+
+    Parameters
+    ----------
+    k : int, default=10
+        Number of neighbours K, 1 <= K <= m - 1 for m training samples.
+    s : float, default=1.0
+        Laplace smoothing, > 0 (1 = Laplace, the paper's setting).
+    scale : {"minmax", "none"}, default="minmax"
+        ``"minmax"`` scales each feature to [0, 1] on the training set before the Euclidean
+        distance (constant features map to 0; test values are not clipped); ``"none"`` uses X
+        as given. kNN is scale-sensitive (emotions average precision 0.694 raw vs 0.797
+        scaled) and DMKNN, which brings ML-kNN into this service, normalises features before
+        its Euclidean neighbourhoods. Zhang & Zhou's reference code does not scale; use
+        ``"none"`` on data already in [0, 1] to match it bit for bit.
+    threshold : {"loo", "map"}, default="loo"
+        How ``predict`` turns posteriors into label sets. ``"map"`` is ML-kNN's own rule,
+        posterior > 0.5. ``"loo"`` is one threshold learned on the training set: the one
+        maximising the micro-F1 of the leave-one-out training posteriors (docs/methods/mlknn.md).
+    ensure_nonempty : {"auto", "on", "off"}, default="auto"
+        ``"on"``: a sample whose set would be empty gets its top-scoring label; ``"off"``: never;
+        ``"auto"``: on when at most 1% of the training samples have an empty label set.
+        ``threshold="map", ensure_nonempty="off"`` is ML-kNN exactly as published.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    classes_ : list of ndarray
+        ``[array([0, 1])] * q``, one per label.
+    scaling_ : FeatureScaling
+        The feature scaling fitted on the training rows.
+    index_ : ExactKNN
+        The exact neighbour index over the scaled training rows.
+    Y_fit_ : ndarray of shape (m, q), uint8
+        Training label sets.
+    prior_ : ndarray of shape (q,)
+        Smoothed label priors.
+    kappa_, kappa_bar_ : ndarray of shape (q, K + 1)
+        Frequency vectors of the neighbour count C among positives / negatives.
+    posterior_table_ : ndarray of shape (q, K + 1)
+        p(l_j | C = c), the whole model at prediction time.
+    threshold_ : float
+        The posterior threshold in use; ``ensure_nonempty_`` (bool) the fallback in use.
+    training_empty_share_ : float
+        Share of the labelled training samples whose leave-one-out prediction is empty under
+        that rule (above one half the fit warns).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.methods.mlknn import MLkNN
+    >>> X = np.r_[np.linspace(0, 0.9, 10), np.linspace(2, 2.9, 10)][:, None]
+    >>> Y = np.array([[1, 0]] * 10 + [[0, 1]] * 10)
+    >>> model = MLkNN(3).fit(X, Y)
+    >>> model.predict(np.array([[0.45], [2.45]]))
+    array([[1, 0],
+           [0, 1]])
+    >>> model.decision_function(np.array([[0.45]])).round(3)
+    array([[0.917, 0.083]])
+    """
+
+    _params_model = MLkNNParams
+
+    def __init__(
+        self,
+        k: int = 10,
+        *,
+        s: float = 1.0,
+        scale: Literal["none", "minmax"] = "minmax",
+        threshold: Literal["map", "loo"] = "loo",
+        ensure_nonempty: Literal["auto", "on", "off"] = "auto",
+    ) -> None:
+        self.k = k
+        self.s = s
+        self.scale = scale
+        self.threshold = threshold
+        self.ensure_nonempty = ensure_nonempty
+
+    # ----------------------------------------------------------------- fitting
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MLkNN:
+        """Learn the priors, count likelihoods and label-set rule; returns self."""
+        progress = progress or no_progress
+        self._validated_params()
+        X, Yf = check_multilabel(self, X, Y)
+        Y = Yf.astype(np.uint8)
+        self._check_k(X.shape[0])
+        progress("neighbours", 0.0)
+        if self.scale == "minmax":
+            self.scaling_ = FeatureScaling.minmax(X, constant="zero")
+        else:
+            self.scaling_ = FeatureScaling.identity(X.shape[1])
+        neighbours = self._fit_tables(self.scaling_.transform(X), Y, progress)
+        self._fit_rule(Y, lookup(self.posterior_table_, neighbour_counts(self.Y_fit_, neighbours)))
+        progress("counts", 1.0)
+        return self
+
+    def _fit_rule(self, Y: np.ndarray, loo_scores: np.ndarray) -> None:
+        """The label-set rule from the leave-one-out training posteriors, and the fit's warnings."""
+        self.threshold_ = loo_threshold(loo_scores, Y) if self.threshold == "loo" else 0.5
+        self.ensure_nonempty_ = self.ensure_nonempty == "on" or (
+            self.ensure_nonempty == "auto" and nonempty_by_default(Y)
+        )
+        loo_sets = self._label_sets(loo_scores, self.threshold_)
+        what = f"the rule posterior > {self.threshold_:.3g}"
+        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "mlknn", what, stacklevel=4)
+        warn_if_constant(loo_scores, "mlknn", "label posterior of the training samples", stacklevel=4)
+
+    def _label_sets(self, scores: np.ndarray, threshold: float) -> np.ndarray:
+        Yhat = (scores > threshold).astype(np.int64)
+        return fill_empty(Yhat, scores) if self.ensure_nonempty_ else Yhat
+
+    def fit_scaled(self, Xs: np.ndarray, Y: np.ndarray, include_self: bool = False) -> np.ndarray:
+        """Fit the tables on features the caller has already scaled; returns the training
+        neighbours (m, K).
+
+        DMKNN calls this so that its label model and its itemset model share one neighbourhood
+        graph. ``Y`` must already be 0/1. ``include_self=True`` makes each training sample its
+        own first neighbour followed by its K-1 nearest others (what scikit-multilearn does by
+        default; one of DMKNN's readings); ML-kNN proper (the default) leaves it out.
+        """
+        self._validated_params()
+        self._check_k(Xs.shape[0])
+        self.scaling_ = FeatureScaling.identity(Xs.shape[1])
+        self.n_features_in_ = Xs.shape[1]
+        return self._fit_tables(np.ascontiguousarray(Xs, dtype=np.float64), Y, no_progress, include_self)
+
+    def _fit_tables(
+        self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False
+    ) -> np.ndarray:
+        self.index_ = ExactKNN(Xs)
+        self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
+        self._set_classes(Y.shape[1])
+        k = int(self.k)
+        m = Xs.shape[0]
+        if include_self:
+            own = np.arange(m)[:, None]
+            neighbours = np.hstack([own, self.index_.kneighbors(None, k - 1)]) if k > 1 else own
+        else:
+            neighbours = self.index_.kneighbors(None, k)
+        progress("counts", 0.9)
+        counts = neighbour_counts(self.Y_fit_, neighbours)
+        self.prior_, self.kappa_, self.kappa_bar_, self.posterior_table_ = posterior_table(
+            self.Y_fit_, counts, k, float(self.s), 2.0 * self.s + m
+        )
+        return neighbours
+
+    def _check_k(self, m: int) -> None:
+        """The one data-dependent bound: K <= m - 1 (a sample is never its own neighbour)."""
+        if not self.k <= m - 1:
+            raise ValueError(f"k must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
+
+    # -------------------------------------------------------------- prediction
+    def kneighbors(self, X: np.ndarray) -> np.ndarray:
+        """The K nearest training rows of each row of (unscaled) X, ties by lower index."""
+        return self._kneighbors(check_features(self, X))
+
+    def _kneighbors(self, X: np.ndarray) -> np.ndarray:
+        return self.index_.kneighbors(self.scaling_.transform(X), int(self.k))
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Posteriors p(l_j | C_j(x)) (n, q), in (0, 1); higher = more relevant."""
+        return self._decision_function(check_features(self, X))
+
+    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+        return lookup(self.posterior_table_, neighbour_counts(self.Y_fit_, self._kneighbors(X)))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Same as ``decision_function``: ML-kNN's scores are posterior probabilities."""
+        return self.decision_function(X)
+
+    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        """0/1 label sets: posterior > ``threshold`` (default: the fitted ``threshold_``, 0.5 under
+        ML-kNN's own rule), then the never-empty fallback when ``ensure_nonempty_``."""
+        return self._predict(check_features(self, X), threshold)
+
+    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        t = self.threshold_ if threshold is None else float(threshold)
+        return self._label_sets(self._decision_function(X), t)
 
 
 SPEC = MethodSpec(

@@ -1,9 +1,9 @@
-"""Numerics of TRANS-OVK (paper 000): streamed alignment statistics, simplex QPs, exact
+"""Numerics of TRANS-OVK: streamed alignment statistics, simplex QPs, exact
 leave-one-out corrections, the 2x2 PCA step and the reduced (rank-q) kernel ridge regression.
 
 Kept apart from :mod:`app.methods.trans_ovk` so the estimator module reads as the algorithm
 and this one as the linear algebra. Everything here is exact (equal to the naive computation
-up to round-off); the spec's section 5 lists why each trick is exact.
+up to round-off); the tests check each trick against the naive computation.
 
 Conventions: ``X`` is (n, d) already min-max scaled; ``Ys`` is (n, q) in {-1, +1}; ``G`` and
 ``A`` are the alignment statistics *scaled by 1/n^2* (the argmin of every QP is unchanged by a
@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed
 from scipy.linalg import solve_triangular
+
+from app.methods.numerics import FeatureScaling, run_blocks
 
 # Rows of per-feature kernel values held at once: block_rows * n * d floats ~ this many bytes.
 _BLOCK_BYTES = 32 * 2**20
@@ -26,18 +27,18 @@ _LOO_BLOCK_BYTES = 96 * 2**20
 
 
 def minmax_fit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature min and span; a constant feature gets span 1 so it maps to 0 (spec A12)."""
-    lo = X.min(axis=0)
-    span = X.max(axis=0) - lo
-    span[span == 0] = 1.0
-    return lo, span
+    """Per-feature min and span of the shared min-max scaling with constant features kept: a
+    constant feature gets span 1, so it maps to 0 on the training data and test values keep
+    their deviation."""
+    scaling = FeatureScaling.minmax(X, constant="keep")
+    return scaling.offset, scaling.scale
 
 
 def median_sigma2(X: np.ndarray, n_pairs: int = 20000, seed: int = 0) -> float:
     """Median of the non-zero squared per-feature differences over random sample pairs.
 
     Pooled over all features; the pair subsample uses a fixed seed so training stays
-    deterministic (spec 3.0 and invariant 14). Falls back to 1.0 when every difference is 0.
+    deterministic. Falls back to 1.0 when every difference is 0.
     """
     n = X.shape[0]
     if n < 2:
@@ -65,38 +66,6 @@ def kernel_rows(X: np.ndarray, rows: np.ndarray, sigma2: float, cols: slice = sl
 
 def block_size(n: int, d: int, budget: int = _BLOCK_BYTES) -> int:
     return int(max(1, min(n, budget // max(1, 8 * n * d))))
-
-
-def run_blocks(
-    fn: Callable,
-    n: int,
-    b: int,
-    n_jobs: int,
-    report: Callable[[float], None],
-    consume: Callable[[int, int, object], None],
-) -> None:
-    """Apply ``fn(start, stop)`` to consecutive row blocks, ``n_jobs`` threads at a time, and
-    hand each result to ``consume(start, stop, result)`` in block order.
-
-    NumPy releases the GIL in exp and BLAS, so threads parallelise the heavy part without
-    copying X. ``consume`` and ``report(fraction_done)`` run in the calling thread only, between
-    rounds: block results are folded in as they arrive (memory stays at one round of blocks,
-    never the n blocks), and a progress callback may safely raise (job cancellation) or touch
-    the database.
-    """
-    blocks = [(s, min(n, s + b)) for s in range(0, n, b)]
-    if n_jobs == 1 or len(blocks) == 1:
-        for k, (s, e) in enumerate(blocks):
-            consume(s, e, fn(s, e))
-            report((k + 1) / len(blocks))
-        return
-    per_round = 4 * n_jobs
-    with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
-        for r in range(0, len(blocks), per_round):
-            group = blocks[r : r + per_round]
-            for (s, e), res in zip(group, parallel(delayed(fn)(s, e) for s, e in group)):
-                consume(s, e, res)
-            report(min(1.0, (r + len(group)) / len(blocks)))
 
 
 def _stats_block(X, Ys, sigma2, s, e):
@@ -314,7 +283,7 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, exact, s, e):
     if exact:
         E = kernel_rows(X, np.arange(s, e), sigma2)  # (nb, n, d)
         Et = E.transpose(0, 2, 1)
-        # Exact LOO statistics (spec 3.3), scaled by the same 1/n^2 as G and A: (nb, d, q).
+        # Exact LOO statistics, scaled by the same 1/n^2 as G and A: (nb, d, q).
         A_loo = A[None] + scale * (1.0 - 2.0 * np.matmul(Et, Ys) * Ys[s:e, None, :])
         EU = np.ascontiguousarray(E[:, :, U])
     else:  # only the support features are ever used
@@ -491,7 +460,7 @@ def pca_combine(Mu: np.ndarray, L: np.ndarray, centering: str) -> tuple[np.ndarr
     ``Mu`` (q, d) global, ``L`` (n, q, d) leave-one-out. Returns ``v`` (n, q, d) and the unit
     leading direction ``P`` (n, q, 2). ``row``: literal row centring, closed-form 2x2 leading
     eigenvector with the sign making ``p1 + p2 >= 0``. ``column``: each column centred, which
-    gives ``P = (1, -1)/sqrt(2)`` and ``v = (mu(X) - mu(X - x_i)) / sqrt(2)`` (spec A1).
+    gives ``P = (1, -1)/sqrt(2)`` and ``v = (mu(X) - mu(X - x_i)) / sqrt(2)`` (docs/methods/trans-ovk.md).
     """
     n, q, d = L.shape
     g = np.broadcast_to(Mu - 1.0 / d, L.shape)
@@ -524,7 +493,7 @@ def pca_combine(Mu: np.ndarray, L: np.ndarray, centering: str) -> tuple[np.ndarr
 
 
 def normalize(v: np.ndarray, mode: str) -> np.ndarray:
-    """The paper's unstated "normalise" (spec A2) along the last axis.
+    """The paper's unstated "normalise" along the last axis.
 
     ``minmax_sum`` (default): min-max to [0, 1], then divide by the sum (a distribution;
     constant vectors become uniform). ``minmax``: min-max only (constant -> uniform 1/d).

@@ -1,10 +1,10 @@
-"""TRANS-OVK: transformable operator-valued kernel learned by kernel alignment (paper 000).
+"""TRANS-OVK: transformable operator-valued kernel learned by kernel alignment.
 
 WANG Zhenxin, CHEN Degang, CHE Xiaoya, "Transformable operator-valued kernels driven by
-multi-label datasets", CAAI Trans. Intelligent Systems 21(2), 2026 (doi 10.11992/tis.202503021);
-spec: ``shared/methods/000-operator-valued-kernel.md``.
+multi-label datasets", CAAI Trans. Intelligent Systems 21(2), 2026 (doi 10.11992/tis.202503021).
+docs/methods/trans-ovk.md gives the readings chosen and the reproduction figures.
 
-Training (spec section 3):
+Training:
 
 A. per label, a convex combination of per-feature Gaussian kernels aligned to ``y y^T``: a QP on
    the simplex (``lambda_a mu^T G mu - a^T mu``), giving the global distribution ``mu_alpha(X)``;
@@ -64,11 +64,19 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from app.methods import ovk_kernels as ok
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    MultiLabelClassifierMixin,
+    ParamsContract,
+    ProgressFn,
+    check_features,
+    check_multilabel,
+    no_progress,
+)
 from app.metrics import average_precision, micro_f1
 
 Centering = Literal["row", "column"]
@@ -78,9 +86,9 @@ KernelInputs = Literal["mapped", "loo"]
 Head = Literal["trace", "ovk"]
 LooSolver = Literal["exact", "fixed_support"]
 
-#: The paper read literally (spec section 6, A1-A4 and A9: row centring, min-max-sum normaliser,
+#: The paper read literally (row centring, min-max-sum normaliser,
 #: the operator-valued KRR in the printed order with the leading factor, training K_x from the
-#: leave-one-out step, spec penalties, threshold 0); pass as ``TransOVK(**LITERAL_READING)``.
+#: leave-one-out step, penalties 0.01, threshold 0); pass as ``TransOVK(**LITERAL_READING)``.
 LITERAL_READING: dict[str, Any] = dict(
     pca_centering="row",
     normalizer="minmax_sum",
@@ -98,7 +106,7 @@ LITERAL_READING: dict[str, Any] = dict(
 #: Candidate ridge-map penalties when ``lambda_w=None``, and trace-head penalties when ``lambda_k=None``.
 LAMBDA_W_GRID = (0.01, 0.1, 1.0, 10.0)
 LAMBDA_K_GRID = tuple(10.0**e for e in range(-8, 1))
-# The 'ovk' head's penalty when lambda_k is None (the spec's recommendation).
+# The 'ovk' head's penalty when lambda_k is None (the paper states none; a small ridge).
 _OVK_LAMBDA_K = 0.01
 
 # Share of the whole fit spent in each stage, for progress fractions (measured on yeast and
@@ -109,7 +117,7 @@ _PREDICT_BYTES = 16 * 2**20
 
 
 class TransOVKParams(MethodParams):
-    """Hyperparameters of TRANS-OVK; the paper states none of their values (spec 3.0, A7)."""
+    """Hyperparameters of TRANS-OVK; the paper states none of their values."""
 
     sigma: float | None = Field(
         None,
@@ -133,12 +141,12 @@ class TransOVKParams(MethodParams):
     )
     pca_centering: Centering = Field(
         "row",
-        description="A1: centre each row of the 2 x d PCA matrix (the paper's text, default) or each "
+        description="Centre each row of the 2 x d PCA matrix (the paper's text, default) or each "
         "column (gives the leave-one-out influence mu(X) - mu(X - x_i)).",
     )
     normalizer: Normalizer = Field(
         "minmax_sum",
-        description="A2: the paper's unstated 'normalise' of the PCA output "
+        description="The paper's unstated 'normalise' of the PCA output "
         "(min-max then divide by the sum, a distribution); 'none' keeps the signed output.",
     )
     kernel_inputs: KernelInputs = Field(
@@ -153,18 +161,18 @@ class TransOVKParams(MethodParams):
         "<K_x, K_z>_F and an intercept per label; 'ovk' = the paper's operator-valued KRR (k_order, "
         "self_factor apply).",
     )
-    k_order: KOrder = Field("literal", description="A3 ('ovk' head): K(x_i, x) as printed or K(x, x_i).")
-    self_factor: bool = Field(True, description="A4 ('ovk' head): keep the leading K(x, x)^T factor in g(x).")
+    k_order: KOrder = Field("literal", description="('ovk' head): K(x_i, x) as printed or K(x, x_i).")
+    self_factor: bool = Field(True, description="('ovk' head): keep the leading K(x, x)^T factor in g(x).")
     threshold: float | None = Field(
         None,
         description="Label set = scores above this value; None = per-label thresholds that maximise each "
         "label's F1 on leave-one-out training scores, plus the top label for a sample left empty when that "
-        "raises the training micro-F1 (A9's literal rule is 0).",
+        "raises the training micro-F1 (the literal rule is 0).",
     )
     local_k: int | None = Field(
         None,
         ge=2,
-        description="A5: None = the paper's X - x_i, leave-one-out alignment "
+        description="None = the paper's X - x_i, leave-one-out alignment "
         "(default); k = alternative reading 'alignment at the point x_i': the alignment QP on "
         "the k nearest training neighbours of x_i (local kernel alignment, ref. [31]).",
     )
@@ -189,30 +197,112 @@ class TransOVKParams(MethodParams):
 
 class ConstantRankingWarning(UserWarning):
     """Every training sample gets the same label ranking: the learned kernel does not depend on the
-    input, so the model is no better than a fixed ranking (spec A1, A4)."""
+    input, so the model is no better than a fixed ranking."""
 
 
 class EmptyLabelSetWarning(UserWarning):
     """The label-set rule predicts an empty set for every training sample."""
 
 
-class TransOVK(ClassifierMixin, BaseEstimator):
+class TransOVK(MultiLabelClassifierMixin, ParamsContract):
     """Multi-label classifier with a learned transformable operator-valued kernel.
 
-    Fitted attributes: ``x_min_``, ``x_span_`` (min-max scaling, fitted on training data),
-    ``sigma2_``, ``mu_global_`` (q, d) global feature-importance distributions,
-    ``distribution_spread_`` (mean L1 distance between sample-level and global distributions;
-    near 0 means the stage-C distributions hardly depend on the sample, spec A1),
-    ``n_qp_unconverged_``, the ridge map ``map_support_`` (features where the distributions
-    can differ from one off-support value) and ``map_coef_`` (d, q (|U| + 1)),
-    ``lambda_w_``, ``lambda_k_``; 'trace' head: ``trace_head_``; 'ovk' head: ``beta_`` (q,),
-    ``coef_`` (n, q) KRR coefficients, ``T_`` (q, q, q); ``thresholds_`` (q,) and
-    ``fill_empty_`` (label-set rule).
+    docs/methods/trans-ovk.md explains each reading and its default.
+
+    Parameters
+    ----------
+    sigma : float or None, default=None
+        Width of the per-feature Gaussian kernels exp(-d^2 / sigma^2); None = median heuristic.
+    lambda_a : float, default=1.0
+        Weight of ||K_mu||_F^2 in the alignment QP.
+    lambda_w : float or None, default=None
+        Ridge penalty of the x -> mu_alpha(x) maps; None = chosen from ``LAMBDA_W_GRID`` by the
+        leave-one-out average precision of the training data.
+    lambda_k : float or None, default=None
+        Kernel ridge penalty; None = chosen by exact leave-one-out average precision on the
+        training data ('trace' head) or 0.01 ('ovk' head).
+    pca_centering : {"row", "column"}, default="row"
+        Centre each row of the 2 x d PCA matrix (the paper's text) or each column (the
+        leave-one-out influence mu(X) - mu(X - x_i)).
+    normalizer : {"minmax_sum", "minmax", "softmax", "none"}, default="minmax_sum"
+        The paper's unstated "normalise" of the PCA output.
+    kernel_inputs : {"mapped", "loo"}, default="mapped"
+        Where the training samples' K_x come from: the fitted ridge map (as for unseen samples)
+        or the leave-one-out distributions (the paper).
+    head : {"trace", "ovk"}, default="trace"
+        Kernel ridge regression with the scalar kernel tr K(x, z) and an intercept per label, or
+        the paper's operator-valued KRR.
+    k_order : {"literal", "standard"}, default="literal"
+        ('ovk' head) K(x_i, x) as printed, or K(x, x_i).
+    self_factor : bool, default=True
+        ('ovk' head) keep the leading K(x, x)^T factor of g(x).
+    threshold : float or None, default=None
+        Label set = scores above this value; None = per-label thresholds learned on the
+        leave-one-out training scores.
+    local_k : int or None, default=None
+        None = the leave-one-out alignment X - x_i; k = alignment on the k nearest training
+        neighbours of x_i (local kernel alignment).
+    loo_solver : {"fixed_support", "exact"}, default="fixed_support"
+        Leave-one-out QPs solved to their KKT points, or (approximate) kept on each label's
+        global support, which removes the active-set repairs that dominate the cost.
+    max_alignment_samples : int or None, default=600
+        The alignment, leave-one-out and PCA stages and the ridge maps run on at most this many
+        training samples (an order-free choice); the kernel and the head use all. None = all.
+    qp_tol : float, default=1e-10
+        KKT tolerance of the scaled alignment QPs.
+    qp_max_iter : int, default=1000
+        Active-set iterations per QP.
+    n_jobs : int, default=1
+        Threads for the streamed kernel passes.
+
+    Attributes
+    ----------
+    classes_ : list of ndarray
+        ``[array([0, 1])] * q``.
+    x_min_, x_span_ : ndarray of shape (d,)
+        Min-max scaling fitted on the training data (a constant feature is only shifted).
+    sigma2_ : float
+        The squared kernel width used.
+    mu_global_ : ndarray of shape (q, d)
+        Global feature-importance distribution of each label.
+    distribution_spread_ : float
+        Mean L1 distance between sample-level and global distributions; near 0 means the
+        leave-one-out distributions hardly depend on the sample.
+    n_qp_unconverged_ : int
+        Alignment QPs that stopped at ``qp_max_iter``.
+    map_support_, map_coef_ : ndarray
+        The ridge map: features where the distributions can differ from one off-support value,
+        and its coefficients (d, q (|U| + 1)).
+    lambda_w_, lambda_k_ : float
+        The penalties used.
+    trace_head_ : object or None
+        The 'trace' head; for the 'ovk' head ``beta_`` (q,), ``coef_`` (n, q) and ``T_``
+        (q, q, q) instead.
+    thresholds_ : ndarray of shape (q,)
+        The label-set rule, with ``fill_empty_``.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.methods.trans_ovk import TransOVK
+    >>> X = np.c_[np.r_[np.linspace(0, 0.9, 10), np.linspace(2, 2.9, 10)], np.random.default_rng(0).random(20)]
+    >>> Y = np.array([[1, 0]] * 10 + [[0, 1]] * 10)
+    >>> model = TransOVK(sigma=0.5).fit(X, Y)
+    >>> model.mu_global_.round(2)  # both labels rely on the informative first feature
+    array([[1., 0.],
+           [1., 0.]])
+    >>> model.decision_function(X[:3]).shape
+    (3, 2)
     """
+
+    _params_model = TransOVKParams
 
     def __init__(
         self,
         sigma: float | None = None,
+        *,
         lambda_a: float = 1.0,
         lambda_w: float | None = None,
         lambda_k: float | None = None,
@@ -252,14 +342,12 @@ class TransOVK(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> TransOVK:
         report = progress or no_progress
-        X = np.asarray(X, dtype=np.float64)
-        Y = np.asarray(Y)
-        if X.ndim != 2 or Y.ndim != 2 or X.shape[0] != Y.shape[0]:
-            raise ValueError("X must be (n, d) and Y (n, q) with the same n")
+        self._validated_params()
+        X, Y = check_multilabel(self, X, Y)
         self.x_min_, self.x_span_ = ok.minmax_fit(X)
         Xs = (X - self.x_min_) / self.x_span_
         Ys = np.where(Y > 0, 1.0, -1.0)
-        self.n_features_in_ = X.shape[1]
+        self._set_classes(Y.shape[1])
         self.n_labels_ = Y.shape[1]
         self.sigma2_ = self.sigma**2 if self.sigma is not None else ok.median_sigma2(Xs)
         self.alignment_rows_ = _alignment_rows(Xs, Ys, self.max_alignment_samples)
@@ -401,7 +489,7 @@ class TransOVK(ClassifierMixin, BaseEstimator):
             self.lambda_k_, self.beta_, self.coef_, self.T_ = state
 
     def _fit_label_rule(self, S: np.ndarray, Yb: np.ndarray) -> None:
-        """A9: a fixed threshold, or (``threshold=None``) per-label F1 thresholds learned on the
+        """The label-set rule: a fixed threshold, or (``threshold=None``) per-label F1 thresholds learned on the
         held-out training scores and the top label for empty sets when that helps there."""
         q = Yb.shape[1]
         if self.threshold is not None:
@@ -441,7 +529,10 @@ class TransOVK(ClassifierMixin, BaseEstimator):
 
     def predict_distributions(self, X: np.ndarray) -> np.ndarray:
         """Sample-level distributions of unseen samples, N(W_alpha x): (p, q, d)."""
-        Xs = (np.asarray(X, dtype=np.float64) - self.x_min_) / self.x_span_
+        return self._predict_distributions(check_features(self, X))
+
+    def _predict_distributions(self, X: np.ndarray) -> np.ndarray:
+        Xs = (X - self.x_min_) / self.x_span_
         V = Xs @ self.map_coef_
         q, d, U = self.n_labels_, self.n_features_in_, self.map_support_
         W, woff = ok.normalize_compact(
@@ -454,7 +545,9 @@ class TransOVK(ClassifierMixin, BaseEstimator):
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores g(x) (p, q); higher = more relevant. Rows go in chunks so the predicted
         distributions stay small whatever p is."""
-        X = np.asarray(X, dtype=np.float64)
+        return self._decision_function(check_features(self, X))
+
+    def _decision_function(self, X: np.ndarray) -> np.ndarray:
         width = self.n_labels_ * (self.map_support_.size + 1)
         step = max(1, _PREDICT_BYTES // (8 * width))
         return (
@@ -474,7 +567,7 @@ class TransOVK(ClassifierMixin, BaseEstimator):
         return self._ovk_scores(Kt, beta, T)
 
     def _ovk_scores(self, Kt: np.ndarray, beta: np.ndarray, T: np.ndarray) -> np.ndarray:
-        """The paper's g(x) = K(x, x)^T k_x^T C in its exact reduced forms (spec 3.8, section 4)."""
+        """The paper's g(x) = K(x, x)^T k_x^T C in its exact reduced forms."""
         if self.k_order == "literal":
             h = np.einsum("abc,pbc->pa", T, Kt)
         else:
@@ -493,7 +586,10 @@ class TransOVK(ClassifierMixin, BaseEstimator):
     def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
         """Label sets: the learned rule (``thresholds_``, ``fill_empty_``), or every score above
         ``threshold`` when one is given."""
-        S = self.decision_function(X)
+        return self._predict(check_features(self, X), threshold)
+
+    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        S = self._decision_function(X)
         if threshold is not None:
             return (S > threshold).astype(np.int64)
         return self._label_sets(S).astype(np.int64)

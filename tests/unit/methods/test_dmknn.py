@@ -1,4 +1,4 @@
-"""DMKNN: spec 002 invariants (section 9), the worked example, Example 1, a plain-Python reference."""
+"""DMKNN: the method's invariants, a worked example, the paper's Example 1, a plain-Python reference."""
 
 from __future__ import annotations
 
@@ -403,7 +403,7 @@ def test_include_self_option_changes_training_neighbourhoods():
     b = DMKNN(k=4, min_support=3, include_self_in_training_neighbours=True).fit(X, Y)
     assert not np.allclose(b.independence_threshold_, a.independence_threshold_)
     ref = MLkNN(k=4, scale="none")
-    nb = ref.fit_scaled(a._transform(X), Y, include_self=True)
+    nb = ref.fit_scaled(a.scaling_.transform(X), Y, include_self=True)
     np.testing.assert_array_equal(nb[:, 0], np.arange(len(X)))
     np.testing.assert_array_equal(b.label_model_.posterior_table_, ref.posterior_table_)
 

@@ -1,4 +1,4 @@
-"""Tests for ELCFS (seed 001): the invariants of spec section 9 on generated data."""
+"""Tests for ELCFS: the method's invariants (docs/methods/elcfs.md) on generated data."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _setup(seed: int = 0, **params):
     """A fitted estimator plus scaled data, centres, Grams and a random positive (W, Z)."""
     X, Y = _data(seed=seed)
     est = ELCFS(max_iter=2, **params).fit(X, Y)
-    Xs = (X - est.data_min_) / est.data_range_
+    Xs = est.scaling_.transform(X)
     H, T = est.cluster_centers_, est.cluster_labels_
     g = est._grams(Xs, Y.astype(float), H, T)
     rng = np.random.default_rng(seed + 100)
@@ -63,7 +63,7 @@ def test_shapes_and_attributes() -> None:
 def test_cluster_centres_are_member_means() -> None:
     X, Y = _data()
     est = ELCFS().fit(X, Y)
-    Xs = (X - est.data_min_) / est.data_range_
+    Xs = est.scaling_.transform(X)
     a = est.cluster_assignment_
     assert set(a) == set(range(est.cluster_centers_.shape[0]))
     for i in range(est.cluster_centers_.shape[0]):
@@ -148,7 +148,7 @@ def test_update_terms_are_the_split_gradient() -> None:
 def test_approximate_kkt_at_convergence() -> None:
     X, Y = _data(seed=6)
     est = ELCFS(max_iter=3000, tol=1e-12).fit(X, Y)
-    Xs = (X - est.data_min_) / est.data_range_
+    Xs = est.scaling_.transform(X)
     g = est._grams(Xs, Y.astype(float), est.cluster_centers_, est.cluster_labels_)
     W, Z = est.W_, est.Z_
     num, den = est._w_terms(W, g["GX"] @ W, g["B"] @ Z)
@@ -182,12 +182,12 @@ def test_scores_ranking_and_selection() -> None:
     np.testing.assert_allclose(s, np.linalg.norm(est.W_, axis=1))
     assert np.all(np.diff(s[est.ranking_]) <= 0)
     assert est.get_support().sum() == 3
-    np.testing.assert_array_equal(est.get_support(5, indices=True), est.ranking_[:5])
-    assert set(est.get_support(3, indices=True)) <= set(est.get_support(6, indices=True))
-    mask = est.get_support(4)
-    np.testing.assert_array_equal(est.transform(X, 4), X[:, mask])
+    np.testing.assert_array_equal(est.get_support(indices=True), np.sort(est.ranking_[:3]))
+    np.testing.assert_array_equal(est.transform(X), X[:, est.get_support()])
+    np.testing.assert_array_equal(est.top_features(5), est.ranking_[:5])
+    assert set(est.top_features(3)) <= set(est.top_features(6))
     with pytest.raises(ValueError):
-        est.get_support(13)
+        est.top_features(13)
 
 
 def test_constant_feature_and_absent_label() -> None:

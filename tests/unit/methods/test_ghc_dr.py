@@ -1,4 +1,4 @@
-"""GHC-DR (seed 004): the spec's section 9 invariants, exactness of the blocked/pruned computation,
+"""GHC-DR: the method's invariants (docs/methods/ghc-dr.md), exactness of the blocked/pruned computation,
 a planted-signal test and the service contract. Generated data only, except one realdata check."""
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from app.methods.ghc_dr import (
     feature_order,
     label_correlation,
     matlab_round,
-    minmax_scale,
     mutual_information_matrices,
     n_features_for_percent,
     similarity_rows,
     solve_symmetric_sylvester,
 )
+from app.methods.numerics import FeatureScaling
 
 #: The paper's reading (the service defaults differ: convex redundancy, unweighted relevance).
 PAPER = PAPER_READING
@@ -52,7 +52,7 @@ def dense_similarity(Xs: np.ndarray, xi: np.ndarray) -> np.ndarray:
 
 
 def scaled(X: np.ndarray, lam: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    Xs = minmax_scale(X)[0]
+    Xs = FeatureScaling.minmax(X, constant="zero").transform(X)
     xi = Xs.std(axis=0, ddof=1) / lam
     return Xs, xi, feature_order(Xs, xi)
 
@@ -146,7 +146,7 @@ def test_dependency_range_constant_and_duplicate_features():
 
 def test_dependency_is_non_decreasing_in_lambda_for_fixed_sets():
     X, Y = make_data(n=80, d=6, seed=8)
-    Xs = minmax_scale(X)[0]
+    Xs = FeatureScaling.minmax(X, constant="zero").transform(X)
     DT = GHCDR(**PAPER).fit(X, Y).heterogeneous_sets_
     prev = None
     for lam in (0.6, 0.8, 1.0, 1.2, 1.4):
@@ -161,7 +161,7 @@ def test_dependency_is_non_decreasing_in_lambda_for_fixed_sets():
 @pytest.mark.parametrize("n_bins", [2, 3])
 def test_mutual_information_matches_plug_in_reference(n_bins):
     X, Y = make_data(n=97, d=7, seed=9)
-    codes = equal_frequency_codes(minmax_scale(X)[0], n_bins)
+    codes = equal_frequency_codes(FeatureScaling.minmax(X, constant="zero").transform(X), n_bins)
     C, G = mutual_information_matrices(codes, Y.astype(float), n_bins)
     for i in range(7):
         for u in range(Y.shape[1]):
@@ -198,7 +198,7 @@ def test_label_correlation():
 
 def test_feature_graph():
     X, _ = make_data(n=60, d=20, seed=11)
-    Xs = minmax_scale(X)[0]
+    Xs = FeatureScaling.minmax(X, constant="zero").transform(X)
     Xs[:, 5] = Xs[:, 4]
     FF = feature_graph(Xs, 3)
     assert np.array_equal(FF, FF.T) and np.all(np.diag(FF) == 0)
@@ -235,7 +235,7 @@ def test_fitted_solution_is_a_minimiser_when_convex_and_limits_hold():
     z0 = GHCDR(**PAPER, alpha=0.0, beta=0.0).fit(X, Y)
     assert np.allclose(z0.Z_, target)
     assert np.allclose(z0.feature_scores_, z0.w_ * z0.C_.sum(axis=1))
-    l2 = GHCDR(**PAPER, alpha=0.0, beta=0.0, score="l2").fit(X, Y)
+    l2 = GHCDR(**PAPER, alpha=0.0, beta=0.0, feature_score="l2").fit(X, Y)
     assert np.allclose(l2.feature_scores_, l2.w_ * np.linalg.norm(l2.C_, axis=1))
     b0 = GHCDR(**PAPER, alpha=2.0, beta=0.0).fit(X, Y)
     assert np.allclose(b0.Z_, np.linalg.solve(np.eye(10) + 2.0 * G, target))
@@ -263,9 +263,9 @@ def test_ranking_permutation_determinism_and_nested_subsets():
     assert sorted(a.ranking_.tolist()) == list(range(15))
     assert np.array_equal(a.ranking_, b.ranking_) and np.array_equal(a.feature_scores_, b.feature_scores_)
     for m in range(1, 15):
-        assert set(a.get_support(m, indices=True)) <= set(a.get_support(m + 1, indices=True))
-        assert a.get_support(m).sum() == m
-    assert a.transform(X, 4).shape == (90, 4)
+        assert set(a.top_features(m)) <= set(a.top_features(m + 1))
+        assert len(a.top_features(m)) == m
+    assert a.transform(X).shape == (90, 8)  # ratio 0.5 of 15 features, rounded up
     assert n_features_for_percent(1, 19) == 1 and n_features_for_percent(50, 19) == 10
     assert n_features_for_percent(10, 100) == 10
 
@@ -283,7 +283,7 @@ def test_label_permutation_keeps_scores():
     X, Y = make_data(n=100, d=8, seed=17)
     perm = [2, 0, 3, 1]
     for score in ("sum", "l2"):
-        a, b = GHCDR(**PAPER, score=score).fit(X, Y), GHCDR(**PAPER, score=score).fit(X, Y[:, perm])
+        a, b = GHCDR(**PAPER, feature_score=score).fit(X, Y), GHCDR(**PAPER, feature_score=score).fit(X, Y[:, perm])
         assert np.allclose(a.feature_scores_, b.feature_scores_)
         assert np.allclose(a.Z_[:, perm], b.Z_)
 
@@ -324,7 +324,7 @@ def test_spec_params_progress_and_pickle():
     assert fr == sorted(fr) and 0 <= fr[0] and fr[-1] == 1.0
     clone = pickle.loads(pickle.dumps(est))
     assert np.array_equal(clone.ranking_, est.ranking_)
-    assert np.array_equal(clone.transform(X, 3), est.transform(X, 3))
+    assert np.array_equal(clone.transform(X), est.transform(X))
 
 
 def test_catalog_lists_ghc_dr():

@@ -1,4 +1,4 @@
-"""LDLKM (spec 003): the invariants of section 9, the edge cases of section 4, and the estimator
+"""LDLKM: the method's invariants, the edge cases of prediction (zero distances), and the estimator
 contract, all on generated data."""
 
 from __future__ import annotations
@@ -326,7 +326,8 @@ def test_standardize_is_a_z_score_on_the_training_data(data, X_test):
     np.testing.assert_array_equal(est.labels_, ref.labels_)
     np.testing.assert_allclose(est.predict(X_test), ref.predict((X_test - mean) / std), rtol=1e-12)
     plain = LDLKM(random_state=0).fit(X, D)
-    np.testing.assert_array_equal(plain.scale_, 1.0)
+    np.testing.assert_array_equal(plain.scaling_.scale, 1.0)
+    np.testing.assert_array_equal(est.scaling_.transform(X_test), (X_test - mean) / std)
 
 
 def test_training_rows_are_renormalised_and_bad_rows_rejected(data):

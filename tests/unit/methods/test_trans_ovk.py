@@ -1,4 +1,4 @@
-"""TRANS-OVK (paper 000): the spec's section 9 invariants on generated data."""
+"""TRANS-OVK: the method's invariants (docs/methods/trans-ovk.md) on generated data."""
 
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def _fitted(n=30, d=5, q=3, **kw):
 
 
 def test_label_correlation_and_operator_kernel_identities():
-    m, X, Ys, M = _fitted(**LITERAL_READING)  # invariant 10 needs distributions (A2 normaliser)
+    m, X, Ys, M = _fitted(**LITERAL_READING)  # this invariant needs distributions (the min-max-then-sum normaliser)
     n, q, d = M.shape
     Kx = ok.label_correlation(M)
     for K in Kx:

@@ -1,0 +1,126 @@
+"""scikit-learn's estimator checks over every method of the catalog.
+
+Each estimator runs with small settings (the checks fit dozens of times on tiny data). The
+deliberate divergences are listed below with their reasons; every other check must pass. They
+all come from one decision: a multi-label classifier learns from, and predicts, a 0/1 (or
+-1/+1) label indicator matrix, never a 1-D vector of classes (docs/methods/README.md).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
+from sklearn.utils import get_tags
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from app.methods.catalog import catalog
+
+#: Settings that keep each check fast; the defaults are exercised by the method tests.
+SMALL: dict[str, dict] = {
+    "dmknn": {"k": 3},
+    "elcfs": {"max_iter": 20, "kmeans_n_init": 1},
+    "ghc-dr": {"nonconvex": "ignore"},
+    "ldlkm": {"k": 2, "random_state": 0},
+    "mlknn": {"k": 3},
+    "trans-ovk": {"qp_max_iter": 50},
+}
+
+_NOT_INDICATOR = (
+    "the check's binary targets are coded {1, 2}; Y must be a 0/1 (or -1/+1) label indicator matrix, "
+    "since which of two arbitrary values means 'label present' is not defined"
+)
+_CLASS_VECTOR = (
+    "the check fits a 1-D class vector and expects 1-D predictions; a multi-label classifier takes and "
+    "returns an (n, q) label matrix"
+)
+CLASSIFIER_DIVERGENCES = {
+    "check_estimators_dtypes": _NOT_INDICATOR,
+    "check_classifier_data_not_an_array": _NOT_INDICATOR,
+    "check_fit2d_1feature": _NOT_INDICATOR,
+    "check_classifiers_one_label": _CLASS_VECTOR,
+    "check_classifiers_classes": _CLASS_VECTOR,
+    "check_classifiers_train": _CLASS_VECTOR,
+    "check_decision_proba_consistency": _CLASS_VECTOR,
+    "check_classifier_multioutput": "classes_ is one array([0, 1]) per label (the multi-output convention of "
+    "MultiOutputClassifier and KNeighborsClassifier) and the check indexes it as a single array",
+}
+
+
+def expected_failures(estimator) -> dict[str, str]:
+    """The divergences that apply to ``estimator`` (classifiers only; the others pass every check)."""
+    if get_tags(estimator).estimator_type != "classifier":
+        return {}
+    failures = dict(CLASSIFIER_DIVERGENCES)
+    if not hasattr(estimator, "predict_proba"):
+        failures.pop("check_decision_proba_consistency")  # only run for estimators with predict_proba
+    return failures
+
+
+ESTIMATORS = [spec.build(SMALL[spec.id]) for spec in catalog().values()]
+
+
+def test_every_method_has_small_settings():
+    assert set(SMALL) == set(catalog())
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failures)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence / non-convexity warnings on the checks' random data
+        check(estimator)
+
+
+def _data(spec, n=24, d=4, q=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    if spec.dataset_kind == "distribution":
+        D = rng.random((n, q))
+        return X, D / D.sum(axis=1, keepdims=True)
+    return X, (rng.random((n, q)) > 0.5).astype(int)
+
+
+PUBLIC = ("predict", "decision_function", "predict_proba", "predict_details", "transform", "scores")
+
+
+@pytest.mark.parametrize("spec", list(catalog().values()), ids=lambda s: s.id)
+def test_unfitted_estimators_raise_not_fitted(spec):
+    X, _ = _data(spec)
+    est = spec.build(SMALL[spec.id])
+    methods = [m for m in PUBLIC if hasattr(est, m)]
+    assert methods
+    for name in methods:
+        with pytest.raises(NotFittedError):
+            getattr(est, name)(X)
+
+
+@pytest.mark.parametrize("spec", [s for s in catalog().values() if s.task != "selection"], ids=lambda s: s.id)
+def test_public_and_fast_paths_agree_and_public_validates(spec):
+    X, Y = _data(spec)
+    est = spec.build(SMALL[spec.id]).fit(X, Y)
+    Xq = np.ascontiguousarray(X[:5])
+    np.testing.assert_array_equal(est.predict(Xq.tolist()), est._predict(Xq))
+    if spec.task == "multilabel":
+        np.testing.assert_array_equal(est.decision_function(Xq), est._decision_function(Xq))
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:5, :-1])
+    bad = Xq.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict(bad)
+
+
+@pytest.mark.parametrize("spec", [s for s in catalog().values() if s.task == "selection"], ids=lambda s: s.id)
+def test_selectors_work_in_a_pipeline_and_accept_a_class_vector(spec):
+    X, Y = _data(spec, n=40, d=6)
+    selector = spec.build(SMALL[spec.id])
+    out = make_pipeline(selector).fit(X, Y).transform(X)
+    assert out.shape == (40, selector.get_support().sum())
+    classes = np.argmax(Y, axis=1)
+    onehot = np.eye(Y.shape[1])[classes]
+    one = spec.build(SMALL[spec.id]).fit(X, classes)
+    two = spec.build(SMALL[spec.id]).fit(X, onehot)
+    np.testing.assert_array_equal(one.ranking_, two.ranking_)
