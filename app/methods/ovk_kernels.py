@@ -230,9 +230,13 @@ def solve_global(G: np.ndarray, A: np.ndarray, lambda_a: float, tol: float, max_
     for al in range(q):
         a = A[:, al]
         k = int(np.argmin(0.5 * np.diag(H) - a))
+
+        def grad(S: np.ndarray, muS: np.ndarray, a: np.ndarray = a) -> np.ndarray:
+            return H[:, S] @ muS - a
+
         res = simplex_qp(
             lambda S: H[np.ix_(S, S)],
-            lambda S, muS, a=a: H[:, S] @ muS - a,
+            grad,
             a,
             np.array([k]),
             np.array([1.0]),
