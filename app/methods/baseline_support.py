@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.utils.validation import check_array
 
 from app.methods.base import MethodParams
-from app.methods.mlknn import minmax_fit
+from app.methods.numerics import FeatureScaling
 
 
 def check_params(estimator: Any, params_model: type[MethodParams]) -> MethodParams:
@@ -48,12 +48,12 @@ class Scaling:
 
     def __init__(self, X: np.ndarray, mode: str) -> None:
         if mode == "minmax":
-            self.offset, self.factor = minmax_fit(X)
+            self.scaling = FeatureScaling.minmax(X, constant="zero")
         else:
-            self.offset, self.factor = np.zeros(X.shape[1]), np.ones(X.shape[1])
+            self.scaling = FeatureScaling.identity(X.shape[1])
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.offset) * self.factor
+        return self.scaling.transform(X)
 
 
 def constant_labels(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -64,7 +64,7 @@ class BinaryRelevance(BaseEstimator):
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> BinaryRelevance:
         progress = progress or no_progress
         check_params(self, BRParams)
-        X, Y = check_multilabel(X, Y)
+        X, Y = check_multilabel(self, X, Y)
         self.scaling_ = Scaling(X, self.scale)
         Xs = self.scaling_(X)
         q = Y.shape[1]

@@ -93,7 +93,7 @@ class EnsembleClassifierChains(BaseEstimator):
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> EnsembleClassifierChains:
         progress = progress or no_progress
         check_params(self, ECCParams)
-        X, Y = check_multilabel(X, Y)
+        X, Y = check_multilabel(self, X, Y)
         self.scaling_ = Scaling(X, self.scale)
         Xs = self.scaling_(X)
         self.varying_, self.constant_value_ = constant_labels(Y)

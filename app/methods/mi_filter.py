@@ -99,7 +99,7 @@ class MIFilter(RankedSelectorMixin, BaseEstimator):
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MIFilter:
         progress = progress or no_progress
         check_params(self, MIFilterParams)
-        X, Y = check_multilabel(X, Y)
+        X, Y = check_multilabel(self, X, Y)
         q = Y.shape[1]
         varying, _ = constant_labels(Y)
         mi = np.zeros((X.shape[1], q))

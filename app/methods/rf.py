@@ -68,7 +68,7 @@ class RandomForest(BaseEstimator):
         check_params(self, RFParams)
         if isinstance(self.max_features, float) and not 0 < self.max_features <= 1:
             raise ValueError("max_features as a number must be a fraction in (0, 1]")
-        X, Y = check_multilabel(X, Y)
+        X, Y = check_multilabel(self, X, Y)
         seed = self.random_state if self.random_state is not None else int(np.random.default_rng().integers(2**31))
         forest = RandomForestClassifier(
             n_estimators=0,

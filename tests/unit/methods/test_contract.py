@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
-from app.methods.base import InvalidParameterError, MethodParams
+from app.methods.base import InvalidParameterError, MethodParams, ParamsContract
 from app.methods.catalog import catalog, method_module_names
 from app.methods.dmknn import DMKNN
 from app.methods.elcfs import ELCFS
@@ -18,11 +18,14 @@ from app.methods.ldlkm import LDLKM
 from app.methods.mlknn import MLkNN
 from app.methods.trans_ovk import TransOVK
 
-SPECS = list(catalog().values())
+#: The six paper methods keep the contract; the baseline wrappers (br, ecc, rf, mi-filter, aa-knn,
+#: sa-maxent) validate their parameters their own way and are not covered yet.
+SPECS = [s for s in catalog().values() if issubclass(s.estimator, ParamsContract)]
 
 
 def test_catalog_holds_the_six_methods_and_walks_every_module():
     assert [s.id for s in SPECS] == ["dmknn", "elcfs", "ghc-dr", "ldlkm", "mlknn", "trans-ovk"]
+    assert set(catalog()) >= {s.id for s in SPECS}
     names = method_module_names()
     assert "app.methods.base" in names and "app.methods.ghc_dr" in names
     assert {s.estimator.__module__ for s in SPECS} <= set(names)

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from app.methods.base import ParamsContract
 from app.methods.catalog import catalog, method_modules
 
 ROOT = Path(__file__).resolve().parents[3]
-SPECS = list(catalog().values())
+#: The paper methods (the baseline wrappers are not covered yet).
+SPECS = [s for s in catalog().values() if issubclass(s.estimator, ParamsContract)]
 
 
 @pytest.mark.parametrize("module", method_modules(), ids=lambda m: m.__name__)
