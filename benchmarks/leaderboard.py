@@ -35,7 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from app import metrics, selection
 from app.methods.catalog import get_method
-from app.methods.mlknn import MLkNN, minmax_fit
+from app.methods.mlknn import MLkNN
+from app.methods.numerics import FeatureScaling
 from benchmarks import datasets
 
 ROOT = Path(__file__).resolve().parent
@@ -62,8 +63,8 @@ def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         Xtr, Xte, Ytr, Yte = train_test_split(np.array(ds.X), np.array(ds.Y), test_size=0.2, random_state=0)
         parts = (Xtr, Ytr, Xte, Yte)
     Xtr, Ytr, Xte, Yte = (np.array(p, dtype=np.float64) for p in parts)
-    offset, factor = minmax_fit(Xtr)
-    return (Xtr - offset) * factor, Ytr, (Xte - offset) * factor, Yte
+    scaling = FeatureScaling.minmax(Xtr, constant="zero")
+    return scaling.transform(Xtr), Ytr, scaling.transform(Xte), Yte
 
 
 def _allowed(method: str, name: str, n: int, d: int) -> bool:
