@@ -20,7 +20,7 @@ Prediction (the paper): ``g(x) = K_x^2 h(x)`` with ``h(x) = sum_i K(x_i, x) c_i`
 ``{alpha : g_alpha > threshold}``.
 
 Why the paper read literally collapses (``LITERAL_READING``; measured on the official splits by
-``benchmarks/trans_ovk_reproduce.py``, see docs/methods/trans-ovk.md): the training samples' K_x
+``benchmarks/trans_ovk_reproduce.py``, tables in the README): the training samples' K_x
 come from their leave-one-out problems, i.e. from their own labels, while an unseen sample's
 come from the ridge map; the KRR is fitted on kernel values that never occur at prediction
 time. The map's outputs hardly vary (the leave-one-out effect is O(1/n)), the kernel is
