@@ -24,7 +24,7 @@ class ArtifactIntegrityError(RuntimeError):
     """An artifact on disk does not match the sha256 recorded in the registry."""
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write ``path`` so that readers see either nothing or the complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
