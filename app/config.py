@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     max_dataset_features: int = Field(50_000, ge=1, description="Most features of a dataset")
     max_dataset_labels: int = Field(5_000, ge=1, description="Most labels of a dataset")
     workers: int = Field(1, ge=1, description="Training processes of the local job backend")
+    # Liveness of running jobs, on either backend (see app.jobs.local and app.jobs.celery_backend)
+    heartbeat_seconds: float = Field(5.0, gt=0, description="How often a running job stamps its heartbeat")
+    heartbeat_timeout: float = Field(
+        60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
+    )
+    reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
     job_backend: Literal["local", "celery"] = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"
     model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")
@@ -39,6 +45,12 @@ class Settings(BaseSettings):
         "embedded set-up, where nothing else would); with a server database run `labelserve migrate` "
         "before starting the API and the workers",
     )
+
+    @model_validator(mode="after")
+    def _timeout_spans_several_beats(self) -> Settings:
+        if self.heartbeat_timeout < 3 * self.heartbeat_seconds:
+            raise ValueError("heartbeat_timeout must be at least 3 heartbeat_seconds")
+        return self
 
     @property
     def resolved_database_url(self) -> str:

@@ -3,6 +3,18 @@
 SQLite gets WAL and a busy timeout so the API process and the training processes can write
 concurrently; any other SQLAlchemy URL (PostgreSQL via psycopg) is used as given.
 
+SQLite transactions are made real with SQLAlchemy's documented pysqlite recipe: the driver's own
+transaction handling is switched off (it begins a transaction only before a data change, and it
+lets a ``SAVEPOINT`` start one that its ``RELEASE`` commits at once, so a later rollback undid
+nothing) and SQLAlchemy emits the ``BEGIN`` itself. It is ``BEGIN IMMEDIATE``: the write lock is
+taken when the transaction starts, so a transaction that reads and then writes (the next version
+number of a model) is serialised against every other writer instead of failing with "database
+is locked" when another writer committed after its read. Two kinds of transaction begin
+deferred (a plain ``BEGIN``, a read snapshot that never waits for the writer in WAL mode): those
+of a ``session_scope(url, readonly=True)``, and one a thread opens while it already holds the
+write lock on another connection (a nested read, e.g. loading a model inside a request's
+session), which would otherwise wait for itself.
+
 Migrating is a deployment step (``labelserve migrate``, the compose file's ``migrate`` service),
 run once before the API and the workers start, so that several API replicas never race to alter
 the schema and a migration that fails stops the rollout instead of one replica.
@@ -13,6 +25,8 @@ start on a database whose schema is not the one this code needs.
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -35,6 +49,38 @@ class SchemaNotCurrent(RuntimeError):
     """The database's schema revision is not the one this code was written for."""
 
 
+READONLY = "labelserve_readonly"  # execution option of the connections of read-only sessions
+
+
+class _WriteLocks:
+    """How many SQLite write transactions each thread holds open (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: Counter[int] = Counter()
+
+    def held_here(self) -> bool:
+        with self._lock:
+            return self._held[threading.get_ident()] > 0
+
+    def taken(self, info: dict[str, Any]) -> None:
+        owner = threading.get_ident()
+        with self._lock:
+            self._held[owner] += 1
+        info["write_lock_owner"] = owner
+
+    def released(self, info: dict[str, Any]) -> None:
+        owner = info.pop("write_lock_owner", None)
+        if owner is not None:
+            with self._lock:
+                self._held[owner] -= 1
+                if self._held[owner] <= 0:
+                    del self._held[owner]
+
+
+_write_locks = _WriteLocks()
+
+
 @lru_cache(maxsize=8)
 def get_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
@@ -42,6 +88,7 @@ def get_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # no implicit BEGIN/COMMIT from pysqlite (see above)
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA busy_timeout=30000")
@@ -49,19 +96,41 @@ def get_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(connection: Any) -> None:
+            if connection.get_execution_options().get(READONLY) or _write_locks.held_here():
+                connection.exec_driver_sql("BEGIN")
+                return
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            _write_locks.taken(connection.info)
+
+        @event.listens_for(engine, "commit")
+        @event.listens_for(engine, "rollback")
+        def _sqlite_end(connection: Any) -> None:
+            _write_locks.released(connection.info)
+
+        @event.listens_for(engine, "checkin")
+        def _sqlite_checkin(_dbapi_conn: Any, record: Any) -> None:
+            _write_locks.released(record.info)  # a connection returned without commit or rollback
+
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
-@lru_cache(maxsize=8)
-def _session_factory(url: str) -> sessionmaker[Session]:
-    return sessionmaker(get_engine(url), expire_on_commit=False)
+@lru_cache(maxsize=16)
+def _session_factory(url: str, readonly: bool = False) -> sessionmaker[Session]:
+    engine = get_engine(url)
+    return sessionmaker(engine.execution_options(**{READONLY: True}) if readonly else engine, expire_on_commit=False)
 
 
 @contextmanager
-def session_scope(url: str) -> Iterator[Session]:
-    """A session committed on success and rolled back on error."""
-    session = _session_factory(url)()
+def session_scope(url: str, *, readonly: bool = False) -> Iterator[Session]:
+    """A session committed on success and rolled back on error.
+
+    ``readonly``: the session only reads; on SQLite its transaction is a snapshot that does not
+    take (or wait for) the write lock.
+    """
+    session = _session_factory(url, readonly)()
     try:
         yield session
         session.commit()

@@ -60,13 +60,13 @@ import socket
 import threading
 
 from celery import Celery
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from app.config import Settings, get_settings
 from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import BROKER_DOWN, JobStatus
-from app.jobs.work import execute_job
+from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_modules
 from app.observability import configure_logging
 from app.orm import Job
@@ -79,11 +79,6 @@ TASK_NAME = "labelserve.execute_job"
 class CelerySettings(Settings):
     """The Celery backend's own knobs, read from the same ``LABELSERVE_*`` environment."""
 
-    heartbeat_seconds: float = Field(5.0, gt=0, description="How often a running job stamps its heartbeat")
-    heartbeat_timeout: float = Field(
-        60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
-    )
-    reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
     visibility_timeout: float = Field(
         3600.0, gt=0, description="Seconds before Redis redelivers an unacknowledged message"
     )
@@ -93,12 +88,6 @@ class CelerySettings(Settings):
         min_length=1,
         description="Broker queue of this deployment's jobs; deployments sharing one Redis need distinct queues",
     )
-
-    @model_validator(mode="after")
-    def _timeout_spans_several_beats(self) -> CelerySettings:
-        if self.heartbeat_timeout < 3 * self.heartbeat_seconds:
-            raise ValueError("heartbeat_timeout must be at least 3 heartbeat_seconds")
-        return self
 
 
 def celery_settings(settings: Settings) -> CelerySettings:
@@ -147,20 +136,6 @@ def reap_stale_jobs(database_url: str, heartbeat_timeout: float, job_id: str | N
         return transitions.fail_stale(session, heartbeat_timeout, job_id)
 
 
-def _process_gone(worker: str) -> bool:
-    """True when ``worker`` (``host:pid``) names a process of this host that no longer exists."""
-    host, _, pid = worker.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False  # another machine's process: only its heartbeat can tell
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, owned by someone else
-        return False
-    return False
-
-
 def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> bool:
     """On delivery of a job that is already ``running``: fail it if its process is dead.
 
@@ -172,7 +147,7 @@ def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> b
         if job is None or job.status != JobStatus.RUNNING:
             return False
         worker = job.worker
-        if worker is not None and _process_gone(worker):
+        if worker is not None and process_gone(worker):
             return transitions.fail_orphan(session, job_id, worker)
         return bool(transitions.fail_stale(session, heartbeat_timeout, job_id))
 

@@ -1,31 +1,54 @@
 """The embedded job backend (``LABELSERVE_JOB_BACKEND=local``): a process pool next to the API.
 
-Nothing else has to run. Jobs survive a restart as database rows: at start-up the ones left
-``running`` fail as interrupted (their process is gone with the old API) and the ``queued`` ones
-are submitted again.
+Nothing else has to run. Jobs survive a restart as database rows, and several API processes
+(``labelserve serve --workers N``, or several replicas on one database) may run side by side,
+each with its own pool. So a ``running`` job is only settled by someone else when its owner is
+dead: every job records the pool process running it (``host:pid``) and stamps a heartbeat from
+a thread while it runs. At start-up and then every ``reap_seconds``, each API fails the running
+jobs whose process is gone from this host, or whose heartbeat is older than
+``heartbeat_timeout`` (a process elsewhere, or one whose pid was reused); it never touches a job
+a live process is running. Queued jobs are submitted again at start-up (a duplicate claim is a
+no-op).
+
+Stopping stops everything this backend started: the pool processes (and the trainings in them,
+whose jobs fail as interrupted), the fork server and multiprocessing's resource tracker. A pool
+process also dies with its parent (the fork server, which exits when the API process does),
+so a killed API leaves no training running.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import os
+import signal
+import socket
 import threading
+import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from sqlalchemy import select
 
 from app.config import Settings
 from app.db import session_scope
 from app.jobs import transitions
-from app.jobs.base import WORKER_DIED, JobStatus
-from app.jobs.work import execute_job
+from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
+from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_module_names
 from app.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
+
+_PR_SET_PDEATHSIG = 1
+STOP_GRACE_SECONDS = 5.0
 
 
 def _pool_context() -> multiprocessing.context.ForkServerContext:
@@ -37,6 +60,49 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["app.jobs.work", *method_module_names()])
     return context
+
+
+def _die_with_parent(api_pid: int) -> None:
+    """Pool process initializer: never outlive the service.
+
+    The kernel kills this process when its parent (the fork server) exits, which the fork
+    server does when the API process goes; a watchdog thread also checks the API itself, for
+    systems without ``prctl``.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watchdog alone
+        pass
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(api_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="labelserve-parent-watch", daemon=True).start()
+
+
+def reap_dead_jobs(database_url: str, heartbeat_timeout: float) -> list[str]:
+    """Fail every ``running`` job whose process is known dead (gone from this host, or never
+    recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone."""
+    failed: list[str] = []
+    with session_scope(database_url) as session:
+        running = session.execute(select(Job.id, Job.worker).where(Job.status == JobStatus.RUNNING.value)).all()
+        for job_id, worker in running:
+            if worker is None:
+                failed += transitions.fail(
+                    session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker.is_(None)]
+                )
+            elif process_gone(worker):  # the same worker still: its pid was not claimed again meanwhile
+                failed += transitions.fail(
+                    session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker == worker]
+                )
+        return failed + transitions.fail_stale(session, heartbeat_timeout)
 
 
 class LocalRunner:
@@ -51,33 +117,50 @@ class LocalRunner:
         self._url = settings.resolved_database_url
         self._lock = threading.Lock()
         self._futures: dict[str, Future[None]] = {}
+        self._retired: list[ProcessPoolExecutor] = []
         self._pool = self._new_pool()
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)
+        self._reaper.start()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(max_workers=self._settings.workers, mp_context=_pool_context())
+        pool = ProcessPoolExecutor(
+            max_workers=self._settings.workers,
+            mp_context=_pool_context(),
+            initializer=_die_with_parent,
+            initargs=(os.getpid(),),
+        )
         pool.submit(int)  # start the fork server and a process now, not on the first job
         return pool
 
     def submit(self, job_id: str) -> None:
         with self._lock:
-            future = self._pool.submit(execute_job, job_id, self._url, str(self._settings.model_dir))
+            future = self._pool.submit(
+                execute_job,
+                job_id,
+                self._url,
+                str(self._settings.model_dir),
+                heartbeat_seconds=self._settings.heartbeat_seconds,
+            )
             self._futures[job_id] = future
         future.add_done_callback(functools.partial(self._done, job_id))
 
     def _done(self, job_id: str, future: Future[None]) -> None:
         with self._lock:
             self._futures.pop(job_id, None)
-        if future.cancelled() or future.exception() is None:
+        if future.cancelled() or future.exception() is None or self._stop.is_set():
             return
         if isinstance(future.exception(), BrokenProcessPool):
             self._handle_broken_pool(job_id)
         else:  # execute_job records its own failures; this is a bug in the runner itself
-            self._fail(job_id, f"runner error: {future.exception()!r}")
+            log.error("runner error", extra={"job_id": job_id, "error": repr(future.exception())})
+            self._fail(job_id, "the job runner failed; see the server log")
 
     def _handle_broken_pool(self, job_id: str) -> None:
         """A pool process died: fail the job it was running and re-queue the others."""
         with self._lock:
             if self._pool._broken:  # noqa: SLF001 - the documented way to tell is this flag
+                self._retired.append(self._pool)
                 self._pool = self._new_pool()
         with session_scope(self._url) as session:
             status = session.scalar(select(Job.status).where(Job.id == job_id))
@@ -97,12 +180,67 @@ class LocalRunner:
             future.cancel()
 
     def recover(self) -> None:
-        """Jobs left ``running`` by a crash fail; jobs left ``queued`` are queued again."""
-        with session_scope(self._url) as session:
-            transitions.fail_interrupted(session)
+        """Running jobs whose owner is dead fail; jobs left ``queued`` are queued again."""
+        reap_dead_jobs(self._url, self._settings.heartbeat_timeout)
+        with session_scope(self._url, readonly=True) as session:
             queued = transitions.queued(session)
         for job_id in queued:
             self.submit(job_id)
 
+    def _reap_periodically(self) -> None:
+        while not self._stop.wait(self._settings.reap_seconds):
+            try:
+                reap_dead_jobs(self._url, self._settings.heartbeat_timeout)
+            except Exception:  # the database is briefly unreachable: try again next round
+                log.warning("reaper failed", exc_info=True)
+
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the pool processes, their trainings, the fork server and the resource tracker."""
+        self._stop.set()
+        pools = [*self._retired, self._pool]
+        processes = [p for pool in pools for p in list((pool._processes or {}).values())]  # noqa: SLF001
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        self._fail_interrupted(processes)
+        for pool in pools:
+            pool.shutdown(wait=True)
+        self._reaper.join(timeout=5)
+        _stop_helpers()
+
+    def _fail_interrupted(self, processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
+        """The jobs the stopped pool processes were running fail as interrupted (not as lost)."""
+        workers = [f"{socket.gethostname()}:{p.pid}" for p in processes if p.pid is not None]
+        if not workers:
+            return
+        try:
+            with session_scope(self._url) as session:
+                running = session.scalars(
+                    select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.worker.in_(workers))
+                ).all()
+                transitions.fail(session, list(running), INTERRUPTED, sources=[JobStatus.RUNNING])
+        except Exception:  # the database is gone too: the next start-up's recovery settles them
+            log.warning("could not record interrupted jobs at shutdown", exc_info=True)
+
+
+def _stop_helpers() -> None:
+    """Stop the fork server and the resource tracker multiprocessing started for the pools.
+
+    Both would otherwise outlive a stopped (but not exited) API: the fork server holds every
+    method module in memory. ``_stop`` is how multiprocessing's own tests stop them; a later pool
+    starts new ones.
+    """
+    helpers: list[Any] = [multiprocessing.forkserver._forkserver, multiprocessing.resource_tracker._resource_tracker]
+    for helper in helpers:
+        try:
+            helper._stop()
+        except Exception:  # already gone, or never started
+            log.debug("helper stop failed", exc_info=True)

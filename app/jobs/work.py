@@ -12,6 +12,7 @@ import csv
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import threading
@@ -22,8 +23,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from app import reports, selection
 from app.db import session_scope
+from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
@@ -104,6 +108,25 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def process_gone(worker: str) -> bool:
+    """True when ``worker`` (``host:pid``) names a process of this host that no longer runs
+    (it does not exist, or it is a zombie: dead, not yet reaped by its parent)."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: only its heartbeat can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by someone else
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux): existence is all we can tell
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
 def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None) -> None:
     """Run one queued job to its end state. Safe to call for a job that is no longer queued.
 
@@ -135,7 +158,95 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
     except Exception as exc:  # a failed job must record why, whatever went wrong
         log.error("job raised", extra=extra | {"error": traceback.format_exc()})
         with session_scope(database_url) as session:
-            transitions.fail(session, job_id, f"{type(exc).__name__}: {exc}")
+            transitions.fail(session, job_id, public_error(exc, model_dir))
+
+
+_APP_DIR = str(Path(__file__).resolve().parent.parent)
+_PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][\w.-]+(?:[/\\][\w.-]+)+")
+
+
+def public_error(exc: BaseException, model_dir: str) -> str:
+    """What a failed job shows its user: the service's own explanation, never its internals.
+
+    Domain errors and the checks the service's own code raises (a ``ValueError`` from a method's
+    ``fit``, such as ``k=50 exceeds ...``, or a ``LookupError`` for a dataset deleted meanwhile) say what was wrong with the request; anything else (a
+    library's exception text, SQL, file paths, row ids) stays in the server log, and the job
+    says only what kind of failure it was. Paths are removed from the shown messages too.
+    """
+    if isinstance(exc, DomainError):
+        message = exc.message
+    elif isinstance(exc, MemoryError):
+        return "the job ran out of memory; train on a smaller dataset or with smaller parameters"
+    elif isinstance(exc, (ValueError, LookupError)) and not isinstance(exc, KeyError) and _raised_by_the_service(exc):
+        message = str(exc)
+    else:
+        return "the job failed because of an internal error; the server log has the details"
+    return _PATH.sub("<path>", message.replace(model_dir, "<store>"))
+
+
+def _raised_by_the_service(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is the service's code, not a library's."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_APP_DIR)
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def bound_n_jobs(params: dict[str, Any]) -> None:
+    """Clamp an ``n_jobs`` parameter to this machine: ``-1`` or more than the CPUs means every CPU.
+
+    A thread per requested job (100000 of them) exhausted the training process; more threads than
+    CPUs never make a fit faster. The recorded parameters say what was actually used.
+    """
+    requested = params.get("n_jobs")
+    if isinstance(requested, int) and not isinstance(requested, bool):
+        cpus = machine_cpus()
+        params["n_jobs"] = cpus if requested == -1 or requested > cpus else max(1, requested)
+
+
+def check_outputs(task: str, estimator: Any, X: np.ndarray, rows: int = 1000) -> None:
+    """Refuse to register a model that cannot honour its output contract on its own training rows.
+
+    Distributions must be finite, non-negative and sum to 1; classifier scores finite and label
+    sets 0/1; selector scores finite with a ranking of every feature. A model fitted on extreme
+    (though finite) data can break these while fitting "succeeds", and would then answer every
+    prediction with nulls.
+    """
+    sample = X[:rows]
+    problem = ""
+    with np.errstate(all="ignore"):
+        if task == "distribution":
+            P = np.asarray(estimator.predict(sample), dtype=np.float64)
+            if not np.isfinite(P).all() or (P < -1e-9).any() or (np.abs(P.sum(axis=1) - 1.0) > 1e-6).any():
+                problem = "label distributions that are not finite, non-negative rows summing to 1"
+        elif task == "multilabel":
+            scores = np.asarray(estimator.decision_function(sample), dtype=np.float64)
+            labels = np.asarray(estimator.predict(sample))
+            if not np.isfinite(scores).all():
+                problem = "label scores that are not finite"
+            elif not np.isin(labels, (0, 1)).all():
+                problem = "label sets that are not 0/1"
+        elif task == "selection":
+            scores = np.asarray(estimator.feature_scores_, dtype=np.float64)
+            ranking = np.sort(np.asarray(estimator.ranking_))
+            if not np.isfinite(scores).all():
+                problem = "feature scores that are not finite"
+            elif not np.array_equal(ranking, np.arange(X.shape[1])):
+                problem = "a feature ranking that does not rank every feature once"
+    if problem:
+        raise InvalidInput(
+            f"the fitted model gives {problem} on its training data, so it was not registered; the "
+            "data are probably too extreme or degenerate for this method (rescale the features, or try "
+            "other parameters)"
+        )
 
 
 def _scaled(progress: ProgressFn, start: float, stop: float, prefix: str = "") -> ProgressFn:
@@ -190,6 +301,8 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
     else:
         assert spec is not None
         params = dict(payload.params)
+        if "n_jobs" in spec.params.model_fields:
+            bound_n_jobs(params)
         if "random_state" in spec.params.model_fields and params.get("random_state") is None:
             # An unseeded training records the seed it drew, so every version is reproducible.
             requested = payload.random_state
@@ -209,6 +322,8 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
         warnings.simplefilter("always")
         estimator.fit(X, Y, progress=fit_progress)
     seconds = time.perf_counter() - started
+    progress("checking", 1.0)
+    check_outputs(spec.task, estimator, X)
     progress("saving", 1.0)
     sha256 = store.save_artifact(artifact)
     with session_scope(database_url) as session:

@@ -1,0 +1,197 @@
+"""Reliability with real processes: concurrent trainings, several API processes on one database,
+clean stops and kill -9 (``labelserve serve`` subprocesses; see ``live_server``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from app.orm import Job
+from tests.helpers import csv_bytes, make_multilabel
+from tests.integration.live_server import LiveServer
+
+# uvicorn re-raises the signal it stopped on once it has shut down cleanly
+CLEAN_EXIT = (0, -signal.SIGTERM)
+# quick liveness so that orphan detection happens within a test's patience
+FAST_LIVENESS = {
+    "LABELSERVE_HEARTBEAT_SECONDS": "0.5",
+    "LABELSERVE_HEARTBEAT_TIMEOUT": "3",
+    "LABELSERVE_REAP_SECONDS": "0.5",
+}
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[list[LiveServer]]:
+    started: list[LiveServer] = []
+    yield started
+    for server in started:
+        server.cleanup()
+
+
+def serve(
+    servers: list[LiveServer], tmp_path: Path, database_url: str, workers: int | None = None, **env: str
+) -> LiveServer:
+    server = LiveServer(
+        tmp_path,
+        {"LABELSERVE_DATABASE_URL": database_url, "LABELSERVE_AUTO_MIGRATE": "true"} | FAST_LIVENESS | env,
+        workers=workers,
+    )
+    servers.append(server)
+    return server.start()
+
+
+def upload(client: httpx.Client, n: int = 60) -> str:
+    X, Y = make_multilabel(n=n)
+    response = client.post("/datasets", files={"file": ("d.csv", csv_bytes(X, Y))}, data={"label_count": "3"})
+    assert response.status_code in (200, 201), response.text
+    return str(response.json()["id"])
+
+
+def start_long_job(client: httpx.Client, dataset_id: str, name: str = "long") -> str:
+    response = client.post(
+        "/train",
+        json={
+            "method": "elcfs",
+            "dataset_id": dataset_id,
+            "model_name": name,
+            "params": {"max_iter": 10_000_000, "tol": 0.0},
+        },
+    )
+    assert response.status_code == 202, response.text
+    job_id = str(response.json()["job_id"])
+    wait_job(client, job_id, ("running",))
+    return job_id
+
+
+def wait_job(client: httpx.Client, job_id: str, statuses: tuple[str, ...], timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+
+
+def job_row(database_url: str, job_id: str) -> Job:
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            return session.scalars(select(Job).where(Job.id == job_id)).one()
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_trainings_of_one_name_get_consecutive_versions(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # 20 concurrent trainings of one model_name with 4 training processes lost 3, 2 and 4 jobs
+    # ("UNIQUE constraint failed: model_versions...") when SQLite savepoints committed at once
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="4")
+    with server.client() as client:
+        dataset_id = upload(client)
+        body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": "shared", "params": {"k": 3}}
+        with ThreadPoolExecutor(20) as pool:
+            responses = list(pool.map(lambda _: client.post("/train", json=body), range(20)))
+        assert [r.status_code for r in responses] == [202] * 20
+        jobs = [wait_job(client, r.json()["job_id"], ("succeeded", "failed", "cancelled")) for r in responses]
+        assert [j["status"] for j in jobs] == ["succeeded"] * 20, [j["error"] for j in jobs if j["error"]]
+        assert sorted(j["model"]["version"] for j in jobs) == list(range(1, 21))
+        assert client.get("/models/shared").json()["latest_version"] == 20
+
+
+def test_restarting_one_api_never_fails_another_apis_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # with `serve --workers N` each process's start-up recovery failed every running job
+    first = serve(servers, tmp_path, database_url)
+    second = serve(servers, tmp_path, database_url)
+    with first.client() as client:
+        job_id = start_long_job(client, upload(client))
+        assert second.stop() in CLEAN_EXIT
+        second.start()  # its recovery runs now, and then its reaper every 0.5 s
+        time.sleep(4)  # longer than the heartbeat timeout: the live job's heartbeat keeps it
+        job = client.get(f"/jobs/{job_id}").json()
+        assert job["status"] == "running", job
+        # once the owner is gone (killed without a chance to record anything), the survivor settles it
+        first.stop(signal.SIGKILL)
+    with second.client() as client:
+        job = wait_job(client, job_id, ("failed",), timeout=30)
+        assert "interrupted" in job["error"]
+
+
+def test_serve_workers_restart_of_a_worker_keeps_the_other_workers_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    server = serve(servers, tmp_path, database_url, workers=2)
+    with server.client() as client:
+        job_id = start_long_job(client, upload(client))
+        owner = _api_process_of(int(job_row(database_url, job_id).worker.rpartition(":")[2]), server)
+        others = [pid for pid in _children(server.process.pid) if pid != owner]
+        assert others, "expected a second uvicorn worker"
+        os.kill(others[0], signal.SIGKILL)  # uvicorn starts a new worker, which runs its recovery
+        time.sleep(4)
+        assert client.get(f"/jobs/{job_id}").json()["status"] == "running"
+        client.delete(f"/jobs/{job_id}")
+    assert server.stop() in CLEAN_EXIT
+    assert server.wait_no_processes(20) == []
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid:
+                    children.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return children
+
+
+def _api_process_of(pid: int, server: LiveServer) -> int:
+    """The uvicorn worker that is an ancestor of ``pid`` (a pool process, via its fork server)."""
+    assert server.process is not None
+    workers = set(_children(server.process.pid))
+    while pid not in workers:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        assert pid > 1, "not a descendant of the server"
+    return pid
+
+
+def test_a_stop_stops_every_process_the_service_started(servers: list[LiveServer], tmp_path: Path) -> None:
+    # after SIGTERM the fork server, the pool process and the resource tracker stayed alive
+    database_url = f"sqlite:///{tmp_path / 'registry.db'}"
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="2")
+    with server.client() as client:
+        job_id = start_long_job(client, upload(client))
+    assert len(server.processes()) >= 4  # API, fork server, resource tracker, pool processes
+    assert server.stop() in CLEAN_EXIT
+    assert server.wait_no_processes(20) == []
+    row = job_row(database_url, job_id)
+    assert row.status == "failed" and "interrupted" in (row.error or "")
+
+
+def test_a_killed_api_leaves_no_training_running_and_no_job_lost(servers: list[LiveServer], tmp_path: Path) -> None:
+    # after the API was killed, its training process kept running for minutes
+    database_url = f"sqlite:///{tmp_path / 'registry.db'}"
+    server = serve(servers, tmp_path, database_url)
+    with server.client() as client:
+        job_id = start_long_job(client, upload(client))
+    server.stop(signal.SIGKILL)
+    assert server.wait_no_processes(20) == []
+    server.start()  # the restart settles the orphaned job: failed, not left running forever
+    with server.client() as client:
+        job = wait_job(client, job_id, ("failed",), timeout=30)
+        assert "interrupted" in job["error"]
+    assert server.stop() in CLEAN_EXIT
+    assert server.wait_no_processes(20) == []
