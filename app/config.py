@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     max_dataset_features: int = Field(50_000, ge=1, description="Most features of a dataset")
     max_dataset_labels: int = Field(5_000, ge=1, description="Most labels of a dataset")
     workers: int = Field(1, ge=1, description="Training processes of the local job backend")
+    # Store housekeeping (see app.services.maintenance)
+    sweep_seconds: float = Field(600.0, gt=0, description="How often orphaned store files are looked for")
+    sweep_grace_seconds: float = Field(
+        3600.0, ge=0, description="Only store files older than this are swept (writes in flight are younger)"
+    )
+    min_free_mb: float = Field(100.0, ge=0, description="/ready answers 503 when the store has less free space")
     # Liveness of running jobs, on either backend (see app.jobs.local and app.jobs.celery_backend)
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a running job stamps its heartbeat")
     heartbeat_timeout: float = Field(

@@ -14,12 +14,15 @@ from fastapi import FastAPI
 
 import app as package
 from app.api import errors
+from app.api.auth import ApiKeyGate
 from app.api.main import api_router
+from app.api.routes import ops
 from app.config import Settings, get_settings
 from app.db import prepare_schema
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, configure_logging
 from app.registry import ModelCache
+from app.services.maintenance import Sweeper
 from app.services.prediction import Predictor
 from app.store import Store
 from app.uploads import UploadLimit
@@ -44,9 +47,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics=api.state.metrics,
             settings=settings,
         )
+        sweeper = Sweeper(settings, api.state.store).start()
         try:
             yield
         finally:
+            sweeper.stop()
             api.state.runner.shutdown()
 
     api = FastAPI(
@@ -59,9 +64,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.state.settings = settings
     api.state.metrics = Metrics(settings.resolved_database_url)
     api.add_middleware(UploadLimit)
-    api.add_middleware(RequestMetrics)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
+    if settings.api_key:
+        docs = [api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url]
+        open_paths = [getattr(route, "path", "") for route in ops.router.routes] + [path for path in docs if path]
+        api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths)
+    api.add_middleware(RequestMetrics)
     return api
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -49,6 +49,9 @@ class Metrics:
         )
         self.cache = Counter(
             "labelserve_model_cache_lookups", "Model cache lookups", ["result"], registry=self.registry
+        )
+        self.store_free_bytes = Gauge(
+            "labelserve_store_free_bytes", "Free space on the model store's file system", registry=self.registry
         )
         self.registry.register(JobCounts(database_url))
 

@@ -3,39 +3,68 @@
 Everything is content-addressed by sha256 and written atomically (temporary file in the same
 directory, fsync, rename, fsync of the directory), so a crash never leaves a half-written file
 under a final name. Artifacts are checked against their recorded sha256 before unpickling: a
-mismatch is refused, never loaded.
+mismatch is refused, never loaded. Datasets carry their own check: the ``.npz`` holds a sha256
+of its arrays, verified on every load, so a corrupt or missing dataset file is a clear 409
+(``DatasetUnavailable``) rather than whatever numpy raises.
+
+A write that finds the disk full is an ``InsufficientStorage`` (507), and the partial file is
+removed. Temporary files of writes that never finished (the process was killed) and files no
+row refers to any more are removed by ``sweep`` (at start-up and periodically), but only once
+they are older than a grace period, so a write in flight is never touched.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
 import tempfile
-from collections.abc import Callable
+import time
+import zipfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
 import joblib
 import numpy as np
 
+from app.errors import Conflict, InsufficientStorage
+
+DISK_FULL = "the model store's disk is full; free some space (or delete unused datasets and models) and retry"
+
 
 class ArtifactIntegrityError(RuntimeError):
     """An artifact on disk does not match the sha256 recorded in the registry."""
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+class DatasetUnavailable(Conflict):
+    """A dataset's stored arrays are missing or do not match their checksum (409)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Write ``path`` so that readers see either nothing or the complete file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise InsufficientStorage(DISK_FULL) from None
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise InsufficientStorage(DISK_FULL) from None
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -60,11 +89,23 @@ class Store:
     def save_dataset(self, sha256: str, X: np.ndarray, Y: np.ndarray) -> None:
         path = self.dataset_path(sha256)
         if not path.exists():
-            atomic_write(path, lambda fh: np.savez(fh, X=X, Y=Y))
+            check = np.array(arrays_digest(X, Y))
+            atomic_write(path, lambda fh: np.savez(fh, X=X, Y=Y, sha256=check))
 
     def load_dataset(self, sha256: str) -> tuple[np.ndarray, np.ndarray]:
-        with np.load(self.dataset_path(sha256), allow_pickle=False) as data:
-            return data["X"], data["Y"]
+        """The arrays of a stored dataset, verified; ``DatasetUnavailable`` when missing or corrupt."""
+        short = sha256[:16]
+        try:
+            with np.load(self.dataset_path(sha256), allow_pickle=False) as data:
+                X, Y = data["X"], data["Y"]
+                recorded = str(data["sha256"]) if "sha256" in data.files else None
+        except FileNotFoundError:
+            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are missing from the store") from None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (unreadable)") from None
+        if recorded is not None and recorded != arrays_digest(X, Y):
+            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (checksum mismatch)")
+        return X, Y
 
     def delete_dataset(self, sha256: str) -> None:
         self.dataset_path(sha256).unlink(missing_ok=True)
@@ -100,9 +141,55 @@ class Store:
     def result_path(self, job_id: str, fmt: str) -> Path:
         return self.results / f"{job_id}.{fmt}"
 
+    def free_bytes(self) -> int:
+        """Free space on the store's file system (for ``/ready`` and ``/metrics``)."""
+        return int(os.statvfs(self.root).f_bavail * os.statvfs(self.root).f_frsize)
+
+    def sweep(
+        self, referenced_datasets: Iterable[str], referenced_artifacts: Iterable[str], grace_seconds: float
+    ) -> list[Path]:
+        """Remove temporary files of writes that never finished and files no row refers to.
+
+        Only files older than ``grace_seconds`` go: a write in flight (its temporary file, or a
+        final file whose row is not committed yet) is younger than that. Returns what was removed.
+        """
+        cutoff = time.time() - grace_seconds
+        keep = {self.dataset_path(s).name for s in referenced_datasets} | {
+            self.artifact_path(s).name for s in referenced_artifacts
+        }
+        removed = []
+        for folder, suffix in ((self.datasets, ".npz"), (self.artifacts, ".joblib")):
+            for path in folder.iterdir():
+                temporary = path.name.startswith(".") and path.name.endswith(".tmp")
+                orphan = path.suffix == suffix and path.name not in keep
+                try:
+                    if (temporary or orphan) and path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed.append(path)
+                except FileNotFoundError:  # removed meanwhile
+                    continue
+        for path in self.results.glob("*.part"):  # batch results of killed jobs
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed.append(path)
+            except FileNotFoundError:
+                continue
+        return removed
+
     def writable(self) -> bool:
         try:
             with tempfile.NamedTemporaryFile(dir=self.root, prefix=".ready-"):
                 return True
         except OSError:
             return False
+
+
+def arrays_digest(X: np.ndarray, Y: np.ndarray) -> str:
+    """sha256 over a dataset's arrays: their shapes and their bytes (C order, float64)."""
+    digest = hashlib.sha256()
+    for array in (X, Y):
+        data = np.ascontiguousarray(array, dtype=np.float64)
+        digest.update(repr(data.shape).encode())
+        digest.update(data.data)
+    return digest.hexdigest()

@@ -15,6 +15,7 @@ turns them into HTTP answers.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,10 +23,14 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from app.errors import DomainError, InvalidFields, InvalidInput
+from app.store import DISK_FULL, is_disk_full
+
+log = logging.getLogger("labelserve.api")
 
 
 class ValidationItem(BaseModel):
@@ -122,8 +127,27 @@ def _allowed(request: Request) -> list[str]:
     return []
 
 
+async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+    """A full disk under the database or the store is a 507 saying so; any other failure of the
+    database or the file system stays a 500 without its internals (SQL, paths) in the body."""
+    if _disk_full(exc):
+        return JSONResponse({"detail": DISK_FULL}, status_code=507)
+    log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
+    return JSONResponse({"detail": "internal error; the server log has the details"}, status_code=500)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if is_disk_full(exc):
+        return True
+    original = getattr(exc, "orig", None)  # the DBAPI error inside SQLAlchemy's wrapper
+    text = str(original or "").lower()
+    return (original is not None and is_disk_full(original)) or "disk is full" in text or "no space left" in text
+
+
 def install(api: FastAPI) -> None:
     """Register the handlers: domain errors, request validation and HTTP errors, once for every route."""
     api.add_exception_handler(DomainError, domain_error)
     api.add_exception_handler(RequestValidationError, validation_error)
     api.add_exception_handler(HTTPException, http_error)
+    api.add_exception_handler(OSError, storage_error)
+    api.add_exception_handler(SQLAlchemyError, storage_error)

@@ -138,8 +138,8 @@ def store_dataset(
     return row, True
 
 
-def inline_dataset(session: Session, store: Store, limits: DatasetLimits, data: InlineData) -> Dataset:
-    """Small inline training data is stored like an upload, so models keep their lineage."""
+def parse_inline(limits: DatasetLimits, data: InlineData) -> ParsedDataset:
+    """Validate small inline training data like an upload, without storing anything yet."""
     loc = ("body", "data")
     try:
         X = np.asarray(data.X, dtype=np.float64)
@@ -149,7 +149,7 @@ def inline_dataset(session: Session, store: Store, limits: DatasetLimits, data: 
     try:
         if X.ndim != 2 or Y.ndim != 2:
             raise DatasetFormatError("X and Y must be 2-D (one row per sample)")
-        parsed = finalize(
+        return finalize(
             X,
             Y,
             data.feature_names or generated_names("f", X.shape[1]),
@@ -160,6 +160,11 @@ def inline_dataset(session: Session, store: Store, limits: DatasetLimits, data: 
     except DatasetFormatError as exc:
         exc.loc = exc.loc or loc
         raise
+
+
+def store_inline(session: Session, store: Store, parsed: ParsedDataset, data: InlineData) -> Dataset:
+    """Store checked inline data as a dataset, so models keep their lineage (only once the whole
+    training request has been accepted: a rejected request stores nothing)."""
     digest = hashlib.sha256(data.model_dump_json().encode()).hexdigest()
     row, _ = store_dataset(session, store, parsed, digest, "inline", "inline")
     return row

@@ -1,13 +1,16 @@
 """Training: everything about a ``POST /train`` that can be checked is checked before a job is queued.
 
-The method exists, its params validate, the dataset exists (or the inline data is stored as
-one) and has the kind the method needs, and a feature selector to train on is a selector
-trained on the same features. Only then is a job row committed and handed to the runner.
+The method exists, its params validate, the dataset exists (or the inline data validates) and
+has the kind the method needs and enough samples for the params (``k`` neighbours or clusters),
+and a feature selector to train on is a selector trained on the same features. Only then are
+inline data stored and a job row committed and handed to the runner, so a rejected request
+leaves nothing behind.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -22,7 +25,7 @@ from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
-from app.services.datasets import get_dataset, inline_dataset
+from app.services.datasets import get_dataset, parse_inline, store_inline
 from app.services.registry import resolve_version
 from app.store import Store
 
@@ -49,20 +52,26 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
     if body.random_state is not None and "random_state" in spec.params.model_fields:
         params.setdefault("random_state", body.random_state)
     try:
-        spec.params.model_validate(params)
+        validated = spec.params.model_validate(params)
     except ValidationError as exc:
         raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
+    parsed = None
+    kind: str
     if body.data is not None:
-        dataset = inline_dataset(session, store, limits, body.data)
+        parsed = parse_inline(limits, body.data)
+        kind, n_samples, feature_names, where = parsed.kind, parsed.n_samples, parsed.feature_names, "data"
     else:
         assert body.dataset_id is not None  # the request model demands exactly one of them
-        dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
-    if dataset.kind != spec.dataset_kind:
+        existing = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
+        kind, n_samples, feature_names, where = existing.kind, existing.n_samples, existing.feature_names, "dataset_id"
+    if kind != spec.dataset_kind:
+        name = "the inline data" if parsed is not None else f"'{body.dataset_id}'"
         raise InvalidInput(
-            f"method '{spec.id}' needs a {spec.dataset_kind} dataset; '{dataset.id}' is {dataset.kind}",
-            loc=("body", "dataset_id"),
+            f"method '{spec.id}' needs a {spec.dataset_kind} dataset; {name} is {kind}", loc=("body", where)
         )
-    check_selector(session, spec, body, dataset)
+    check_sizes(spec, validated.model_dump(), n_samples)
+    check_selector(session, spec, body, feature_names)
+    dataset = store_inline(session, store, parsed, body.data) if parsed is not None and body.data else existing
     selector = body.feature_selector
     payload = TrainPayload(
         method=spec.id,
@@ -77,7 +86,7 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
 
 def _source(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Dataset:
     if body.data is not None:
-        return inline_dataset(session, store, limits, body.data)
+        return store_inline(session, store, parse_inline(limits, body.data), body.data)
     assert body.dataset_id is not None  # the request model demands exactly one of them
     return get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
 
@@ -112,7 +121,24 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     return Prepared(None, dataset, payload)
 
 
-def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, dataset: Dataset) -> None:
+# parameters that count training samples (neighbours, clusters): each needs fewer than the dataset has
+_SAMPLE_COUNTS = ("k", "n_clusters")
+
+
+def check_sizes(spec: MethodSpec, params: dict[str, Any], n_samples: int) -> None:
+    """Refuse at submit what the job would only find out later: ``k`` neighbours or clusters out
+    of a dataset with no more than ``k`` samples."""
+    for name in _SAMPLE_COUNTS:
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= n_samples:
+            raise InvalidInput(
+                f"{name}={value} needs a dataset of more than {value} samples; this one has {n_samples} "
+                f"(use {name} <= {n_samples - 1})",
+                loc=("body", "params", name),
+            )
+
+
+def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, feature_names: list[str]) -> None:
     """Training on selected features needs a classifier, and a selector fitted on the same features."""
     selection = body.feature_selector
     if selection is None:
@@ -124,5 +150,5 @@ def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, datas
     selector_spec = get_method(version.method)
     if selector_spec is None or selector_spec.task != "selection":
         raise InvalidInput(f"'{selection.model}' is a {version.method} model, not a feature selector", loc=loc)
-    if version.feature_names != dataset.feature_names:
+    if version.feature_names != feature_names:
         raise InvalidInput("the selector was trained on different features than this dataset", loc=loc)

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.db import session_scope
+from app.services.maintenance import low_on_space
 
 router = APIRouter(tags=["operations"])
 
@@ -36,18 +37,21 @@ def _database_ok(url: str) -> bool:
 @router.get(
     "/ready",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "the database or the model store is not usable"}},
+    responses={
+        503: {"model": Readiness, "description": "the database or the model store is not usable, or low on space"}
+    },
 )
 async def ready(request: Request, response: Response) -> Readiness:
     state = request.app.state
     database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
-    store = await run_in_threadpool(state.store.writable)
-    if not (database and store):
+    writable = await run_in_threadpool(state.store.writable)
+    low = writable and await run_in_threadpool(low_on_space, state.settings, state.store)
+    if not (database and writable) or low:
         response.status_code = 503
     return Readiness(
-        status="ready" if database and store else "not ready",
+        status="ready" if database and writable and not low else "not ready",
         database="ok" if database else "unreachable",
-        model_store="ok" if store else "not writable",
+        model_store="not writable" if not writable else "low on disk space" if low else "ok",
     )
 
 
@@ -57,4 +61,6 @@ async def ready(request: Request, response: Response) -> Readiness:
     responses={200: {"description": "Prometheus text exposition format", "content": {CONTENT_TYPE_LATEST: {}}}},
 )
 def prometheus_metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    state = request.app.state
+    state.metrics.store_free_bytes.set(state.store.free_bytes())
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

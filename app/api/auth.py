@@ -1,0 +1,66 @@
+"""The API key, checked before anything reads the request body.
+
+FastAPI reads (and for multipart, spools and parses) a request's body before it runs the route's
+dependencies, so a dependency alone would make an unauthenticated 48 MB upload cost its full
+transfer and parse. This ASGI middleware answers 401/403 from the headers alone; the
+``require_api_key`` dependency stays on the routes for the OpenAPI security declaration.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+INVALID = "invalid API key"
+
+
+class ApiKeyGate:
+    """Demand ``api_key`` on every HTTP path except ``open_paths`` (operations and docs)."""
+
+    def __init__(self, app: ASGIApp, api_key: str, open_paths: Iterable[str]) -> None:
+        self.app = app
+        self.expected = api_key.encode()
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        given = _given_key(scope)
+        if given is None:
+            await _reject(send, 401, MISSING, [(b"www-authenticate", b"Bearer")])
+        elif not hmac.compare_digest(given, self.expected):
+            await _reject(send, 403, INVALID, [])
+        else:
+            await self.app(scope, receive, send)
+
+
+def _given_key(scope: Scope) -> bytes | None:
+    headers = dict(scope["headers"])
+    if b"x-api-key" in headers:
+        return bytes(headers[b"x-api-key"])
+    scheme, _, credentials = bytes(headers.get(b"authorization", b"")).partition(b" ")
+    if scheme.lower() == b"bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+async def _reject(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"detail": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),  # the unread body must not be taken for the next request
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

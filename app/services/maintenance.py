@@ -1,0 +1,65 @@
+"""Store housekeeping: sweeping files nothing refers to, and telling how much room is left.
+
+Kills mid-write, failed requests and rejected ones can leave files in the store that no row
+refers to: temporary files of unfinished atomic writes, arrays of an upload whose row was never
+committed, artifacts of a training that never registered. ``sweep_store`` removes them at
+start-up and then every ``sweep_seconds``; files younger than ``sweep_grace_seconds`` are left
+alone, because a write in flight (file written, row not committed yet) is younger than that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy import select
+
+from app.config import Settings
+from app.db import session_scope
+from app.orm import Dataset, ModelVersion
+from app.store import Store
+
+log = logging.getLogger("labelserve.store")
+
+
+def sweep_store(settings: Settings, store: Store) -> int:
+    """Remove orphaned store files older than the grace period; how many were removed."""
+    with session_scope(settings.resolved_database_url, readonly=True) as session:
+        datasets = set(session.scalars(select(Dataset.sha256)).all())
+        artifacts = set(session.scalars(select(ModelVersion.artifact_sha256)).all())
+    removed = store.sweep(datasets, artifacts, settings.sweep_grace_seconds)
+    if removed:
+        log.info("store swept", extra={"removed": [p.name for p in removed]})
+    return len(removed)
+
+
+def low_on_space(settings: Settings, store: Store) -> bool:
+    """True when the store has less free space than ``min_free_mb``."""
+    return store.free_bytes() < settings.min_free_mb * 1024 * 1024
+
+
+class Sweeper:
+    """A daemon thread running ``sweep_store`` at start and every ``sweep_seconds`` until stopped."""
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self._settings = settings
+        self._store = store
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="labelserve-sweeper", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                sweep_store(self._settings, self._store)
+            except Exception:  # the database or the disk is briefly unavailable: next round
+                log.warning("store sweep failed", exc_info=True)
+            if self._stop.wait(self._settings.sweep_seconds):
+                return
+
+    def start(self) -> Sweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)

@@ -1,0 +1,261 @@
+"""Reliability at the API boundary, on SQLite and PostgreSQL: hostile uploads are 4xx and store
+nothing, rejected requests leave nothing behind, stored data are verified, internals never leak,
+the API key is checked before the body is read, and orphaned store files are swept."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.errors import InvalidInput
+from app.jobs.work import bound_n_jobs, check_outputs, machine_cpus, public_error
+from app.main import create_app
+from app.methods.base import check_multilabel
+from app.services.maintenance import sweep_store
+from app.store import Store
+from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
+
+HOSTILE_UPLOADS = [
+    # (file name, content, form fields): each expanded to gigabytes or raised a 500 before
+    ("wide.svm", b"0 1:1 30000000:1\n1 1:2\n", {}),
+    ("n.svm", b"0 1:1\n1 2:1\n", {"n_features": "10000000000"}),
+    ("q.svm", b"0 1:1\n1 2:1\n", {"label_count": "10000000000"}),
+    ("cr.csv", b"a,b,l\r1,2,0\r3,4,1\r5,6,0\r", {"label_columns": "[" * 50_000}),
+    ("big.csv", b"x,l\n1e308,0\n-1e308,1\n3,0\n", {"label_count": "1"}),
+    (
+        "sparse.arff",
+        (
+            "@relation r\n"
+            + "".join(f"@attribute a{j} numeric\n" for j in range(20000))
+            + "@attribute l {0,1}\n@data\n"
+            + "{}\n" * 5000
+        ).encode(),
+        {"label_count": "1"},
+    ),
+]
+
+
+def stored_files(settings: Settings) -> list[str]:
+    return sorted(p.name for p in (settings.model_dir / "datasets").iterdir())
+
+
+@pytest.mark.parametrize(("filename", "content", "fields"), HOSTILE_UPLOADS, ids=[u[0] for u in HOSTILE_UPLOADS])
+def test_hostile_uploads_are_4xx_and_store_nothing(client: TestClient, settings: Settings, filename, content, fields):
+    response = client.post("/datasets", files={"file": (filename, content)}, data=fields)
+    assert response.status_code in (413, 422), response.text
+    assert client.get("/datasets").json()["items"] == []
+    assert stored_files(settings) == []
+
+
+def test_a_too_large_dataset_is_a_413_stating_the_limit(client: TestClient):
+    response = client.post("/datasets", files={"file": ("wide.svm", b"0 1:1 30000000:1\n1 1:2\n")})
+    assert response.status_code == 413
+    assert (
+        "at most 50000" in response.json()["detail"] and "LABELSERVE_MAX_DATASET_FEATURES" in response.json()["detail"]
+    )
+
+
+def test_bare_cr_csv_is_accepted(client: TestClient):
+    response = client.post(
+        "/datasets", files={"file": ("cr.csv", b"a,b,l\r1,2,0\r3,4,1\r5,6,0\r")}, data={"label_count": "1"}
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["n_samples"] == 3
+
+
+def test_rejected_training_with_inline_data_stores_nothing(client: TestClient, settings: Settings):
+    # with savepoints committing at once, the inline dataset of a rejected /train stayed stored
+    X, Y = make_multilabel(n=20)
+    rejected = [
+        {"method": "ldlkm", "params": {}},  # a multi-label dataset for a distribution learner
+        {"method": "mlknn", "params": {"k": 25}},  # more neighbours than samples
+    ]
+    for body in rejected:
+        data = {"X": X.tolist(), "Y": Y.tolist()}
+        response = client.post("/train", json=body | {"data": data, "model_name": "m"})
+        assert response.status_code == 422, response.text
+    assert client.get("/datasets").json()["items"] == []
+    assert stored_files(settings) == []
+
+
+def test_k_beyond_the_dataset_is_a_422_at_submit(client: TestClient):
+    X, Y = make_multilabel(n=12)
+    dataset = upload_csv(client, X, Y)
+    for method, params in (("mlknn", {"k": 12}), ("dmknn", {"k": 40})):
+        response = client.post(
+            "/train", json={"method": method, "dataset_id": dataset["id"], "model_name": "m", "params": params}
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
+        assert "this one has 12" in response.json()["detail"][0]["msg"]
+    assert client.get("/jobs").json()["items"] == []
+
+
+def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
+    # n_jobs=100000 left 21,851 threads in the training process and killed the next job
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y)
+    job = train(client, "ghc-dr", dataset["id"], "sel", n_jobs=100_000)
+    version = client.get(f"/models/sel/versions/{job['model']['version']}").json()
+    assert version["params"]["n_jobs"] == machine_cpus()
+    params = {"n_jobs": -1}
+    bound_n_jobs(params)
+    assert params == {"n_jobs": machine_cpus()}
+
+
+def test_corrupt_or_missing_dataset_files_are_409(client: TestClient, settings: Settings):
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "m", k=3)
+    path = Store(settings.model_dir).dataset_path(dataset["sha256"])
+    original = path.read_bytes()
+    corrupt = bytearray(original)
+    corrupt[len(corrupt) // 2] ^= 0xFF
+    for damage in (bytes(corrupt), None):
+        if damage is None:
+            path.unlink()
+        else:
+            path.write_bytes(damage)
+        for route, body in (
+            ("/predict", {"model": "m", "dataset_id": dataset["id"]}),
+            ("/evaluate", {"model": "m", "dataset_id": dataset["id"]}),
+        ):
+            response = client.post(route, json=body)
+            assert response.status_code == 409, (route, response.text)
+            detail = response.json()["detail"]
+            assert "stored arrays are" in detail and str(settings.model_dir) not in detail
+    path.write_bytes(original)
+    assert client.post("/predict", json={"model": "m", "dataset_id": dataset["id"]}).status_code == 200
+
+
+def test_a_job_on_a_corrupt_dataset_fails_without_internals(client: TestClient, settings: Settings):
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y)
+    Store(settings.model_dir).dataset_path(dataset["sha256"]).write_bytes(b"PK\x03\x04 not a zip")
+    response = client.post(
+        "/train?wait=true", json={"method": "mlknn", "dataset_id": dataset["id"], "model_name": "m", "params": {}}
+    )
+    job = response.json()
+    assert job["status"] == "failed" and "corrupt" in job["error"]
+    assert str(settings.model_dir) not in job["error"] and "Error" not in job["error"]
+
+
+def test_job_errors_show_the_services_reasons_only():
+    assert public_error(InvalidInput("k too large"), "/srv/store") == "k too large"
+    try:  # a check of the service's own code: its message is the explanation
+        check_multilabel(np.zeros((1, 1)), np.zeros((1, 1)))
+    except ValueError as exc:
+        assert public_error(exc, "/srv/store") == str(exc) and "2 samples" in str(exc)
+    try:  # a library's exception text: "invalid literal for int() ..."
+        int("x")
+    except ValueError as exc:
+        message = public_error(exc, "/srv/store")
+    assert "invalid literal" not in message and "internal error" in message
+    sql = RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed [SQL: INSERT INTO model_versions ...]")
+    assert "SQL" not in public_error(sql, "/srv/store")
+    assert "/srv/store" not in public_error(InvalidInput("file /srv/store/datasets/abc.npz is bad"), "/srv/store")
+
+
+def test_a_model_that_breaks_its_output_contract_is_refused():
+    # ldlkm fitted on +-1e308 predicted NaN distributions ("null" in JSON) and was registered
+    class Broken:
+        def predict(self, X):
+            return np.full((X.shape[0], 3), np.nan)
+
+    with pytest.raises(InvalidInput, match="not registered"):
+        check_outputs("distribution", Broken(), np.zeros((5, 2)))
+
+    class Fine:
+        def predict(self, X):
+            return np.full((X.shape[0], 4), 0.25)
+
+    check_outputs("distribution", Fine(), np.zeros((5, 2)))
+
+
+def test_the_api_key_is_checked_before_the_body_is_read(settings: Settings):
+    # an unauthenticated 48 MB request used to be read (and parsed) in full before the 401
+    settings.api_key = "s3cret"
+    api = create_app(settings)
+    reads = 0
+
+    async def receive() -> dict:
+        nonlocal reads
+        reads += 1
+        return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "path": "/datasets",
+        "raw_path": b"/datasets",
+        "query_string": b"",
+        "headers": [(b"content-type", b"multipart/form-data; boundary=x"), (b"content-length", b"50000000")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "scheme": "http",
+        "root_path": "",
+        "app": api,
+    }
+    asyncio.run(api(scope, receive, send))
+    assert sent[0]["status"] == 401 and reads == 0
+    scope["headers"] = [*scope["headers"], (b"x-api-key", b"wrong")]
+    sent.clear()
+    asyncio.run(api(scope, receive, send))
+    assert sent[0]["status"] == 403 and reads == 0
+
+
+def test_sweep_removes_only_old_unreferenced_files(client: TestClient, settings: Settings):
+    # files left by kills mid-write, 500s and rejected requests were never removed
+    X, D = make_distribution(n=30)
+    dataset = upload_csv(client, X, D)
+    train(client, "ldlkm", dataset["id"], "m", k=3)
+    store = Store(settings.model_dir)
+    old = time.time() - 7200
+    leftovers = [
+        store.datasets / ".abc.npz.1234.tmp",
+        store.artifacts / ".def.joblib.99.tmp",
+        store.datasets / f"{'0' * 64}.npz",
+        store.artifacts / f"{'1' * 64}.joblib",
+        store.results / "job.jsonl.part",
+    ]
+    for path in leftovers:
+        path.write_bytes(b"partial")
+        os.utime(path, (old, old))
+    fresh = store.datasets / ".inflight.npz.5.tmp"
+    fresh.write_bytes(b"being written")
+    kept_before = set(store.datasets.iterdir()) | set(store.artifacts.iterdir())
+    assert sweep_store(settings, store) == len(leftovers)
+    assert not any(path.exists() for path in leftovers)
+    assert fresh.exists() and store.dataset_path(dataset["sha256"]).exists()
+    assert set(store.datasets.iterdir()) | set(store.artifacts.iterdir()) == kept_before - set(leftovers)
+    assert client.post("/predict", json={"model": "m", "instances": X[:2].tolist()}).status_code == 200
+
+
+def test_ready_reports_low_disk_space_and_metrics_show_free_space(settings: Settings):
+    settings.min_free_mb = 1e12  # more than any disk has
+    with TestClient(create_app(settings)) as client:
+        ready = client.get("/ready")
+        assert ready.status_code == 503 and ready.json()["model_store"] == "low on disk space"
+        assert "labelserve_store_free_bytes" in client.get("/metrics").text
+
+
+def test_uploads_are_visible_as_soon_as_201_is_sent(client: TestClient):
+    # on PostgreSQL the session's commit ran after the response: an immediate read missed uploads
+    for seed in range(15):
+        X, Y = make_multilabel(n=10, seed=seed)
+        created = client.post("/datasets", files={"file": ("d.csv", csv_bytes(X, Y))}, data={"label_count": "3"})
+        assert created.status_code == 201
+        assert client.get(f"/datasets/{created.json()['id']}").status_code == 200
