@@ -130,6 +130,16 @@ class Evaluation(Base):
     version: Mapped[ModelVersion] = relationship(back_populates="evaluations")
 
 
+class VersionCounter(Base):
+    """The highest version number a model name has ever had. Never deleted (not with its versions,
+    not with its model), so a number is never handed out twice for one name."""
+
+    __tablename__ = "version_counters"
+
+    model_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    last_version: Mapped[int] = mapped_column(Integer)
+
+
 class Alias(Base):
     __tablename__ = "aliases"
 

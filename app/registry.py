@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import session_scope
-from app.orm import Alias, Model, ModelVersion
+from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
@@ -67,13 +67,28 @@ class ModelRef:
         raise ValueError(f"'{ref}': an alias is letters, digits, '-' or '_', and not only digits")
 
 
+# aliases a reader would take for something else: ``latest`` (the default), or a version
+# number in disguise (``-1``, ``+2``, ``v3``)
+_RESERVED_ALIAS_RE = re.compile(r"latest|[+-]?[0-9]+|[vV][0-9]+", re.IGNORECASE)
+
+
+def reserved_alias(text: str) -> bool:
+    """Aliases that may not be created: ``latest`` and version-like ones (``-1``, ``v3``)."""
+    return _RESERVED_ALIAS_RE.fullmatch(text) is not None
+
+
+def is_version_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also admits other scripts' digits (``'٣'``)."""
+    return text.isascii() and text.isdigit()
+
+
 def _select_version(session: Session, ref: str, *columns: Any) -> tuple[Any, ...]:
     """The ``columns`` of the version a reference points to, or RegistryError."""
     parsed = ModelRef.parse(ref)
     query = select(*columns).where(ModelVersion.model_name == parsed.name)
     if parsed.selector is None:
         query = query.order_by(ModelVersion.version.desc()).limit(1)
-    elif parsed.selector.isdigit():
+    elif is_version_number(parsed.selector):
         query = query.where(ModelVersion.version == int(parsed.selector))
     else:
         alias = session.get(Alias, (parsed.name, parsed.selector))
@@ -126,7 +141,9 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
     """Add the next version of ``name`` (creating the model on first use).
 
     The model row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises writers)
-    so concurrent trainings of the same name get distinct consecutive versions.
+    so concurrent trainings of the same name get distinct consecutive versions. The number comes
+    from the name's ``VersionCounter``, which outlives deleted versions and models: a number is
+    never given twice for one name.
     """
     if session.get(Model, name) is None:
         try:
@@ -136,7 +153,13 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
             pass  # created concurrently by another job
     session.execute(select(Model).where(Model.name == name).with_for_update()).scalar_one()
     latest = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.model_name == name))
-    row = ModelVersion(model_name=name, version=(latest or 0) + 1, **fields)
+    counter = session.get(VersionCounter, name, with_for_update=True)
+    number = max(latest or 0, counter.last_version if counter is not None else 0) + 1
+    if counter is None:
+        session.add(VersionCounter(model_name=name, last_version=number))
+    else:
+        counter.last_version = number
+    row = ModelVersion(model_name=name, version=number, **fields)
     session.add(row)
     session.flush()
     return row

@@ -11,6 +11,7 @@ e.g. with their ARFF line, through ``describe_row``).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 
 import numpy as np
@@ -34,8 +35,12 @@ def default_row(i: int) -> str:
 
 
 def _check_names(names: list[str], what: str) -> None:
+    """Unique names without control characters (a NUL cannot be stored by PostgreSQL, and the
+    same names must be accepted or refused whatever the database)."""
     seen: dict[str, int] = {}
     for j, name in enumerate(names):
+        if any(unicodedata.category(ch) == "Cc" for ch in name):
+            raise DatasetFormatError(f"{what} name {name!r} ({what} {j + 1}) contains a control character")
         if name in seen:
             raise DatasetFormatError(f"duplicate {what} name {name!r} ({what}s {seen[name] + 1} and {j + 1})")
         seen[name] = j

@@ -15,7 +15,7 @@ from app.methods.base import MethodSpec
 from app.methods.catalog import get_method
 from app.observability import Metrics
 from app.orm import Alias, Model, ModelVersion
-from app.registry import ModelCache, RegistryError, Served, VersionKey, resolve, resolve_key
+from app.registry import ModelCache, RegistryError, Served, VersionKey, reserved_alias, resolve, resolve_key
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
 from app.store import ArtifactIntegrityError, Store
@@ -170,7 +170,13 @@ def delete_model(session: Session, store: Store, name: str) -> None:
 
 
 def set_alias(session: Session, name: str, alias: str, version: int) -> ModelOut:
-    """Point ``alias`` at ``version`` (creating or moving it)."""
+    """Point ``alias`` at ``version`` (creating or moving it); ``latest`` and version-like
+    aliases (``-1``, ``v3``) are reserved, as they would read as something else in ``name@alias``."""
+    if reserved_alias(alias):
+        raise InvalidInput(
+            f"alias '{alias}' is reserved: 'latest' and version-like aliases (-1, v3) would be read as versions",
+            loc=("path", "alias"),
+        )
     model = _model(session, name)
     _version(session, name, version, loc=("body", "version"))
     row = session.get(Alias, (name, alias))

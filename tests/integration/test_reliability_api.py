@@ -259,3 +259,47 @@ def test_uploads_are_visible_as_soon_as_201_is_sent(client: TestClient):
         created = client.post("/datasets", files={"file": ("d.csv", csv_bytes(X, Y))}, data={"label_count": "3"})
         assert created.status_code == 201
         assert client.get(f"/datasets/{created.json()['id']}").status_code == 200
+
+
+def test_version_numbers_are_never_reused(client: TestClient):
+    # after deleting the newest version, or the model, `name@2` became another model
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    for _ in range(2):
+        train(client, "mlknn", dataset["id"], "m", k=3)
+    assert client.delete("/models/m/versions/2").status_code == 204
+    assert train(client, "mlknn", dataset["id"], "m", k=3)["model"]["version"] == 3
+    assert client.delete("/models/m").status_code == 204
+    assert train(client, "mlknn", dataset["id"], "m", k=3)["model"]["version"] == 4
+    assert (
+        client.get("/models/m@2").status_code == 404
+        or client.post("/predict", json={"model": "m@2", "instances": X[:1].tolist()}).status_code == 404
+    )
+
+
+@pytest.mark.parametrize("alias", ["latest", "LATEST", "-1", "+2", "v3", "V10"])
+def test_reserved_aliases_are_refused(client: TestClient, alias: str):
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "m", k=3)
+    response = client.put(f"/models/m/aliases/{alias}", json={"version": 1})
+    assert response.status_code == 422, response.text
+    assert client.put("/models/m/aliases/prod", json={"version": 1}).status_code == 200
+
+
+def test_unicode_digits_are_not_version_numbers(client: TestClient):
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "m", k=3)
+    response = client.post("/predict", json={"model": "m@\u0661", "instances": X[:1].tolist()})  # ARABIC-INDIC ONE
+    assert response.status_code in (404, 422), response.text
+
+
+def test_control_characters_in_names_are_422_on_every_database(client: TestClient, settings: Settings):
+    # a NUL in a feature name was a 500 on PostgreSQL and stored unchecked on SQLite
+    content = b"a\x00b,c,l\n1,2,0\n3,4,1\n"
+    response = client.post("/datasets", files={"file": ("d.csv", content)}, data={"label_count": "1"})
+    assert response.status_code == 422 and "control character" in response.text
+    response = client.post("/datasets", files={"file": ("d\x00.csv", b"a,l\n1,0\n2,1\n")}, data={"label_count": "1"})
+    assert response.status_code in (201, 422), response.text
+    assert all("\x00" not in item["name"] for item in client.get("/datasets").json()["items"])

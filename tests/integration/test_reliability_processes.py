@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
@@ -195,3 +197,52 @@ def test_a_killed_api_leaves_no_training_running_and_no_job_lost(servers: list[L
         assert "interrupted" in job["error"]
     assert server.stop() in CLEAN_EXIT
     assert server.wait_no_processes(20) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MB tmpfs (root only; skipped where mounting is not allowed)."""
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mountpoint)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: Path, small_disk: Path) -> None:
+    # uploads, trainings and aliases answered 500 on a full disk while /ready said ready
+    server = LiveServer(
+        tmp_path,
+        {
+            "LABELSERVE_MODEL_DIR": str(small_disk / "store"),
+            "LABELSERVE_DATABASE_URL": f"sqlite:///{small_disk / 'registry.db'}",
+            "LABELSERVE_MIN_FREE_MB": "2",
+        },
+    )
+    servers.append(server)
+    server.start()
+    statuses = []
+    rng = np.random.default_rng(0)
+    with server.client() as client:
+        for i in range(40):
+            X = rng.random((3000, 40))
+            Y = (rng.random((3000, 2)) > 0.5).astype(float)
+            response = client.post(
+                "/datasets", files={"file": (f"d{i}.csv", csv_bytes(X, Y))}, data={"label_count": "2"}
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 507:
+                assert "disk is full" in response.json()["detail"]
+                break
+        assert 507 in statuses and all(s < 500 or s == 507 for s in statuses), statuses
+        ready = client.get("/ready")
+        assert ready.status_code == 503 and ready.json()["model_store"] in ("low on disk space", "not writable")
+        assert "labelserve_store_free_bytes" in client.get("/metrics").text
+        for item in client.get("/datasets").json()["items"]:  # room again: ready again
+            assert client.delete(f"/datasets/{item['id']}").status_code == 204
+        assert client.get("/ready").status_code == 200
+    assert server.stop() in CLEAN_EXIT
