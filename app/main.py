@@ -19,6 +19,7 @@ from app.api.main import api_router
 from app.api.routes import ops
 from app.config import Settings, get_settings
 from app.db import prepare_schema
+from app.jobs.local import stop_process_helpers
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, configure_logging
 from app.registry import ModelCache
@@ -28,7 +29,9 @@ from app.store import Store
 from app.uploads import UploadLimit
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:
+    """The application; ``owns_process``: it is the process's one app (``app.main:app`` under
+    uvicorn), so its shutdown also stops the process's multiprocessing helpers."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -53,6 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             sweeper.stop()
             api.state.runner.shutdown()
+            if owns_process:
+                stop_process_helpers()
 
     api = FastAPI(
         title="labelserve",
@@ -74,4 +79,4 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return api
 
 
-app = create_app()
+app = create_app(owns_process=True)

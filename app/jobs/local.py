@@ -11,7 +11,8 @@ a live process is running. Queued jobs are submitted again at start-up (a duplic
 no-op).
 
 Stopping stops everything this backend started: the pool processes (and the trainings in them,
-whose jobs fail as interrupted), the fork server and multiprocessing's resource tracker. A pool
+whose jobs fail as interrupted), then (``stop_process_helpers``) the fork server and
+multiprocessing's resource tracker. A pool
 process also dies with its parent (the fork server, which exits when the API process does),
 so a killed API leaves no training running.
 """
@@ -195,7 +196,7 @@ class LocalRunner:
                 log.warning("reaper failed", exc_info=True)
 
     def shutdown(self) -> None:
-        """Stop the pool processes, their trainings, the fork server and the resource tracker."""
+        """Stop the pool processes and their trainings (``stop_process_helpers`` stops the rest)."""
         self._stop.set()
         pools = [*self._retired, self._pool]
         processes = [p for pool in pools for p in list((pool._processes or {}).values())]  # noqa: SLF001
@@ -214,7 +215,6 @@ class LocalRunner:
         for pool in pools:
             pool.shutdown(wait=True)
         self._reaper.join(timeout=5)
-        _stop_helpers()
 
     def _fail_interrupted(self, processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
         """The jobs the stopped pool processes were running fail as interrupted (not as lost)."""
@@ -231,12 +231,14 @@ class LocalRunner:
             log.warning("could not record interrupted jobs at shutdown", exc_info=True)
 
 
-def _stop_helpers() -> None:
+def stop_process_helpers() -> None:
     """Stop the fork server and the resource tracker multiprocessing started for the pools.
 
-    Both would otherwise outlive a stopped (but not exited) API: the fork server holds every
-    method module in memory. ``_stop`` is how multiprocessing's own tests stop them; a later pool
-    starts new ones.
+    Called when the process that owns them stops serving (``app.main:app``'s shutdown); they would
+    otherwise outlive it (the fork server holds every method module in memory), since uvicorn
+    ends on the signal it stopped for and skips ``atexit``. Apps built for tests share one
+    process and leave them running: a fork server takes seconds to start. ``_stop`` is how
+    multiprocessing's own tests stop them; a later pool starts new ones.
     """
     helpers: list[Any] = [multiprocessing.forkserver._forkserver, multiprocessing.resource_tracker._resource_tracker]
     for helper in helpers:
