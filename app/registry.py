@@ -193,7 +193,7 @@ class ModelCache:
         with session_scope(self._database_url) as session:
             row = session.get(ModelVersion, key[0])
         if row is None:
-            raise RegistryError(f"model version {key[0]} was deleted")
+            raise RegistryError("the model version was deleted meanwhile")
         return Served(
             name=row.model_name,
             version=row.version,

@@ -93,7 +93,7 @@ def load_served(cache: ModelCache, metrics: Metrics, key: VersionKey) -> Served:
     except RegistryError as exc:
         raise NotFound(str(exc), loc=MODEL_LOC) from None
     except FileNotFoundError:
-        raise Conflict(f"version {key[0]}'s artifact is missing from the store", loc=MODEL_LOC) from None
+        raise Conflict("the model version's artifact is missing from the store", loc=MODEL_LOC) from None
     except ArtifactIntegrityError as exc:
         raise Conflict(str(exc), loc=MODEL_LOC) from None
     metrics.cache_lookup(hit)
