@@ -87,8 +87,8 @@ def test_bad_requests_are_rejected_before_any_work(client, multilabel_dataset, d
     assert client.get("/jobs").json()["items"] == []
 
 
-def test_failed_training_reports_why(client, multilabel_dataset):
-    # k larger than the training set: the estimator refuses it at fit time
+def test_k_larger_than_the_training_set_is_refused_at_submit(client, multilabel_dataset):
+    # the estimator would refuse it at fit time; the submit already knows the dataset's size
     r = client.post(
         "/train?wait=true",
         json={
@@ -98,9 +98,23 @@ def test_failed_training_reports_why(client, multilabel_dataset):
             "params": {"k": 500},
         },
     )
-    job = r.json()
-    assert r.status_code == 200 and job["status"] == "failed" and job["error"]
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "params", "k"]
     assert client.get("/models/too-big").status_code == 404
+    assert client.get("/jobs").json()["items"] == []
+
+
+def test_failed_training_reports_why(client):
+    # fewer distinct rows than clusters: only the fit can tell, and the job says why
+    X = np.repeat(np.random.default_rng(0).random((3, 4)), 10, axis=0)
+    D = np.full((30, 2), 0.5)
+    dataset = upload_csv(client, X, D, "dupes")
+    r = client.post(
+        "/train?wait=true",
+        json={"method": "ldlkm", "dataset_id": dataset["id"], "model_name": "dupes", "params": {"k": 5}},
+    )
+    job = r.json()
+    assert r.status_code == 200 and job["status"] == "failed" and "distinct training rows" in job["error"]
+    assert client.get("/models/dupes").status_code == 404
 
 
 def test_cancel_running_and_queued_jobs(client):
