@@ -1,7 +1,7 @@
 """the highest version number each model name has had
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01 09:00:00.000000
 
 Version numbers were computed as ``max(version) + 1`` over the rows that still exist, so deleting
@@ -13,8 +13,8 @@ at the highest version each name has now.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
