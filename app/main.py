@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 import app as package
 from app.api import errors
@@ -59,12 +60,15 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
             if owns_process:
                 stop_process_helpers()
 
-    api = FastAPI(
+    # The Swagger UI and ReDoc assets are served by the service itself (from the fastapi-offline
+    # package), so /docs and /redoc work on a host with no route to a CDN.
+    api = FastAPIOffline(
         title="labelserve",
         version=package.__version__,
         description="Multi-label classification, label distribution learning and multi-label "
         "feature selection behind a REST API, with a versioned model registry.",
         lifespan=lifespan,
+        swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
     )
     api.state.settings = settings
     api.state.metrics = Metrics(settings.resolved_database_url)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import io
+import os
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
@@ -102,3 +108,43 @@ def wait_status(client: TestClient, job_id: str, statuses: tuple[str, ...], time
             return job
         assert time.time() < deadline, job
         time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 60) -> Iterator[str]:
+    """``labelserve serve`` as a real uvicorn process in ``cwd`` on a free port; yields its base URL.
+
+    The process gets this environment without any ``LABELSERVE_*`` variable (so it runs on the
+    embedded defaults under ``cwd``) plus ``env``; it is stopped on exit.
+    """
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=cwd,
+        env=base | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)} | (env or {}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"labelserve serve did not become ready on {url} (exit code {process.poll()})")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -2,49 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.helpers import csv_bytes, make_multilabel
+from tests.helpers import csv_bytes, live_server, make_multilabel
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
     # embedded defaults: SQLite and the store under ./models of the working directory
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        cwd=tmp_path,
-        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("labelserve serve did not become ready within 60 s")
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with live_server(tmp_path) as url:
+        yield url
     assert (tmp_path / "models" / "labelserve.db").exists()
 
 

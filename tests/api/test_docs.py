@@ -1,0 +1,54 @@
+"""The interactive docs: assets served by the service itself, the API key as a security scheme."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_pages_load_every_asset_from_the_service(client: TestClient, page: str) -> None:
+    html = client.get(page).text
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html) + re.findall(r"""url: *['"]([^'"]+)['"]""", html)
+    assert urls, html
+    for url in urls:
+        assert url.startswith("/"), f"{page} loads {url} from outside the service"
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert len(response.content) > 100, url
+
+
+def test_api_key_is_an_openapi_security_scheme(settings) -> None:
+    """With a key configured, the schemes Swagger UI's "Authorize" offers; without one, none."""
+    settings.api_key = "s3cret"
+    with TestClient(create_app(settings)) as client:
+        spec = client.get("/openapi.json").json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["APIKeyHeader"]["type"] == "apiKey" and schemes["APIKeyHeader"]["name"] == "X-API-Key"
+    assert schemes["APIKeyHeader"]["in"] == "header"
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    guarded = spec["paths"]["/datasets"]["get"]["security"]
+    assert {"APIKeyHeader": []} in guarded and {"HTTPBearer": []} in guarded
+    assert "security" not in spec["paths"]["/health"]["get"]
+
+
+def test_no_security_scheme_without_a_key(client: TestClient) -> None:
+    assert "securitySchemes" not in client.get("/openapi.json").json().get("components", {})
+
+
+def test_api_key_semantics_are_kept(settings) -> None:
+    settings.api_key = "s3cret"
+    with TestClient(create_app(settings)) as client:
+        missing = client.get("/datasets")
+        assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+        assert client.get("/datasets", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert client.get("/datasets", headers={"Authorization": "bearer s3cret"}).status_code == 200
+        assert client.get("/datasets", headers={"Authorization": "Basic s3cret"}).status_code == 401
+        # the X-API-Key header is the one that counts when both are sent
+        both = {"X-API-Key": "wrong", "Authorization": "Bearer s3cret"}
+        assert client.get("/datasets", headers=both).status_code == 403
+        assert client.get("/redoc").status_code == 200

@@ -1,0 +1,145 @@
+"""The interactive docs in a real browser on a host with no route off the machine.
+
+Debian's ``chromium`` runs headless, driven by Playwright (never a browser of Playwright's own),
+with every host name but 127.0.0.1 unresolvable, against ``labelserve serve`` on a free port.
+``/docs`` and ``/redoc`` must render and list the operations, and the Swagger UI's "Authorize"
+and "Try it out" must upload a dataset, train a model and predict with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import csv_bytes, live_server, make_multilabel
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# ReDoc's bundle always links its "API docs by Redocly" footer logo to Redocly's CDN; the image
+# removes itself when it cannot load, so it is the one request that may fail.
+REDOC_FOOTER_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+API_KEY = "browser-key"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-sandbox"],
+        )
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with live_server(tmp_path_factory.mktemp("docs"), env={"LABELSERVE_API_KEY": API_KEY}) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, server: str) -> Iterator[object]:
+    """A fresh page that records every request the browser could not complete."""
+    context = browser.new_context(base_url=server)
+    tab = context.new_page()
+    tab.failed = []
+    tab.on("requestfailed", lambda request: tab.failed.append(f"{request.url}: {request.failure}"))
+    tab.on("pageerror", lambda error: tab.failed.append(f"script error: {error}"))
+    yield tab
+    context.close()
+
+
+def operation(page, method: str, path: str):
+    """The Swagger UI block of one operation, expanded and switched to "Try it out"."""
+    block = page.locator(f".opblock-{method}").filter(has=page.locator(f'[data-path="{path}"]')).first
+    block.locator(".opblock-summary").click()
+    block.locator("button.try-out__btn").click()
+    return block
+
+
+def execute(block) -> tuple[int, dict]:
+    """Press Execute and read the live response's status and JSON body."""
+    block.locator("button.execute").click()
+    status = block.locator(".live-responses-table .response .response-col_status").first
+    status.wait_for(timeout=60_000)
+    body = block.locator(".live-responses-table .response-col_description pre").first.inner_text()
+    return int(status.inner_text().split()[0]), json.loads(body)
+
+
+def documented_operations(page) -> list[tuple[str, str, str]]:
+    """(method, path, summary) of every operation the service's OpenAPI document declares."""
+    spec = page.request.get("/openapi.json").json()
+    return [
+        (method, path, entry["summary"]) for path, methods in spec["paths"].items() for method, entry in methods.items()
+    ]
+
+
+def test_docs_render_offline_and_list_the_operations(page) -> None:
+    page.goto("/docs")
+    page.locator(".opblock").first.wait_for()
+    pairs = page.locator(".opblock").evaluate_all(
+        "els => els.map(e => [e.querySelector('.opblock-summary-method').innerText.toLowerCase(),"
+        " e.querySelector('.opblock-summary-path').dataset.path])"
+    )
+    shown = {(method, path) for method, path in pairs}
+    expected = {(method, path) for method, path, _ in documented_operations(page)}
+    assert len(expected) > 20 and shown == expected
+    assert page.locator("button.authorize").is_visible()
+    assert page.failed == []
+
+
+def test_redoc_renders_offline_and_lists_the_operations(page) -> None:
+    page.goto("/redoc")
+    page.locator("h2").first.wait_for()
+    headings = set(page.locator("h2").all_inner_texts())
+    missing = [summary for _, _, summary in documented_operations(page) if summary not in headings]
+    assert missing == []
+    assert [failure for failure in page.failed if not failure.startswith(REDOC_FOOTER_LOGO)] == []
+
+
+def test_authorize_then_try_it_out_uploads_trains_and_predicts(page, tmp_path: Path) -> None:
+    X, Y = make_multilabel(n=40)
+    data = tmp_path / "browser.csv"
+    data.write_bytes(csv_bytes(X, Y))
+    page.goto("/docs")
+    page.locator(".opblock").first.wait_for()
+
+    page.locator("button.authorize").click()
+    dialog = page.locator(".modal-ux")
+    dialog.locator(".auth-container").filter(has_text="X-API-Key").locator("input").fill(API_KEY)
+    dialog.locator("button.authorize").first.click()
+    dialog.locator("button.close-modal").click()
+
+    upload = operation(page, "post", "/datasets")
+    upload.locator('tr[data-property-name="file"] input[type="file"]').set_input_files(str(data))
+    for field in ("name", "label_columns", "n_features"):
+        upload.locator(f'tr[data-property-name="{field}"] input[type="text"]').fill("")
+    upload.locator('tr[data-property-name="label_count"] input[type="text"]').fill("3")
+    status, dataset = execute(upload)
+    assert status == 201, dataset
+    assert dataset["n_labels"] == 3 and dataset["name"] == "browser.csv"
+
+    train = operation(page, "post", "/train")
+    train.locator('tr[data-param-name="wait"] select').select_option("true")
+    body = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "browser-mlknn", "params": {"k": 5}}
+    train.locator("textarea.body-param__text").fill(json.dumps(body))
+    status, job = execute(train)
+    assert status == 200 and job["status"] == "succeeded", job
+
+    predict = operation(page, "post", "/predict")
+    body = {"model": "browser-mlknn", "instances": X[:2].tolist(), "output": "ranking"}
+    predict.locator("textarea.body-param__text").fill(json.dumps(body))
+    status, predicted = execute(predict)
+    assert status == 200, predicted
+    assert len(predicted["predictions"]) == 2 and len(predicted["predictions"][0]["ranking"]) == 3
+    assert page.failed == []
