@@ -1,52 +1,698 @@
-"""The ``labelserve`` command: ``serve`` (the API), ``worker`` (a Celery worker) and ``migrate``."""
+"""The labelserve command.
+
+Server side: serve (the API), worker (a Celery worker) and migrate. Client side, over HTTP with
+the Python client (app.client.Client): datasets, train, jobs, predict, evaluate, models, methods
+and compare. The server is --url or LABELSERVE_URL (default http://127.0.0.1:8000), the key
+--api-key or LABELSERVE_API_KEY. Every client command prints a table, or the server's JSON with
+--json.
+
+Exit codes: 0 done; 1 the job failed or was cancelled; 2 wrong usage; 3 the server rejected the
+request (4xx); 4 not found (404); 5 missing or invalid API key (401/403); 6 server unreachable or
+failing (5xx); 7 gave up waiting (--timeout); 130 interrupted (the job keeps running).
+"""
 
 from __future__ import annotations
 
-import argparse
+import csv
+import io
+import json
 import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
-import uvicorn
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="labelserve", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="start the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    worker = commands.add_parser("worker", help="start a Celery worker (LABELSERVE_JOB_BACKEND=celery)")
-    worker.add_argument("--concurrency", type=int, default=1)
-    migrate = commands.add_parser(
-        "migrate",
-        help="bring the database (LABELSERVE_DATABASE_URL) to the schema this version needs",
-        description="Apply the database migrations; run it before starting the API and the workers "
-        "of a new version. Idempotent.",
-    )
-    migrate.add_argument("--revision", default="head", help="target revision (default: the newest)")
-    migrate.add_argument("--sql", action="store_true", help="print the SQL instead of running it (offline)")
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers)
-    elif args.command == "migrate":
-        _migrate(args.revision, args.sql)
-    else:
-        from app.jobs.celery_backend import run_worker
-
-        run_worker(args.concurrency)
+import app as package
+from app.client import DEFAULT_URL, ApiError, Client, describe_detail
 
 
-def _migrate(revision: str, sql: bool) -> None:
+class Exit(IntEnum):
+    OK = 0
+    JOB_FAILED = 1
+    USAGE = 2
+    REJECTED = 3
+    NOT_FOUND = 4
+    AUTH = 5
+    SERVER = 6
+    TIMEOUT = 7
+    INTERRUPTED = 130
+
+
+cli = typer.Typer(
+    name="labelserve",
+    help=__doc__,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+datasets_cli = typer.Typer(help="Upload, list, show and delete datasets.", no_args_is_help=True)
+jobs_cli = typer.Typer(help="List, show, follow and cancel jobs.", no_args_is_help=True)
+models_cli = typer.Typer(help="The model registry: list, show, aliases.", no_args_is_help=True)
+methods_cli = typer.Typer(help="The methods the server offers and their hyperparameters.", no_args_is_help=True)
+cli.add_typer(datasets_cli, name="datasets")
+cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(models_cli, name="models")
+cli.add_typer(methods_cli, name="methods")
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the server's JSON instead of a table.")]
+FollowOption = Annotated[bool, typer.Option("--follow", "-f", help="Show a progress bar until the job ends.")]
+TimeoutOption = Annotated[
+    float | None, typer.Option("--timeout", help="With --follow: give up after this many seconds (exit 7).")
+]
+
+
+# server-side commands -----------------------------------------------------------------------
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes.")] = 1,
+) -> None:
+    """Start the HTTP API (app.main:app with uvicorn)."""
+    import uvicorn
+
+    uvicorn.run("app.main:app", host=host, port=port, workers=workers)
+
+
+@cli.command()
+def worker(concurrency: Annotated[int, typer.Option(help="Trainings run at once.")] = 1) -> None:
+    """Start a Celery worker (LABELSERVE_JOB_BACKEND=celery)."""
+    from app.jobs.celery_backend import run_worker
+
+    run_worker(concurrency)
+
+
+@cli.command()
+def migrate(
+    revision: Annotated[str, typer.Option(help="Target revision (default: the newest).")] = "head",
+    sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it (offline).")] = False,
+) -> None:
+    """Bring the database (LABELSERVE_DATABASE_URL) to the schema this version needs.
+
+    Run it before starting the API and the workers of a new version. Idempotent.
+    """
     from app.config import get_settings
-    from app.db import current_revision, migrate
+    from app.db import current_revision
+    from app.db import migrate as apply_migrations
     from app.observability import configure_logging
 
     settings = get_settings()
     configure_logging(settings.log_level)
     url = settings.resolved_database_url
-    migrate(url, revision, sql=sql)
+    apply_migrations(url, revision, sql=sql)
     if not sql:
         logging.getLogger("labelserve.db").info("database migrated", extra={"revision": current_revision(url)})
+
+
+# plumbing -----------------------------------------------------------------------------------
+def _version(value: bool) -> None:
+    if value:
+        print(f"labelserve {package.__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def root(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option(envvar="LABELSERVE_URL", help="The labelserve server.")] = DEFAULT_URL,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="LABELSERVE_API_KEY", help="The server's API key, if it has one.", show_default=False),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    ctx.obj = {"url": url, "api_key": api_key}
+
+
+def fail(code: Exit, message: str) -> NoReturn:
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(int(code))
+
+
+def make_client(url: str, api_key: str | None) -> Client:
+    """The client every command uses (one place to swap the transport, e.g. in tests)."""
+    return Client(url, api_key)
+
+
+@contextmanager
+def connect(ctx: typer.Context) -> Iterator[Client]:
+    """The client for ``--url``; server errors become a message on stderr and an exit code."""
+    try:
+        with make_client(ctx.obj["url"], ctx.obj["api_key"]) as client:
+            yield client
+    except ApiError as exc:
+        status = exc.status_code
+        code = (
+            Exit.NOT_FOUND
+            if status == 404
+            else Exit.AUTH
+            if status in (401, 403)
+            else Exit.SERVER
+            if status >= 500
+            else Exit.REJECTED
+        )
+        fail(code, f"{status}: {describe_detail(exc.detail)}")
+    except httpx.TransportError as exc:
+        fail(Exit.SERVER, f"cannot reach {ctx.obj['url']}: {exc}")
+
+
+def emit(data: Any, as_json: bool, render: Callable[[], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        render()
+
+
+def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    view = Table(title=title, title_justify="left")
+    for column in columns:
+        # ids are what a user copies into the next command: never wrapped
+        view.add_column(column, overflow="fold", no_wrap=column == "id", min_width=len(column))
+    for row in rows:
+        view.add_row(*("" if cell is None else str(cell) for cell in row))
+    out.print(view)
+
+
+def fields(title: str, record: dict[str, Any], keys: list[str] | None = None) -> None:
+    """One record as a two-column key/value table."""
+    shown = keys if keys is not None else list(record)
+    rows = [[key, value if isinstance(value, str) else json.dumps(value)] for key, value in record.items()]
+    table(title, ["field", "value"], [row for row in rows if row[0] in shown])
+
+
+def page_table(title: str, columns: list[str], rows: list[list[Any]], page: dict[str, Any]) -> None:
+    """A listing, and how to get its next page."""
+    table(title, columns, rows)
+    if page.get("next_offset") is not None:
+        out.print(f"more: --offset {page['next_offset']}")
+
+
+def _short(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names[:limit]) + (f", … (+{len(names) - limit})" if len(names) > limit else "")
+
+
+# datasets -----------------------------------------------------------------------------------
+@datasets_cli.command("upload")
+def datasets_upload(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="ARFF, CSV, LIBSVM or MAT file.")],
+    labels_file: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="Mulan XML label file (ARFF).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Dataset name (default: the file name).")] = None,
+    format: Annotated[str | None, typer.Option(help="auto, arff, csv, libsvm or mat.")] = None,
+    label_count: Annotated[int | None, typer.Option(help="ARFF/CSV: how many columns are labels.")] = None,
+    label_location: Annotated[str | None, typer.Option(help="ARFF: labels at the 'end' or 'start'.")] = None,
+    label_columns: Annotated[str | None, typer.Option(help="CSV: comma-separated label column names.")] = None,
+    n_features: Annotated[int | None, typer.Option(help="LIBSVM: number of features.")] = None,
+    part: Annotated[str | None, typer.Option(help="MAT train/test layout: 'train' or 'test'.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Upload a dataset file; uploading the same content again returns the stored dataset."""
+    with connect(ctx) as client:
+        dataset = client.upload_dataset(
+            file,
+            labels_file=labels_file,
+            name=name,
+            format=format,
+            label_count=label_count,
+            label_location=label_location,
+            label_columns=label_columns,
+            n_features=n_features,
+            part=part,
+        )
+    emit(dataset, as_json, lambda: show_dataset(dataset))
+
+
+def show_dataset(dataset: dict[str, Any]) -> None:
+    record = dict(dataset)
+    record["feature_names"] = _short(dataset["feature_names"])
+    record["label_names"] = _short(dataset["label_names"])
+    fields(f"dataset {dataset['id']}", record)
+    for warning in dataset.get("warnings", []):
+        err.print(f"warning: {warning}", markup=False)
+
+
+@datasets_cli.command("list")
+def datasets_list(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List the stored datasets."""
+    with connect(ctx) as client:
+        page = client.datasets(limit, offset)
+    rows = [
+        [d["id"], d["name"], d["kind"], d["n_samples"], d["n_features"], d["n_labels"], d["created_at"]]
+        for d in page["items"]
+    ]
+    columns = ["id", "name", "kind", "samples", "features", "labels", "created"]
+    emit(page, as_json, lambda: page_table("datasets", columns, rows, page))
+
+
+@datasets_cli.command("show")
+def datasets_show(
+    ctx: typer.Context, dataset_id: Annotated[str, typer.Argument(help="Dataset id.")], as_json: JsonOption = False
+) -> None:
+    """Show one dataset."""
+    with connect(ctx) as client:
+        dataset = client.dataset(dataset_id)
+    emit(dataset, as_json, lambda: show_dataset(dataset))
+
+
+@datasets_cli.command("delete")
+def datasets_delete(ctx: typer.Context, dataset_id: Annotated[str, typer.Argument(help="Dataset id.")]) -> None:
+    """Delete a dataset (refused while a queued or running job uses it)."""
+    with connect(ctx) as client:
+        client.delete_dataset(dataset_id)
+    err.print(f"deleted dataset {dataset_id}", markup=False)
+
+
+# training and jobs --------------------------------------------------------------------------
+def parse_param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``; VALUE is read as JSON when it parses (5, 0.1, true, [1, 2]), else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint="--param")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+@cli.command()
+def train(
+    ctx: typer.Context,
+    method: Annotated[str, typer.Argument(help="Method id (labelserve methods list).")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    name: Annotated[str, typer.Option("--name", "-n", help="Model name; each training adds a version.")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Hyperparameter KEY=VALUE (repeatable).")
+    ] = None,
+    random_state: Annotated[int | None, typer.Option(help="Seed, for a reproducible fit.")] = None,
+    follow: FollowOption = False,
+    timeout: TimeoutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue a training job; with --follow, show its progress and stage until it ends.
+
+    With --follow the exit code says how the job ended: 0 succeeded, 1 failed or cancelled.
+    """
+    params = dict(parse_param(item) for item in param or [])
+    with connect(ctx) as client:
+        accepted = client.train(method, dataset, name, params=params, random_state=random_state)
+        if not follow:
+            emit(
+                accepted,
+                as_json,
+                lambda: out.print(
+                    f"job {accepted['job_id']} queued; follow it with: "
+                    f"labelserve jobs show {accepted['job_id']} --follow"
+                ),
+            )
+            return
+        job = follow_job(client, accepted["job_id"], timeout, quiet=as_json)
+    finish(job, as_json)
+
+
+def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: bool = False) -> dict[str, Any]:
+    """Poll until the job ends, with a progress bar (stage, fraction, ETA) unless ``quiet``."""
+    try:
+        if quiet:
+            return client.wait(job_id, timeout=timeout)
+        columns = (
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=err, transient=False) as bar:
+            task = bar.add_task(f"job {job_id[:8]} queued", total=1.0)
+
+            def update(job: dict[str, Any]) -> None:
+                stage = job["stage"] or job["status"]
+                bar.update(task, completed=job["progress"], description=f"{job['kind']} {job['status']}: {stage}")
+
+            return client.wait(job_id, timeout=timeout, on_update=update)
+    except TimeoutError as exc:
+        fail(Exit.TIMEOUT, f"{exc}; it keeps running (labelserve jobs cancel {job_id} stops it)")
+    except KeyboardInterrupt:
+        fail(Exit.INTERRUPTED, f"stopped following; job {job_id} keeps running")
+
+
+def finish(job: dict[str, Any], as_json: bool) -> None:
+    """Print the ended job and exit non-zero unless it succeeded."""
+    emit(job, as_json, lambda: show_job(job))
+    if job["status"] != "succeeded":
+        if not as_json:
+            err.print(f"job {job['id']} {job['status']}: {job.get('error') or ''}", markup=False)
+        raise typer.Exit(int(Exit.JOB_FAILED))
+
+
+def show_job(job: dict[str, Any]) -> None:
+    record = dict(job)
+    if job.get("model"):
+        record["model"] = f"{job['model']['name']}@{job['model']['version']}"
+    fields(f"job {job['id']}", record)
+
+
+@jobs_cli.command("list")
+def jobs_list(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None, typer.Option(help="Only jobs in this status: queued, running, succeeded, failed, cancelled.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List jobs, newest first."""
+    with connect(ctx) as client:
+        page = client.jobs(status, limit, offset)
+    rows = []
+    for job in page["items"]:
+        model = f"{job['model']['name']}@{job['model']['version']}" if job.get("model") else ""
+        rows.append(
+            [job["id"], job["kind"], job["status"], f"{job['progress']:.0%}", job["stage"], model, job["created_at"]]
+        )
+    columns = ["id", "kind", "status", "progress", "stage", "model", "created"]
+    emit(page, as_json, lambda: page_table("jobs", columns, rows, page))
+
+
+@jobs_cli.command("show")
+def jobs_show(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    follow: FollowOption = False,
+    timeout: TimeoutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one job; with --follow, wait for it with a progress bar (exit 1 unless it succeeds)."""
+    with connect(ctx) as client:
+        job = follow_job(client, job_id, timeout, quiet=as_json) if follow else client.job(job_id)
+    if follow:
+        finish(job, as_json)
+    else:
+        emit(job, as_json, lambda: show_job(job))
+
+
+@jobs_cli.command("cancel")
+def jobs_cancel(
+    ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="Job id.")], as_json: JsonOption = False
+) -> None:
+    """Cancel a queued or running job."""
+    with connect(ctx) as client:
+        job = client.cancel_job(job_id)
+    emit(job, as_json, lambda: show_job(job))
+
+
+# prediction and evaluation ------------------------------------------------------------------
+def read_instances(path: str) -> list[Any]:
+    """Instances from a JSON file (a list, or ``{"instances": [...]}``) or a CSV file with a header.
+
+    CSV rows become ``{column: value}`` objects, so the column order need not be the training
+    order; ``-`` reads JSON from standard input.
+    """
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    if path.lower().endswith(".csv"):
+        try:
+            return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(io.StringIO(text))]
+        except ValueError as exc:
+            raise typer.BadParameter(f"{path}: {exc}", param_hint="--input") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{path}: not JSON or CSV ({exc})", param_hint="--input") from None
+    instances = data.get("instances") if isinstance(data, dict) else data
+    if not isinstance(instances, list):
+        raise typer.BadParameter(f"{path}: expected a list of instances", param_hint="--input")
+    return instances
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def show_predictions(result: dict[str, Any]) -> None:
+    model = result["model"]
+    title = f"{model['name']}@{model['version']} ({model['method']}): {result['output']}"
+    if result["output"] == "features":
+        rows = [[f["index"], f["name"], _number(f["score"])] for f in result["features"]]
+        table(title, ["index", "feature", "score"], rows)
+        return
+    predictions = result["predictions"]
+    if result["output"] == "distribution":
+        labels = list(predictions[0]["distribution"]) if predictions else []
+        rows = [[i, *(_number(p["distribution"][label]) for label in labels)] for i, p in enumerate(predictions)]
+        table(title, ["#", *labels], rows)
+        return
+    if result["output"] == "ranking":
+        rows = [
+            [i, ", ".join(f"{r['label']} {_number(r['score'])}" for r in p["ranking"])]
+            for i, p in enumerate(predictions)
+        ]
+        table(title, ["#", "ranking (best first)"], rows)
+        return
+    extra = [key for key in (predictions[0] if predictions else {}) if key != "labels"]
+    rows = []
+    for i, p in enumerate(predictions):
+        cells = [json.dumps(p[key]) if not isinstance(p[key], str) else p[key] for key in extra]
+        rows.append([i, ", ".join(p["labels"]), *cells])
+    table(title, ["#", "labels", *extra], rows)
+
+
+@cli.command()
+def predict(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Model reference: name, name@version or name@alias.")],
+    input: Annotated[
+        str | None, typer.Option("--input", "-i", help="JSON or CSV file of instances ('-': JSON on stdin).")
+    ] = None,
+    dataset: Annotated[str | None, typer.Option(help="Predict a stored dataset instead.")] = None,
+    output: Annotated[str | None, typer.Option(help="labels, ranking, distribution or features.")] = None,
+    top_k: Annotated[int | None, typer.Option(help="ranking/features: keep the best k.")] = None,
+    threshold: Annotated[float | None, typer.Option(help="labels: score threshold.")] = None,
+    include_scores: Annotated[bool, typer.Option("--include-scores", help="labels: add the scores.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Predict label sets, rankings or distributions, or list a selector's features."""
+    instances = read_instances(input) if input is not None else None
+    with connect(ctx) as client:
+        result = client.predict(
+            model,
+            instances,
+            dataset_id=dataset,
+            output=output,
+            threshold=threshold,
+            top_k=top_k,
+            include_scores=include_scores,
+        )
+    if "job_id" in result or result.get("kind") == "predict":
+        emit(
+            result,
+            as_json,
+            lambda: out.print(
+                f"large dataset: predicted by job {result['id']}; "
+                f"follow it with labelserve jobs show {result['id']} --follow"
+            ),
+        )
+        return
+    emit(result, as_json, lambda: show_predictions(result))
+
+
+@cli.command()
+def evaluate(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Model reference: name, name@version or name@alias.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id with the true labels.")],
+    top_k: Annotated[int | None, typer.Option(help="Selectors: how many features the downstream ML-kNN uses.")] = None,
+    threshold: Annotated[float | None, typer.Option(help="Classifiers: score threshold.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The standard metrics of the model's task on a stored dataset."""
+    with connect(ctx) as client:
+        result = client.evaluate(model, dataset, top_k=top_k, threshold=threshold)
+    model_info = result["model"]
+    title = f"{model_info['name']}@{model_info['version']} on {result['dataset_id']} ({result['n_samples']} samples)"
+    rows = [[name, "n/a" if value is None else _number(value)] for name, value in result["metrics"].items()]
+    emit(result, as_json, lambda: table(title, ["metric", "value"], rows))
+
+
+# registry and methods -----------------------------------------------------------------------
+@models_cli.command("list")
+def models_list(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List the registered models."""
+    with connect(ctx) as client:
+        page = client.models(limit, offset)
+    rows = []
+    for model in page["items"]:
+        latest = model["versions"][-1] if model["versions"] else {}
+        aliases = ", ".join(f"{alias}={version}" for alias, version in model["aliases"].items())
+        rows.append([model["name"], model["latest_version"], latest.get("method"), aliases, latest.get("created_at")])
+    columns = ["name", "latest", "method", "aliases", "created"]
+    emit(page, as_json, lambda: page_table("models", columns, rows, page))
+
+
+@models_cli.command("show")
+def models_show(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Model name.")],
+    version: Annotated[int | None, typer.Option(help="One version in full (default: all versions, short).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a model's versions and aliases, or one version in full."""
+    with connect(ctx) as client:
+        record = client.version(name, version) if version is not None else client.model(name)
+    if version is not None:
+        emit(record, as_json, lambda: fields(f"{name}@{version}", record))
+        return
+    rows = [
+        [
+            v["version"],
+            v["method"],
+            v["dataset_id"],
+            json.dumps(v["params"]),
+            _number(v["training_seconds"]),
+            v["created_at"],
+        ]
+        for v in record["versions"]
+    ]
+    aliases = ", ".join(f"{alias}={v}" for alias, v in record["aliases"].items()) or "none"
+    emit(
+        record,
+        as_json,
+        lambda: table(
+            f"{name} (aliases: {aliases})", ["version", "method", "dataset", "params", "seconds", "created"], rows
+        ),
+    )
+
+
+@models_cli.command("alias")
+def models_alias(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Model name.")],
+    alias: Annotated[str, typer.Argument(help="Alias, e.g. prod.")],
+    version: Annotated[int | None, typer.Argument(help="Version the alias points to.")] = None,
+    delete: Annotated[bool, typer.Option("--delete", help="Remove the alias instead.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Point NAME@ALIAS at a version, or remove the alias with --delete."""
+    if (version is None) != delete:
+        raise typer.BadParameter("give a VERSION, or --delete to remove the alias", param_hint="VERSION")
+    with connect(ctx) as client:
+        if delete:
+            client.delete_alias(name, alias)
+            err.print(f"removed alias {name}@{alias}", markup=False)
+            return
+        assert version is not None
+        record = client.set_alias(name, alias, version)
+    emit(record, as_json, lambda: out.print(f"{name}@{alias} -> version {record['aliases'][alias]}"))
+
+
+@methods_cli.command("list")
+def methods_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the methods, their task and outputs."""
+    with connect(ctx) as client:
+        page = client.methods(limit=1000)
+    rows = [[m["id"], m["task"], m["dataset_kind"], ", ".join(m["outputs"]), m["summary"]] for m in page["items"]]
+    emit(page, as_json, lambda: table("methods", ["id", "task", "dataset kind", "outputs", "summary"], rows))
+
+
+@methods_cli.command("show")
+def methods_show(
+    ctx: typer.Context, method_id: Annotated[str, typer.Argument(help="Method id.")], as_json: JsonOption = False
+) -> None:
+    """Show a method's hyperparameters: type, default, range, meaning."""
+    with connect(ctx) as client:
+        method = client.method(method_id)
+    rows = []
+    for key, spec in method["params"].get("properties", {}).items():
+        bounds = [
+            f"{op} {spec[op]}" for op in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if op in spec
+        ]
+        kind = spec.get("type") or " | ".join(str(s.get("type")) for s in spec.get("anyOf", []))
+        rows.append([key, kind, json.dumps(spec.get("default")), ", ".join(bounds), spec.get("description", "")])
+    title = f"{method['id']}: {method['summary']} (outputs: {', '.join(method['outputs'])})"
+    emit(method, as_json, lambda: table(title, ["param", "type", "default", "range", "meaning"], rows))
+
+
+# comparison ---------------------------------------------------------------------------------
+@cli.command()
+def compare(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    method: Annotated[
+        list[str] | None, typer.Option("--method", "-m", help="Method to compare (repeatable; default: all that fit).")
+    ] = None,
+    metric: Annotated[str | None, typer.Option(help="Metric to rank by (any metric of evaluate).")] = None,
+    cv: Annotated[int | None, typer.Option(help="Cross-validation folds.")] = None,
+    random_state: Annotated[int | None, typer.Option(help="Seed of the folds.")] = None,
+    report: Annotated[Path | None, typer.Option(help="Also save the HTML report to this file.")] = None,
+    timeout: TimeoutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cross-validate methods on a dataset and print the leaderboard (best first)."""
+    with connect(ctx) as client:
+        accepted = client.compare(dataset, methods=method, metric=metric, cv=cv, random_state=random_state)
+        job_id = accepted.get("job_id") or accepted["id"]
+        job = follow_job(client, job_id, timeout, quiet=as_json)
+        if job["status"] != "succeeded":
+            finish(job, as_json)
+        result = json.loads(client.job_result(job_id))
+        if report is not None:
+            report.write_text(client.compare_report(job_id))
+    ranked = result["metric"]
+    rows = []
+    for rank, entry in enumerate(result["leaderboard"], 1):
+        score = entry["metrics"].get(ranked, {})
+        rows.append(
+            [
+                rank,
+                entry["method"],
+                _number(score.get("mean", float("nan"))),
+                _number(score.get("std", float("nan"))),
+                _number(entry.get("fit_seconds", float("nan"))),
+            ]
+        )
+    title = f"{ranked} by {result['cv']}-fold cross-validation on {dataset}"
+    emit(result, as_json, lambda: table(title, ["rank", "method", "mean", "std", "fit s"], rows))
+    if report is not None and not as_json:
+        err.print(f"report written to {report}", markup=False)
+
+
+def main() -> None:
+    cli()
 
 
 if __name__ == "__main__":

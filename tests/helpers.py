@@ -117,7 +117,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 60) -> Iterator[str]:
+def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> Iterator[str]:
     """``labelserve serve`` as a real uvicorn process in ``cwd`` on a free port; yields its base URL.
 
     The process gets this environment without any ``LABELSERVE_*`` variable (so it runs on the

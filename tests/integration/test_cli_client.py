@@ -1,0 +1,332 @@
+"""The client side of the ``labelserve`` command and ``app.client.Client``, against a real server.
+
+One ``labelserve serve`` process (uvicorn, SQLite, local job pool) serves the whole module; the
+commands run in-process through Typer's runner, so their output and exit codes are checked as a
+script would see them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from app import __version__
+from app import cli as cli_module
+from app.cli import cli
+from app.client import ApiError, Client
+from tests.helpers import csv_bytes, live_server, make_distribution, make_multilabel
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with live_server(tmp_path_factory.mktemp("cli")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("cli-files")
+    X, Y = make_multilabel(n=40)
+    Xd, D = make_distribution(n=40)
+    paths = {"ml": folder / "ml.csv", "ldl": folder / "ldl.csv", "rows": folder / "rows.json"}
+    paths["ml"].write_bytes(csv_bytes(X, Y))
+    paths["ldl"].write_bytes(csv_bytes(Xd, D))
+    paths["rows"].write_text(json.dumps(X[:3].tolist()))
+    paths["objects"] = folder / "rows.csv"
+    paths["objects"].write_text("f5,f4,f3,f2,f1,f0\n" + "\n".join(",".join(map(str, row[::-1])) for row in X[:2]))
+    return paths
+
+
+def run(server: str, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(cli, ["--url", server, *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def run_json(server: str, *args: str) -> object:
+    code, stdout, stderr = run(server, *args, "--json")
+    assert code == 0, stderr
+    return json.loads(stdout)
+
+
+@pytest.fixture(scope="module")
+def datasets(server: str, files: dict[str, Path]) -> dict[str, dict]:
+    ml = run_json(server, "datasets", "upload", str(files["ml"]), "--label-count", "3", "--name", "ml")
+    ldl = run_json(server, "datasets", "upload", str(files["ldl"]), "--label-count", "4")
+    return {"ml": ml, "ldl": ldl}  # type: ignore[dict-item]
+
+
+@pytest.fixture(scope="module")
+def trained(server: str, datasets: dict[str, dict]) -> dict[str, dict]:
+    """Three models, one per output family, trained with --follow --json."""
+    jobs = {}
+    for method, kind, name, params in [
+        ("mlknn", "ml", "cli-mlknn", ["-p", "k=5"]),
+        ("ldlkm", "ldl", "cli-ldl", ["-p", "k=3", "--random-state", "0"]),
+        ("ghc-dr", "ml", "cli-ghc", []),
+    ]:
+        jobs[name] = run_json(server, "train", method, datasets[kind]["id"], "--name", name, *params, "--follow")
+    return jobs  # type: ignore[return-value]
+
+
+COMMANDS = [
+    [],
+    ["serve"],
+    ["worker"],
+    ["migrate"],
+    ["datasets"],
+    ["datasets", "upload"],
+    ["datasets", "list"],
+    ["datasets", "show"],
+    ["datasets", "delete"],
+    ["train"],
+    ["jobs"],
+    ["jobs", "list"],
+    ["jobs", "show"],
+    ["jobs", "cancel"],
+    ["predict"],
+    ["evaluate"],
+    ["models"],
+    ["models", "list"],
+    ["models", "show"],
+    ["models", "alias"],
+    ["methods"],
+    ["methods", "list"],
+    ["methods", "show"],
+    ["compare"],
+]
+
+
+def test_every_command_is_listed_here() -> None:
+    """COMMANDS (each with a --help test below) covers every command the CLI has."""
+    import typer.main
+
+    def walk(group: object, prefix: list[str]) -> Iterator[list[str]]:
+        yield prefix
+        for name, command in getattr(group, "commands", {}).items():
+            yield from walk(command, [*prefix, name])
+
+    assert sorted(walk(typer.main.get_command(cli), [])) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "labelserve")
+def test_help(command: list[str]) -> None:
+    result = runner.invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+def test_version() -> None:
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"labelserve {__version__}"
+
+
+def test_datasets_upload_list_show_delete(server: str, files: dict[str, Path], datasets: dict[str, dict]) -> None:
+    ml = datasets["ml"]
+    assert ml["kind"] == "multilabel" and ml["n_labels"] == 3 and ml["name"] == "ml"
+    assert datasets["ldl"]["kind"] == "distribution"
+    code, stdout, _ = run(server, "datasets", "upload", str(files["ml"]), "--label-count", "3")
+    assert code == 0 and ml["id"] in stdout and "multilabel" in stdout  # same content: the stored one
+    code, stdout, _ = run(server, "datasets", "list")
+    assert code == 0 and ml["id"] in stdout and datasets["ldl"]["id"] in stdout
+    assert {d["id"] for d in run_json(server, "datasets", "list", "--limit", "1")["items"]} <= {  # type: ignore[index]
+        ml["id"],
+        datasets["ldl"]["id"],
+    }
+    code, stdout, _ = run(server, "datasets", "show", ml["id"])
+    assert code == 0 and "label_names" in stdout and "label0" in stdout
+    scratch = run_json(server, "datasets", "upload", str(files["ml"]), "--label-count", "2")
+    assert run(server, "datasets", "delete", scratch["id"])[0] == 0  # type: ignore[index]
+    code, _, stderr = run(server, "datasets", "show", scratch["id"])  # type: ignore[index]
+    assert code == 4 and "not found" in stderr
+
+
+def test_train_follow_shows_progress_and_registers(server: str, datasets: dict[str, dict]) -> None:
+    code, stdout, stderr = run(server, "train", "mlknn", datasets["ml"]["id"], "--name", "cli-bar", "--follow")
+    assert code == 0, stderr
+    assert "100%" in stderr and "train succeeded: done" in stderr  # the bar's last state
+    assert "cli-bar@1" in stdout
+
+
+def test_train_without_follow_queues(server: str, datasets: dict[str, dict]) -> None:
+    accepted = run_json(server, "train", "mlknn", datasets["ml"]["id"], "--name", "cli-queued", "-p", "k=3")
+    assert accepted["status"] == "queued"  # type: ignore[index]
+    job = run_json(server, "jobs", "show", accepted["job_id"], "--follow")  # type: ignore[index]
+    assert job["status"] == "succeeded" and job["model"] == {"name": "cli-queued", "version": 1}  # type: ignore[index]
+
+
+def test_failed_job_exits_non_zero(server: str, datasets: dict[str, dict]) -> None:
+    code, _, stderr = run(server, "train", "mlknn", datasets["ml"]["id"], "--name", "cli-fail", "-p", "k=100", "-f")
+    assert code == 1, stderr
+    assert "failed" in stderr
+
+
+def test_rejected_request_exit_codes(server: str, datasets: dict[str, dict]) -> None:
+    code, _, stderr = run(server, "train", "mlknn", datasets["ml"]["id"], "--name", "x", "-p", "nope=1")
+    assert code == 3 and "nope" in stderr
+    code, _, stderr = run(server, "train", "ldlkm", datasets["ml"]["id"], "--name", "x")
+    assert code == 3 and "distribution" in stderr
+    assert run(server, "train", "mlknn", datasets["ml"]["id"], "--name", "x", "-p", "novalue")[0] == 2
+    assert run(server, "jobs", "show", "no-such-job")[0] == 4
+    code, _, stderr = run("http://127.0.0.1:9", "datasets", "list")
+    assert code == 6 and "cannot reach" in stderr
+
+
+def test_jobs_list_show_cancel(server: str, trained: dict[str, dict]) -> None:
+    job = trained["cli-mlknn"]
+    assert job["status"] == "succeeded"
+    code, stdout, _ = run(server, "jobs", "list", "--status", "succeeded")
+    assert code == 0 and job["id"] in stdout
+    code, stdout, _ = run(server, "jobs", "show", job["id"])
+    assert code == 0 and "cli-mlknn@1" in stdout
+    code, _, stderr = run(server, "jobs", "cancel", job["id"])
+    assert code == 3 and "already ended" in stderr
+
+
+def test_jobs_cancel_a_running_job(server: str, tmp_path: Path) -> None:
+    X, Y = make_multilabel(n=1500, d=40)  # ELCFS takes seconds on this: time to cancel it
+    (tmp_path / "big.csv").write_bytes(csv_bytes(X, Y))
+    big = run_json(server, "datasets", "upload", str(tmp_path / "big.csv"), "--label-count", "3")
+    accepted = run_json(server, "train", "elcfs", big["id"], "--name", "cli-cancelled")  # type: ignore[index]
+    cancelled = run_json(server, "jobs", "cancel", accepted["job_id"])  # type: ignore[index]
+    assert cancelled["status"] == "cancelled"  # type: ignore[index]
+    code, _, stderr = run(server, "jobs", "show", accepted["job_id"], "--follow")  # type: ignore[index]
+    assert code == 1 and "cancelled" in stderr
+
+
+def test_predict_every_output_kind(server: str, files: dict[str, Path], trained: dict[str, dict]) -> None:
+    labels = run_json(server, "predict", "cli-mlknn", "--input", str(files["rows"]), "--include-scores")
+    assert labels["output"] == "labels" and len(labels["predictions"]) == 3  # type: ignore[index]
+    assert "scores" in labels["predictions"][0]  # type: ignore[index]
+    code, stdout, _ = run(
+        server, "predict", "cli-mlknn", "-i", str(files["rows"]), "--output", "ranking", "--top-k", "2"
+    )
+    assert code == 0 and "ranking (best first)" in stdout and "label" in stdout
+    # CSV columns in another order than training: sent as {feature: value} objects
+    by_name = run_json(server, "predict", "cli-mlknn@1", "-i", str(files["objects"]), "--output", "ranking")
+    by_position = run_json(server, "predict", "cli-mlknn", "-i", str(files["rows"]), "--output", "ranking")
+    assert by_name["predictions"] == by_position["predictions"][:2]  # type: ignore[index]
+    X, _ = make_distribution(n=40)
+    rows = files["rows"].parent / "ldl-rows.json"
+    rows.write_text(json.dumps({"instances": X[:2].tolist()}))
+    code, stdout, _ = run(server, "predict", "cli-ldl", "-i", str(rows))
+    assert code == 0 and "label3" in stdout
+    code, stdout, _ = run(server, "predict", "cli-ghc", "--top-k", "2")
+    assert code == 0 and "feature" in stdout and len(run_json(server, "predict", "cli-ghc")["features"]) == 6  # type: ignore[index]
+    code, _, stderr = run(server, "predict", "cli-mlknn", "-i", str(rows))
+    assert code == 3 and "6" in stderr  # wrong feature count, named by the server
+
+
+def test_evaluate(server: str, datasets: dict[str, dict], trained: dict[str, dict]) -> None:
+    result = run_json(server, "evaluate", "cli-mlknn", datasets["ml"]["id"])
+    assert 0 <= result["metrics"]["hamming_loss"] <= 1  # type: ignore[index]
+    code, stdout, _ = run(server, "evaluate", "cli-ldl", datasets["ldl"]["id"])
+    assert code == 0 and "chebyshev" in stdout
+
+
+def test_models_list_show_alias(server: str, trained: dict[str, dict]) -> None:
+    code, stdout, _ = run(server, "models", "list")
+    assert code == 0 and "cli-mlknn" in stdout and "ghc-dr" in stdout
+    code, stdout, _ = run(server, "models", "show", "cli-mlknn")
+    assert code == 0 and "mlknn" in stdout
+    version = run_json(server, "models", "show", "cli-mlknn", "--version", "1")
+    assert version["params"]["k"] == 5  # type: ignore[index]
+    code, stdout, _ = run(server, "models", "alias", "cli-mlknn", "prod", "1")
+    assert code == 0 and "cli-mlknn@prod -> version 1" in stdout
+    X, _ = make_multilabel(n=40)
+    stdin = json.dumps(X[:1].tolist())
+    result = runner.invoke(cli, ["--url", server, "predict", "cli-mlknn@prod", "-i", "-", "--json"], input=stdin)
+    assert result.exit_code == 0 and json.loads(result.stdout)["model"]["version"] == 1
+    assert run(server, "models", "alias", "cli-mlknn", "prod", "--delete")[0] == 0
+    assert run(server, "models", "alias", "cli-mlknn", "prod", "--delete")[0] == 4
+    assert run(server, "models", "alias", "cli-mlknn", "prod")[0] == 2
+
+
+def test_methods_list_show(server: str) -> None:
+    code, stdout, _ = run(server, "methods", "list")
+    assert code == 0 and "ldlkm" in stdout and "distribution" in stdout
+    code, stdout, _ = run(server, "methods", "show", "ldlkm")
+    assert code == 0 and "max_iter" in stdout
+    assert run(server, "methods", "show", "nope")[0] == 4
+
+
+def test_api_key_is_sent_and_auth_errors_exit_5(tmp_path: Path) -> None:
+    with live_server(tmp_path, env={"LABELSERVE_API_KEY": "k3y"}) as url:
+        assert runner.invoke(cli, ["--url", url, "datasets", "list"]).exit_code == 5
+        assert runner.invoke(cli, ["--url", url, "--api-key", "bad", "datasets", "list"]).exit_code == 5
+        result = runner.invoke(cli, ["--url", url, "datasets", "list"], env={"LABELSERVE_API_KEY": "k3y"})
+        assert result.exit_code == 0, result.output
+        with Client(url, "k3y") as client:
+            assert client.datasets()["items"] == []
+        with Client(url) as client, pytest.raises(ApiError) as error:
+            client.datasets()
+        assert error.value.status_code == 401 and "missing API key" in str(error.value)
+
+
+def contract_server() -> httpx.MockTransport:
+    """``POST /compare`` and its job as the HTTP contract describes them (one running poll, then done)."""
+    polls = {"n": 0}
+    leaderboard = [
+        {
+            "method": "mlknn",
+            "params": {"k": 10},
+            "metrics": {"average_precision": {"mean": 0.81, "std": 0.02}},
+            "fit_seconds": 0.1,
+        },
+        {
+            "method": "dmknn",
+            "params": {"k": 10},
+            "metrics": {"average_precision": {"mean": 0.79, "std": 0.03}},
+            "fit_seconds": 0.3,
+        },
+    ]
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "POST" and path == "/compare":
+            assert json.loads(request.content) == {"dataset_id": "d1", "methods": ["mlknn", "dmknn"], "cv": 3}
+            return httpx.Response(202, json={"job_id": "c1", "status": "queued", "status_url": "/jobs/c1"})
+        if path == "/jobs/c1":
+            polls["n"] += 1
+            done = polls["n"] > 1
+            return httpx.Response(
+                200,
+                json={
+                    "id": "c1",
+                    "kind": "compare",
+                    "status": "succeeded" if done else "running",
+                    "progress": 1.0 if done else 0.5,
+                    "stage": "done" if done else "fold 2/3",
+                    "model": None,
+                    "error": None,
+                },
+            )
+        if path == "/jobs/c1/result":
+            return httpx.Response(200, json={"metric": "average_precision", "cv": 3, "leaderboard": leaderboard})
+        if path == "/jobs/c1/report":
+            return httpx.Response(200, text="<html>report</html>", headers={"content-type": "text/html"})
+        return httpx.Response(404, json={"detail": "not found"})
+
+    return httpx.MockTransport(handle)
+
+
+def test_compare_follows_the_job_and_saves_the_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    transport = contract_server()
+    monkeypatch.setattr(
+        cli_module, "make_client", lambda url, key: Client(http=httpx.Client(base_url=url, transport=transport))
+    )
+    monkeypatch.setattr("app.client.time.sleep", lambda seconds: None)
+    report = tmp_path / "report.html"
+    result = runner.invoke(cli, ["compare", "d1", "-m", "mlknn", "-m", "dmknn", "--cv", "3", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if "knn" in line]
+    assert "mlknn" in lines[0] and "0.81" in lines[0] and "dmknn" in lines[1]
+    assert report.read_text() == "<html>report</html>"
