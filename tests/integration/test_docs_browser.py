@@ -116,8 +116,10 @@ def test_authorize_then_try_it_out_uploads_trains_and_predicts(page, tmp_path: P
 
     page.locator("button.authorize").click()
     dialog = page.locator(".modal-ux")
-    dialog.locator(".auth-container").filter(has_text="X-API-Key").locator("input").fill(API_KEY)
-    dialog.locator("button.authorize").first.click()
+    scheme = dialog.locator(".auth-container").filter(has_text="X-API-Key")
+    scheme.locator("input").fill(API_KEY)
+    scheme.locator("button.authorize").click()
+    scheme.get_by_text("Authorized").wait_for()  # Swagger UI now holds the key
     dialog.locator("button.close-modal").click()
 
     upload = operation(page, "post", "/datasets")
