@@ -96,18 +96,24 @@ class MethodOut(BaseModel):
 
 # training and jobs ------------------------------------------------------------------------
 class InlineData(Strict):
-    X: list[list[float]] = Field(min_length=2)
-    Y: list[list[float]] = Field(min_length=2)
-    feature_names: list[str] | None = None
-    label_names: list[str] | None = None
+    """A small dataset sent in the request; it is stored like an upload, so models keep lineage."""
+
+    X: list[list[float]] = Field(min_length=2, description="feature rows, one per sample (n x d)")
+    Y: list[list[float]] = Field(
+        min_length=2, description="label rows (n x q): 0/1 for multi-label data, distributions (sum 1) for LDL"
+    )
+    feature_names: list[str] | None = Field(None, description="d feature names (default f0, f1, ...)")
+    label_names: list[str] | None = Field(None, description="q label names (default l0, l1, ...)")
 
 
 class FeatureSelection(Strict):
     """Train on the features a selector model chose (its best ``top_k`` or ``top_fraction``)."""
 
     model: ModelReference = Field(description="selector model reference: name, name@version or name@alias")
-    top_k: int | None = Field(None, ge=1)
-    top_fraction: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1, description="keep the selector's best top_k features (or top_fraction)")
+    top_fraction: float | None = Field(
+        None, gt=0, le=1, description="keep this fraction of the features, best first (or top_k)"
+    )
 
     @model_validator(mode="after")
     def _one_size(self) -> FeatureSelection:
@@ -117,13 +123,23 @@ class FeatureSelection(Strict):
 
 
 class TrainRequest(Strict):
-    method: TrainMethodId
-    dataset_id: DatasetRef | None = None
-    data: InlineData | None = None
-    model_name: str = Field(pattern=NAME_PATTERN)
-    params: dict[str, Any] = Field(default_factory=dict)
-    random_state: int | None = Field(None, ge=0, le=2**32 - 1)
-    feature_selector: FeatureSelection | None = None
+    """Train ``method`` on a stored dataset (``dataset_id``) or inline ``data`` (exactly one)."""
+
+    method: TrainMethodId = Field(description="method id (or auto); GET /methods lists them with their hyperparameters")
+    dataset_id: DatasetRef | None = Field(None, description="a stored dataset's id (or give data)")
+    data: InlineData | None = Field(None, description="small data inline instead of a dataset_id")
+    model_name: str = Field(
+        pattern=NAME_PATTERN, description="registry name; each successful training adds a version to it"
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the method's hyperparameters (GET /methods/{id}); omitted ones take defaults"
+    )
+    random_state: int | None = Field(
+        None, ge=0, le=2**32 - 1, description="seed for methods with randomness (drawn and recorded when omitted)"
+    )
+    feature_selector: FeatureSelection | None = Field(
+        None, description="classifiers: train on the features a selector model chose"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> TrainRequest:
@@ -223,18 +239,25 @@ class ModelOut(BaseModel):
 
 
 class AliasIn(Strict):
-    version: int = Field(ge=1, le=MAX_DB_INT)
+    version: int = Field(ge=1, le=MAX_DB_INT, description="the version the alias points to")
 
 
 # prediction and evaluation ----------------------------------------------------------------
 class PredictRequest(Strict):
-    model: ModelReference
-    instances: list[list[float]] | list[dict[str, float]] | None = None
-    dataset_id: DatasetRef | None = None
-    output: OutputName | None = None
-    threshold: float | None = None
-    top_k: int | None = Field(None, ge=1)
-    include_scores: bool = False
+    """Predict ``instances`` or a stored dataset; a selector's ``features`` need neither."""
+
+    model: ModelReference = Field(description="model reference: name (latest version), name@version or name@alias")
+    instances: list[list[float]] | list[dict[str, float]] | None = Field(
+        None, description="feature vectors in training feature order, or {feature_name: value} objects"
+    )
+    dataset_id: DatasetRef | None = Field(None, description="predict a stored dataset instead of instances")
+    output: OutputName | None = Field(
+        None,
+        description="one of the model's outputs; default labels (classifiers), distribution (LDL), features (selectors)",
+    )
+    threshold: float | None = Field(None, description="labels: score above which a label is predicted")
+    top_k: int | None = Field(None, ge=1, description="ranking, features: keep only the best top_k")
+    include_scores: bool = Field(False, description="labels: add each label's score")
     format: Literal["jsonl", "csv"] = Field(
         "jsonl", description="result file format when a large dataset is predicted as a job"
     )
@@ -254,9 +277,11 @@ class PredictResponse(BaseModel):
 
 
 class EvaluateRequest(Strict):
-    model: ModelReference
-    dataset_id: DatasetRef
-    threshold: float | None = None
+    """The standard metrics of the model's task on a stored dataset with the true labels."""
+
+    model: ModelReference = Field(description="model reference: name (latest version), name@version or name@alias")
+    dataset_id: DatasetRef = Field(description="a stored dataset with the same features and labels")
+    threshold: float | None = Field(None, description="classifiers: score above which a label is predicted")
     downstream: Literal["mlknn"] = Field(
         "mlknn", description="selectors: the classifier trained on the selected features"
     )

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import csv_bytes, live_server, make_multilabel
+from app.api import examples
+from tests.helpers import live_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # ReDoc's bundle always links its "API docs by Redocly" footer logo to Redocly's CDN; the image
 # removes itself when it cannot load, so it is the one request that may fail.
 REDOC_FOOTER_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 API_KEY = "browser-key"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +109,7 @@ def test_redoc_renders_offline_and_lists_the_operations(page) -> None:
     assert [failure for failure in page.failed if not failure.startswith(REDOC_FOOTER_LOGO)] == []
 
 
-def test_authorize_then_try_it_out_uploads_trains_and_predicts(page, tmp_path: Path) -> None:
-    X, Y = make_multilabel(n=40)
-    data = tmp_path / "browser.csv"
-    data.write_bytes(csv_bytes(X, Y))
+def test_authorize_then_try_it_out_uploads_trains_and_predicts(page) -> None:
     page.goto("/docs")
     page.locator(".opblock").first.wait_for()
 
@@ -123,25 +122,23 @@ def test_authorize_then_try_it_out_uploads_trains_and_predicts(page, tmp_path: P
     dialog.locator("button.close-modal").click()
 
     upload = operation(page, "post", "/datasets")
-    upload.locator('tr[data-property-name="file"] input[type="file"]').set_input_files(str(data))
-    for field in ("name", "label_columns", "n_features"):
-        upload.locator(f'tr[data-property-name="{field}"] input[type="text"]').fill("")
-    upload.locator('tr[data-property-name="label_count"] input[type="text"]').fill("3")
+    for field in ("name", "label_count", "label_columns", "n_features"):  # nothing made up to clear
+        assert upload.locator(f'tr[data-property-name="{field}"] input[type="text"]').input_value() == "", field
+    upload.locator('tr[data-property-name="file"] input[type="file"]').set_input_files(str(SAMPLES / "toy.csv"))
+    upload.locator('tr[data-property-name="label_count"] input[type="text"]').fill("2")
     status, dataset = execute(upload)
     assert status == 201, dataset
-    assert dataset["n_labels"] == 3 and dataset["name"] == "browser.csv"
+    assert dataset["id"] == examples.TOY and dataset["name"] == "toy.csv"
 
     train = operation(page, "post", "/train")
     train.locator('tr[data-param-name="wait"] select').select_option("true")
-    body = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "browser-mlknn", "params": {"k": 5}}
-    train.locator("textarea.body-param__text").fill(json.dumps(body))
+    train.locator(".opblock-section-request-body .examples-select select").select_option("mlknn")
+    assert json.loads(train.locator("textarea.body-param__text").input_value()) == examples.TRAIN["mlknn"]["value"]
     status, job = execute(train)
     assert status == 200 and job["status"] == "succeeded", job
 
-    predict = operation(page, "post", "/predict")
-    body = {"model": "browser-mlknn", "instances": X[:2].tolist(), "output": "ranking"}
-    predict.locator("textarea.body-param__text").fill(json.dumps(body))
+    predict = operation(page, "post", "/predict")  # its first example: labels from that model
     status, predicted = execute(predict)
     assert status == 200, predicted
-    assert len(predicted["predictions"]) == 2 and len(predicted["predictions"][0]["ranking"]) == 3
+    assert predicted["model"]["name"] == "toy-mlknn" and len(predicted["predictions"]) == 2
     assert page.failed == []

@@ -28,16 +28,41 @@ def upload_dataset(
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,
-    file: Annotated[UploadFile, File(description="the dataset file")],
-    labels_file: Annotated[UploadFile | None, File(description="Mulan XML label file")] = None,
-    name: Annotated[str | None, Form(max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")] = None,
-    format: Annotated[Literal["auto", "arff", "csv", "libsvm", "mat"], Form()] = "auto",
-    label_count: Annotated[int | None, Form(ge=1)] = None,
-    label_location: Annotated[Literal["end", "start"], Form()] = "end",
-    label_columns: Annotated[str | None, Form()] = None,
-    n_features: Annotated[int | None, Form(ge=1)] = None,
-    part: Annotated[Literal["train", "test"], Form()] = "train",
+    # Optional fields carry the example "" so that the Swagger UI leaves them empty (and unsent)
+    # instead of pre-filling a made-up sample such as "string" or 1 that the parser would obey.
+    file: Annotated[UploadFile, File(description="the dataset file: ARFF, CSV, LIBSVM or MAT")],
+    labels_file: Annotated[
+        UploadFile | None, File(description="ARFF: Mulan XML file naming the label attributes", examples=[""])
+    ] = None,
+    name: Annotated[
+        str | None,
+        Form(max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$", description="default: the file name", examples=[""]),
+    ] = None,
+    format: Annotated[
+        Literal["auto", "arff", "csv", "libsvm", "mat"], Form(description="auto: from the file name's extension")
+    ] = "auto",
+    label_count: Annotated[
+        int | None,
+        Form(
+            ge=1, description="ARFF without labels_file or MEKA header, CSV: how many columns are labels", examples=[""]
+        ),
+    ] = None,
+    label_location: Annotated[
+        Literal["end", "start"], Form(description="ARFF with label_count: labels are the last or the first attributes")
+    ] = "end",
+    label_columns: Annotated[
+        str | None,
+        Form(
+            description="CSV: the label columns, comma-separated names or a JSON array (or label_count)", examples=[""]
+        ),
+    ] = None,
+    n_features: Annotated[
+        int | None,
+        Form(ge=1, description="LIBSVM: number of features (default: the largest index seen)", examples=[""]),
+    ] = None,
+    part: Annotated[Literal["train", "test"], Form(description="MAT train/test layout: which part to store")] = "train",
 ) -> DatasetOut:
+    """Upload one dataset (multipart); the same content again answers the stored dataset (200)."""
     # A sync route: parsing is CPU-bound and runs in the threadpool, off the event loop.
     upload = Upload(
         content=file.file.read(),

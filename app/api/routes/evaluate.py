@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
 
+from fastapi import APIRouter, Body
+
+from app.api import examples
 from app.api.deps import CacheDep, MetricsDep, SessionDep, StoreDep
 from app.api.errors import responses
 from app.schemas import EvaluateRequest, EvaluateResponse
@@ -14,6 +17,10 @@ router = APIRouter(tags=["evaluation"])
 
 @router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 400, 413, 422))
 def evaluate(
-    body: EvaluateRequest, session: SessionDep, store: StoreDep, cache: CacheDep, metrics: MetricsDep
+    body: Annotated[EvaluateRequest, Body(openapi_examples=examples.EVALUATE)],
+    session: SessionDep,
+    store: StoreDep,
+    cache: CacheDep,
+    metrics: MetricsDep,
 ) -> EvaluateResponse:
     return evaluation.evaluate(session, store, cache, metrics, body)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from starlette.datastructures import State
 
+from app.api import examples
 from app.api.errors import responses
 from app.db import session_scope
 from app.schemas import JobOut, PredictRequest, PredictResponse
@@ -26,9 +27,10 @@ router = APIRouter(tags=["prediction"])
         404, 409, 400, 413, 422, success={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}}
     ),
 )
-async def predict(body: PredictRequest, request: Request) -> Any:
-    """One threadpool hop for the whole request, so the hot path costs about what ``/health``
-    does (sync dependencies would each add a hop; the session is opened inside instead)."""
+async def predict(body: Annotated[PredictRequest, Body(openapi_examples=examples.PREDICT)], request: Request) -> Any:
+    """Label sets, label rankings, label distributions or a selector's features, as JSON."""
+    # One threadpool hop for the whole request, so the hot path costs about what /health does
+    # (sync dependencies would each add a hop; the session is opened inside instead).
     return await run_in_threadpool(_predict, body, request.app.state)
 
 

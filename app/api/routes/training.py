@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from app.api import examples
 from app.api.deps import RunnerDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import JobOut, TrainAccepted, TrainRequest
@@ -26,7 +27,7 @@ router = APIRouter(tags=["training"])
     ),
 )
 async def train(
-    body: TrainRequest,
+    body: Annotated[TrainRequest, Body(openapi_examples=examples.TRAIN)],
     session: SessionDep,
     store: StoreDep,
     runner: RunnerDep,
