@@ -65,7 +65,10 @@ class Page(BaseModel, Generic[T]):
 
 
 # datasets ---------------------------------------------------------------------------------
-class DatasetOut(BaseModel):
+class DatasetSummary(BaseModel):
+    """A dataset as listings show it: everything but the feature and label names, whose size
+    grows with the dataset (a listing must stay small however wide the stored datasets are)."""
+
     id: str
     name: str
     kind: Literal["multilabel", "distribution"]
@@ -73,13 +76,18 @@ class DatasetOut(BaseModel):
     n_samples: int
     n_features: int
     n_labels: int
-    feature_names: list[str]
-    label_names: list[str]
     sha256: str
     warnings: list[str]
     created_at: datetime
 
     model_config = ConfigDict(from_attributes=True)
+
+
+class DatasetOut(DatasetSummary):
+    """One dataset in full (upload response, ``GET /datasets/{id}``)."""
+
+    feature_names: list[str]
+    label_names: list[str]
 
 
 # methods ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.config import Settings
 from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
@@ -25,7 +25,7 @@ from app.formats.common import generated_names
 from app.formats.validation import finalize
 from app.jobs.base import ACTIVE
 from app.orm import Dataset, Job
-from app.schemas import DatasetOut, InlineData, Page
+from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
 from app.store import Store
 
@@ -192,8 +192,14 @@ def dataset_with_features(
     return dataset
 
 
-def list_datasets(session: Session, params: PageParams) -> Page[DatasetOut]:
-    return page(session, select(Dataset).order_by(Dataset.created_at, Dataset.id), params, dataset_out)
+def list_datasets(session: Session, params: PageParams) -> Page[DatasetSummary]:
+    """One page of datasets without their names: the name columns are not even read."""
+    query = (
+        select(Dataset)
+        .options(defer(Dataset.feature_names), defer(Dataset.label_names))
+        .order_by(Dataset.created_at, Dataset.id)
+    )
+    return page(session, query, params, DatasetSummary.model_validate)
 
 
 def show_dataset(session: Session, dataset_id: str) -> DatasetOut:

@@ -134,3 +134,14 @@ def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, mult
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]
     assert client.get(f"/datasets/{multilabel_dataset['id']}").status_code == 200
+
+
+def test_listings_leave_out_the_names_that_grow_with_the_dataset(client):
+    """A listing stays small however wide the datasets are; the names are on the dataset itself."""
+    X, Y = make_multilabel(n=20, d=300, q=3)
+    dataset = upload_csv(client, X, Y, "wide")
+    (item,) = client.get("/datasets").json()["items"]
+    assert "feature_names" not in item and "label_names" not in item
+    assert item["n_features"] == 300 and item["id"] == dataset["id"]
+    full = client.get(f"/datasets/{dataset['id']}").json()
+    assert len(full["feature_names"]) == 300 and len(full["label_names"]) == 3

@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
 from app.api.deps import DatasetId, PageDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
-from app.schemas import DatasetOut, Page
+from app.schemas import DatasetOut, DatasetSummary, Page
 from app.services import datasets
 from app.services.datasets import Upload
 
@@ -84,8 +84,8 @@ def upload_dataset(
     return row
 
 
-@router.get("", response_model=Page[DatasetOut])
-def list_datasets(session: SessionDep, page: PageDep) -> Page[DatasetOut]:
+@router.get("", response_model=Page[DatasetSummary])
+def list_datasets(session: SessionDep, page: PageDep) -> Page[DatasetSummary]:
     return datasets.list_datasets(session, page)
 
 
