@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
+from starlette.routing import Mount, Route
 
 import app as package
 from app.api import errors
@@ -76,9 +78,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
     if settings.api_key:
-        docs = [api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url]
-        open_paths = [getattr(route, "path", "") for route in ops.router.routes] + [path for path in docs if path]
-        api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths)
+        # Open: the operations routes, and the documentation (the openapi.json, the docs pages
+        # FastAPIOffline registers outside the schema, and the mount serving their assets).
+        open_paths = [getattr(route, "path", "") for route in ops.router.routes]
+        open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+        open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+        api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths, open_prefixes=open_prefixes)
     api.add_middleware(RequestMetrics)
     return api
 

@@ -19,15 +19,20 @@ INVALID = "invalid API key"
 
 
 class ApiKeyGate:
-    """Demand ``api_key`` on every HTTP path except ``open_paths`` (operations and docs)."""
+    """Demand ``api_key`` on every HTTP path except ``open_paths`` and paths under ``open_prefixes``
+    (operations, docs pages and their assets)."""
 
-    def __init__(self, app: ASGIApp, api_key: str, open_paths: Iterable[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, api_key: str, open_paths: Iterable[str], open_prefixes: Iterable[str] = ()
+    ) -> None:
         self.app = app
         self.expected = api_key.encode()
         self.open_paths = frozenset(open_paths)
+        self.open_prefixes = tuple(open_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in self.open_paths or path.startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
         given = _given_key(scope)

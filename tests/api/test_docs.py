@@ -52,3 +52,7 @@ def test_api_key_semantics_are_kept(settings) -> None:
         both = {"X-API-Key": "wrong", "Authorization": "Bearer s3cret"}
         assert client.get("/datasets", headers=both).status_code == 403
         assert client.get("/redoc").status_code == 200
+        # the docs pages and their assets stay open, so the Authorize button can be reached
+        assert client.get("/docs").status_code == 200
+        assert client.get("/static-offline-docs/swagger-ui-bundle.js").status_code == 200
+        assert client.get("/openapi.json").status_code == 200
