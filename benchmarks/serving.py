@@ -1,0 +1,244 @@
+"""Serving cost: ``POST /predict`` against a bare FastAPI echo endpoint, under the same wrk load, in one run.
+
+Absolute rates depend on the machine and on what else runs on it, so the number that counts is the
+ratio of each ``/predict`` rate to the echo endpoint's rate for the same body, measured minutes apart
+in one run. Two processes are started on 127.0.0.1, both with uvicorn on uvloop + httptools from this
+venv: a bare FastAPI app whose ``POST /echo`` returns the request body unparsed, and
+``labelserve serve`` on a temporary SQLite database and model directory. Two small models are trained
+through the API (ldlkm on a generated label-distribution dataset, mlknn on a generated multi-label
+dataset), then wrk (one thread, 16 connections) drives each endpoint with a one-row and a 100-row
+body: a warm-up run, then a measured run with latency percentiles. Any non-2xx response fails the run.
+
+Run: ``.venv/bin/python -m benchmarks.serving [--warmup 3] [--duration 8]``. Needs ``wrk`` on the
+PATH (Debian package ``wrk``). Every process it starts is stopped on exit, error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import httpx
+import numpy as np
+from fastapi import FastAPI, Request, Response
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTIONS = 16
+ROWS = (1, 100)
+METHODS = {"ldl": "ldlkm", "ml": "mlknn"}  # model name -> method trained under it
+
+echo_app = FastAPI()
+
+
+@echo_app.post("/echo")
+async def echo(request: Request) -> Response:
+    """The bare reference: read the body and send it back, no parsing, no validation."""
+    return Response(await request.body(), media_type="application/json")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def multilabel(n: int = 300, d: int = 10, q: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Features in [0, 1]; label j is on when feature j (plus noise) is high."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    return X, (X[:, :q] + 0.2 * rng.standard_normal((n, q)) > 0.5).astype(float)
+
+
+def distribution(n: int = 300, d: int = 10, c: int = 5, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Label distributions that depend smoothly on the features."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    logits = X @ rng.standard_normal((d, c)) * 2
+    D = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return X, D / D.sum(axis=1, keepdims=True)
+
+
+def csv_upload(X: np.ndarray, Y: np.ndarray) -> bytes:
+    out = io.StringIO()
+    out.write(",".join([f"f{j}" for j in range(X.shape[1])] + [f"l{j}" for j in range(Y.shape[1])]) + "\n")
+    np.savetxt(out, np.hstack([X, Y]), delimiter=",", fmt="%.17g")
+    return out.getvalue().encode()
+
+
+class Processes:
+    """Server subprocesses, each in its own session so that the whole group can be stopped."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str], ready: str) -> str:
+        port = free_port()
+        args = [a.replace("{port}", str(port)) for a in args]
+        log = (self.logs / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.procs.append(proc)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            try:
+                if httpx.get(base + ready, timeout=2).status_code < 500:
+                    return base
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{name} did not start; see {self.logs / name}.log")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def train_models(base: str) -> dict[str, np.ndarray]:
+    """Upload the generated datasets and train one model on each; returns model name -> features to send."""
+    features = {}
+    with httpx.Client(base_url=base, timeout=300) as client:
+        for name, method, params, (X, Y) in (
+            ("ldl", METHODS["ldl"], {"k": 5}, distribution()),
+            ("ml", METHODS["ml"], {"k": 10}, multilabel()),
+        ):
+            upload = client.post(
+                "/datasets",
+                files={"file": (f"{name}.csv", csv_upload(X, Y), "text/csv")},
+                data={"label_count": str(Y.shape[1]), "name": name},
+            )
+            upload.raise_for_status()
+            job = client.post(
+                "/train?wait=true",
+                json={"method": method, "dataset_id": upload.json()["id"], "model_name": name, "params": params},
+            ).json()
+            if job.get("status") != "succeeded":
+                raise RuntimeError(f"training {method} failed: {job}")
+            features[name] = X
+    return features
+
+
+@dataclass
+class Result:
+    rate: float
+    p50_ms: float
+    p99_ms: float
+
+
+_UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _ms(text: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(number) * _UNIT_MS[unit]
+
+
+def wrk(url: str, body: bytes, seconds: int, scripts: Path) -> Result:
+    """One wrk run (1 thread, 16 connections) POSTing ``body``; fails on any non-2xx response or socket error."""
+    script = scripts / f"post-{abs(hash(body))}.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"wrk.body = {json.dumps(body.decode())}\n"
+    )
+    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"wrk saw failed requests on {url}:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    return Result(rate, p50, p99)
+
+
+def measure(url: str, body: bytes, args: argparse.Namespace, scripts: Path) -> Result:
+    """A warm-up run (discarded), then the measured one."""
+    wrk(url, body, args.warmup, scripts)
+    return wrk(url, body, args.duration, scripts)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warmup", type=int, default=3, help="seconds of wrk load before each measured run")
+    ap.add_argument("--duration", type=int, default=8, help="seconds of each measured wrk run")
+    args = ap.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("wrk not found on the PATH (Debian: apt-get install -y wrk)", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, _interrupt)
+    tmp = Path(tempfile.mkdtemp(prefix="labelserve-serving-"))
+    procs = Processes(tmp)
+    try:
+        env = os.environ | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        uvicorn = "-m uvicorn --host 127.0.0.1 --port {port} --loop uvloop --http httptools".split()
+        echo_base = procs.start("echo", [*uvicorn, "benchmarks.serving:echo_app"], env, "/docs")
+        service_env = env | {
+            "LABELSERVE_MODEL_DIR": str(tmp / "models"),
+            "LABELSERVE_DATABASE_URL": f"sqlite:///{tmp / 'labelserve.db'}",
+            "LABELSERVE_LOG_LEVEL": "WARNING",
+        }
+        service_env.pop("LABELSERVE_API_KEY", None)
+        service_base = procs.start(
+            "service", ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"], service_env, "/ready"
+        )
+        features = train_models(service_base)
+        rows: list[tuple[str, Result, float]] = []
+        for n in ROWS:
+            runs: list[tuple[str, str, bytes]] = []
+            for name, X in features.items():
+                body = json.dumps({"model": name, "instances": X[:n].tolist()}).encode()
+                runs.append((f"`POST /predict` {METHODS[name]}, {n} row{'s' * (n > 1)}", "/predict", body))
+            # the echo endpoint gets the larger of the two bodies, so that its rate is not flattered
+            echo_body = max((body for *_, body in runs), key=len)
+            echo = measure(echo_base + "/echo", echo_body, args, tmp)
+            rows.append((f"bare FastAPI `POST /echo`, {n}-row body", echo, 1.0))
+            for label, path, body in runs:
+                result = measure(service_base + path, body, args, tmp)
+                rows.append((label, result, result.rate / echo.rate))
+        print(
+            f"\nwrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + {args.duration:g} s measured "
+            f"per row; load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+        )
+        print("| endpoint | req/s | p50 | p99 | ratio to echo |")
+        print("|---|---|---|---|---|")
+        for label, r, ratio in rows:
+            print(f"| {label} | {r.rate:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | {ratio:.2f} |")
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        procs.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
