@@ -13,7 +13,7 @@ from app.services import comparison
 router = APIRouter(tags=["comparison"])
 
 
-@router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 422))
+@router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422))
 async def compare(body: CompareRequest, session: SessionDep, runner: RunnerDep) -> JobOut:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
     return await run_in_threadpool(comparison.submit, session, runner, body)
