@@ -47,8 +47,8 @@ def instances_to_matrix(
                 raise InvalidInput(f"expected {d} features, received {len(values)}", loc=(*LOC, i))
         try:
             X = np.asarray(instances, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"values must be numbers ({exc})", loc=LOC) from None
+        except (TypeError, ValueError):  # NumPy's own text names no position; say what is expected
+            raise InvalidInput("every value must be a number (or a list of numbers per instance)", loc=LOC) from None
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         i, j = (int(v) for v in bad[0])

@@ -27,6 +27,7 @@ fractions (``FRACTIONS``) is kept for the report's curve.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,8 @@ from app import metrics
 from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
+
+log = logging.getLogger("labelserve.selection")
 
 #: fractions of features at which selectors are scored for the report's curve
 FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5)
@@ -267,8 +270,12 @@ def cross_validate(
                     entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner)
                 except JobCancelled:
                     raise
-                except Exception as exc:  # a failing candidate is reported, not fatal
-                    entry.error = f"fold {f + 1}: {type(exc).__name__}: {exc}"
+                except ValueError as exc:  # the method's own complaint about this data: worth showing
+                    entry.error = f"fold {f + 1}: {exc}"
+                    break
+                except Exception:  # anything else is internal: logged, not shown
+                    log.exception("candidate %s failed on fold %d", method, f + 1)
+                    entry.error = f"fold {f + 1}: the fit failed (details in the service log)"
                     break
                 entry.fold_metrics.append(entry_fold)
             results.append(entry)

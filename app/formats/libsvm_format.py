@@ -41,7 +41,7 @@ def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits
     except MemoryError:
         raise
     except Exception as exc:  # untrusted text: any loader error is a format error
-        raise DatasetFormatError(f"LIBSVM: {exc}") from exc
+        raise DatasetFormatError(_loader_message(exc)) from exc
 
     n = X.shape[0]
     lengths = np.fromiter((len(labels) for labels in y), dtype=np.int64, count=n)
@@ -75,3 +75,16 @@ def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits
         lambda i: f"line {i + 1}",
         limits,
     )
+
+
+def _loader_message(exc: Exception) -> str:
+    """The loader's complaint in the format's own terms.
+
+    scikit-learn's messages about indices and ``n_features`` speak of the file and are kept;
+    Python's conversion errors (``invalid literal for int() with base 10: ...``) are not
+    meaningful to a client and are replaced by what the format expects.
+    """
+    text = str(exc)
+    if "n_features" in text or "index" in text.lower():
+        return f"LIBSVM: {text}"
+    return "LIBSVM: cannot parse the file: expected lines 'l1,l2 idx:val idx:val ...' (comma-separated integer labels, then feature index:value pairs)"

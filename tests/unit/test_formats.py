@@ -303,7 +303,10 @@ def test_libsvm_rejections():
     rejects("label id 2 is out of range for label_count=2", "0,2 1:1\n1 2:1\n", "d.svm", label_count=2)
     rejects("LIBSVM line 2: label id -1 is not a non-negative integer", "0 1:1\n-1 2:1\n", "d.svm")
     rejects("LIBSVM: .*n_features", "0 1:1 7:2\n1 2:1\n", "d.svm", n_features=3)
-    rejects("LIBSVM", "0 1:abc\n1 2:1\n", "d.svm")
+    message = rejects("LIBSVM: cannot parse the file: expected lines", "0 1:abc\n1 2:1\n", "d.svm")
+    assert "literal" not in message and "float" not in message  # no Python conversion texts
+    message = rejects("LIBSVM: cannot parse", "0 x:1\n1 2:1\n", "d.svm")
+    assert "int()" not in message
 
 
 # ---------------------------------------------------------------------------------- MAT
