@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -163,8 +164,13 @@ def test_train_without_follow_queues(server: str, datasets: dict[str, dict]) -> 
     assert job["status"] == "succeeded" and job["model"] == {"name": "cli-queued", "version": 1}  # type: ignore[index]
 
 
-def test_failed_job_exits_non_zero(server: str, datasets: dict[str, dict]) -> None:
-    code, _, stderr = run(server, "train", "mlknn", datasets["ml"]["id"], "--name", "cli-fail", "-p", "k=100", "-f")
+def test_failed_job_exits_non_zero(server: str, tmp_path: Path) -> None:
+    # fewer distinct rows than clusters: the request is valid, only the fit can tell
+    X = np.repeat(np.random.default_rng(0).random((3, 4)), 10, axis=0)
+    dupes = tmp_path / "dupes.csv"
+    dupes.write_bytes(csv_bytes(X, np.full((30, 2), 0.5)))
+    dataset = run_json(server, "datasets", "upload", str(dupes), "--label-count", "2", "--name", "dupes")
+    code, _, stderr = run(server, "train", "ldlkm", dataset["id"], "--name", "cli-fail", "-p", "k=5", "-f")  # type: ignore[index]
     assert code == 1, stderr
     assert "failed" in stderr
 
