@@ -14,11 +14,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator
-from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
-from app.methods.baseline_support import Scaling, check_distributions, check_input, check_params
+from app.methods.baseline_support import DistributionPredictorMixin, Scaling, check_distributions, check_params
 from app.methods.mlknn import ExactKNN
 
 
@@ -29,7 +27,7 @@ class AAKNNParams(MethodParams):
     )
 
 
-class AAKNN(BaseEstimator):
+class AAKNN(DistributionPredictorMixin, BaseEstimator):
     """Mean of the k nearest training distributions; parameters as :class:`AAKNNParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``index_`` (exact neighbour index over
@@ -40,17 +38,16 @@ class AAKNN(BaseEstimator):
         self.k = k
         self.scale = scale
 
-    def fit(self, X: np.ndarray, D: np.ndarray, progress: ProgressFn | None = None) -> AAKNN:
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> AAKNN:
         progress = progress or no_progress
         check_params(self, AAKNNParams)
-        X, D = check_distributions(X, D)
+        X, D = check_distributions(self, X, Y)
         if self.k > X.shape[0]:
             raise ValueError(f"k={self.k} exceeds the number of training samples {X.shape[0]}")
         progress("index", 0.0)
         self.scaling_ = Scaling(X, self.scale)
         self.index_ = ExactKNN(self.scaling_(X))
-        self.D_fit_ = D / D.sum(axis=1, keepdims=True)
-        self.n_features_in_ = X.shape[1]
+        self.D_fit_ = D
         progress("index", 1.0)
         return self
 
@@ -58,17 +55,6 @@ class AAKNN(BaseEstimator):
         """Distributions (n, c) for a float64 (n, d) array already validated."""
         neighbours = self.index_.kneighbors(np.ascontiguousarray(self.scaling_(X)), int(self.k))
         return self.D_fit_[neighbours].mean(axis=1)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predicted label distributions (n, c), rows summing to 1."""
-        check_is_fitted(self, "D_fit_")
-        return self._predict(check_input(X, self.n_features_in_))
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
 
 SPEC = MethodSpec(

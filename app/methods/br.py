@@ -21,12 +21,10 @@ from pydantic import Field
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import Scaling, check_input, check_params, constant_labels
+from app.methods.baseline_support import ProbabilityClassifierMixin, Scaling, check_params, constant_labels
 
 
 class BRParams(MethodParams):
@@ -40,12 +38,13 @@ class BRParams(MethodParams):
     )
 
 
-class BinaryRelevance(BaseEstimator):
+class BinaryRelevance(ProbabilityClassifierMixin, BaseEstimator):
     """One ``LogisticRegression`` per label; parameters as :class:`BRParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``coef_`` (q, d) and ``intercept_`` (q,)
     on the scaled features (zero for constant labels), ``constant_`` (q,) bool, ``constant_value_``
-    (q,) the value of a constant label.
+    (q,) the value of a constant label, ``n_iter_`` the largest L-BFGS iteration count of the
+    per-label fits (``max_iter`` reached means one did not converge).
     """
 
     def __init__(
@@ -71,6 +70,7 @@ class BinaryRelevance(BaseEstimator):
         varying, value = constant_labels(Y)
         coef = np.zeros((q, X.shape[1]))
         intercept = np.zeros(q)
+        iterations = [0]
         with threadpool_limits(limits=1, user_api="blas"):
             for j in range(q):
                 progress("labels", j / q)
@@ -78,17 +78,13 @@ class BinaryRelevance(BaseEstimator):
                     lr = LogisticRegression(C=self.C, max_iter=self.max_iter, class_weight=self.class_weight)
                     lr.fit(Xs, Y[:, j])
                     coef[j], intercept[j] = lr.coef_[0], lr.intercept_[0]
+                    iterations.append(int(lr.n_iter_[0]))
         progress("labels", 1.0)
         self.coef_, self.intercept_ = coef, intercept
         self.constant_, self.constant_value_ = ~varying, value
-        self.n_features_in_ = X.shape[1]
+        self.n_iter_ = max(iterations)
+        self._set_classes(q)
         return self
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
     # ----------------------------------------------------------------------- prediction
     def _decision_function(self, X: np.ndarray) -> np.ndarray:
@@ -96,24 +92,6 @@ class BinaryRelevance(BaseEstimator):
         P = expit(self.scaling_(X) @ self.coef_.T + self.intercept_)
         P[:, self.constant_] = self.constant_value_[self.constant_]
         return P
-
-    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = 0.5 if threshold is None else float(threshold)
-        return (self._decision_function(X) > t).astype(np.int8)
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Per-label probabilities (n, q); higher = more relevant."""
-        check_is_fitted(self, "coef_")
-        return self._decision_function(check_input(X, self.n_features_in_))
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Same as ``decision_function``: the scores are the logistic regressions' probabilities."""
-        return self.decision_function(X)
-
-    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets: probability > ``threshold`` (default 0.5)."""
-        check_is_fitted(self, "coef_")
-        return self._predict(check_input(X, self.n_features_in_), threshold)
 
 
 SPEC = MethodSpec(

@@ -25,12 +25,10 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.multioutput import ClassifierChain
-from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import Scaling, check_input, check_params, constant_labels
+from app.methods.baseline_support import ProbabilityClassifierMixin, Scaling, check_params, constant_labels
 
 
 class ECCParams(MethodParams):
@@ -68,11 +66,12 @@ class _Chain:
         return out
 
 
-class EnsembleClassifierChains(BaseEstimator):
+class EnsembleClassifierChains(ProbabilityClassifierMixin, BaseEstimator):
     """Mean probability of ``n_chains`` random-order classifier chains; parameters as :class:`ECCParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``chains_`` (the chains as arrays),
-    ``varying_`` (q,) bool labels in the chains, ``constant_value_`` (q,).
+    ``varying_`` (q,) bool labels in the chains, ``constant_value_`` (q,), ``n_iter_`` the largest
+    L-BFGS iteration count of any link.
     """
 
     def __init__(
@@ -103,6 +102,7 @@ class EnsembleClassifierChains(BaseEstimator):
             else self.random_state + np.arange(self.n_chains)
         )
         self.chains_: list[_Chain] = []
+        iterations = [0]
         if self.varying_.any():
             Yv = Y[:, self.varying_]
             with threadpool_limits(limits=1, user_api="blas"):
@@ -111,16 +111,13 @@ class EnsembleClassifierChains(BaseEstimator):
                     chain = ClassifierChain(
                         LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
                     )
-                    self.chains_.append(_Chain(chain.fit(Xs, Yv), X.shape[1]))
+                    chain.fit(Xs, Yv)
+                    self.chains_.append(_Chain(chain, X.shape[1]))
+                    iterations.extend(int(est.n_iter_[0]) for est in chain.estimators_)
         progress("chains", 1.0)
-        self.n_features_in_ = X.shape[1]
+        self.n_iter_ = max(iterations)
+        self._set_classes(Y.shape[1])
         return self
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
     # ----------------------------------------------------------------------- prediction
     def _decision_function(self, X: np.ndarray) -> np.ndarray:
@@ -130,24 +127,6 @@ class EnsembleClassifierChains(BaseEstimator):
             Xs = self.scaling_(X)
             P[:, self.varying_] = sum(chain.proba(Xs) for chain in self.chains_) / len(self.chains_)
         return P
-
-    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = 0.5 if threshold is None else float(threshold)
-        return (self._decision_function(X) > t).astype(np.int8)
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Mean probability over the chains (n, q); higher = more relevant."""
-        check_is_fitted(self, "chains_")
-        return self._decision_function(check_input(X, self.n_features_in_))
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Same as ``decision_function``."""
-        return self.decision_function(X)
-
-    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets: mean probability > ``threshold`` (default 0.5)."""
-        check_is_fitted(self, "chains_")
-        return self._predict(check_input(X, self.n_features_in_), threshold)
 
 
 SPEC = MethodSpec(

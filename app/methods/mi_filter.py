@@ -23,7 +23,6 @@ import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import mutual_info_classif
-from sklearn.utils import Tags
 
 from app.methods.base import (
     MethodParams,
@@ -99,7 +98,7 @@ class MIFilter(RankedSelectorMixin, BaseEstimator):
     def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MIFilter:
         progress = progress or no_progress
         check_params(self, MIFilterParams)
-        X, Y = check_multilabel(self, X, Y)
+        X, Y = check_multilabel(self, X, Y, class_vector=True)
         q = Y.shape[1]
         varying, _ = constant_labels(Y)
         mi = np.zeros((X.shape[1], q))
@@ -116,14 +115,7 @@ class MIFilter(RankedSelectorMixin, BaseEstimator):
         self.mutual_information_ = mi
         self.feature_scores_ = mi.sum(axis=1)
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
-        self.n_features_in_ = X.shape[1]
         return self
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
     def _default_count(self, d: int) -> int:
         """Features kept by default: max(1, round(ratio * d))."""

@@ -20,11 +20,9 @@ import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import check_input, check_params
+from app.methods.baseline_support import ProbabilityClassifierMixin, check_params
 
 #: trees grown between two progress reports
 _BATCH = 25
@@ -40,7 +38,7 @@ class RFParams(MethodParams):
     random_state: int | None = Field(0, description="Seed of the bootstrap samples and feature draws.")
 
 
-class RandomForest(BaseEstimator):
+class RandomForest(ProbabilityClassifierMixin, BaseEstimator):
     """Native multi-label random forest; parameters as :class:`RFParams`.
 
     Fitted attributes: ``n_features_in_``, ``forest_`` (the ``RandomForestClassifier``),
@@ -89,14 +87,8 @@ class RandomForest(BaseEstimator):
         classes = forest.classes_ if Y.shape[1] > 1 else [forest.classes_]
         self.positive_ = np.array([int(np.flatnonzero(c == 1)[0]) if (c == 1).any() else -1 for c in classes])
         self.forest_ = forest
-        self.n_features_in_ = X.shape[1]
+        self._set_classes(Y.shape[1])
         return self
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
     # ----------------------------------------------------------------------- prediction
     def _decision_function(self, X: np.ndarray) -> np.ndarray:
@@ -107,30 +99,13 @@ class RandomForest(BaseEstimator):
         has = self.positive_ >= 0
         cols = np.where(has, self.positive_, 0)
         for tree in self.forest_.estimators_:
-            value = tree.tree_.predict(X32)  # (n, q, max classes): class fractions or counts
+            # class fractions or counts; (n, max classes) for one output, hence the reshape
+            value = tree.tree_.predict(X32).reshape(X.shape[0], q, -1)
             value = value / value.sum(axis=2, keepdims=True)
             total += np.take_along_axis(value, cols[None, :, None], axis=2)[:, :, 0]
         total /= len(self.forest_.estimators_)
         total[:, ~has] = 0.0
         return total
-
-    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = 0.5 if threshold is None else float(threshold)
-        return (self._decision_function(X) > t).astype(np.int8)
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The forest's probability of each label (n, q); higher = more relevant."""
-        check_is_fitted(self, "forest_")
-        return self._decision_function(check_input(X, self.n_features_in_))
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Same as ``decision_function``."""
-        return self.decision_function(X)
-
-    def predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets: probability > ``threshold`` (default 0.5)."""
-        check_is_fitted(self, "forest_")
-        return self._predict(check_input(X, self.n_features_in_), threshold)
 
 
 SPEC = MethodSpec(

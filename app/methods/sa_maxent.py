@@ -22,11 +22,9 @@ from pydantic import Field
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator
-from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
 
 from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
-from app.methods.baseline_support import Scaling, check_distributions, check_input, check_params
+from app.methods.baseline_support import DistributionPredictorMixin, Scaling, check_distributions, check_params
 
 
 class SAMaxEntParams(MethodParams):
@@ -54,7 +52,7 @@ def objective(theta: np.ndarray, X: np.ndarray, D: np.ndarray, alpha: float) -> 
     return kl + 0.5 * alpha * float((W * W).sum()), grad
 
 
-class SAMaxEnt(BaseEstimator):
+class SAMaxEnt(DistributionPredictorMixin, BaseEstimator):
     """Softmax regression on soft targets; parameters as :class:`SAMaxEntParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``coef_`` (c, d) and ``intercept_`` (c,)
@@ -74,11 +72,10 @@ class SAMaxEnt(BaseEstimator):
         self.tol = tol
         self.scale = scale
 
-    def fit(self, X: np.ndarray, D: np.ndarray, progress: ProgressFn | None = None) -> SAMaxEnt:
+    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> SAMaxEnt:
         progress = progress or no_progress
         check_params(self, SAMaxEntParams)
-        X, D = check_distributions(X, D)
-        D = D / D.sum(axis=1, keepdims=True)
+        X, D = check_distributions(self, X, Y)
         self.scaling_ = Scaling(X, self.scale)
         Xs = self.scaling_(X)
         d, c = X.shape[1], D.shape[1]
@@ -104,23 +101,11 @@ class SAMaxEnt(BaseEstimator):
         self.objective_ = float(result.fun)
         self.n_iter_ = int(result.nit)
         self.converged_ = bool(result.success)
-        self.n_features_in_ = d
         return self
 
     def _predict(self, X: np.ndarray) -> np.ndarray:
         """Distributions (n, c) for a float64 (n, d) array already validated."""
         return softmax(self.scaling_(X) @ self.coef_.T + self.intercept_, axis=1)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predicted label distributions (n, c), rows summing to 1."""
-        check_is_fitted(self, "coef_")
-        return self._predict(check_input(X, self.n_features_in_))
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
 
 
 SPEC = MethodSpec(
