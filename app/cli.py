@@ -339,7 +339,11 @@ def train(
 
 
 def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: bool = False) -> dict[str, Any]:
-    """Poll until the job ends, with a progress bar (stage, fraction, ETA) unless ``quiet``."""
+    """Wait until the job ends, with a progress bar (stage, fraction, ETA) unless ``quiet``.
+
+    The end is seen as soon as it happens (the client long-polls ``GET /jobs/{id}?wait=``);
+    the bar is refreshed from each answer, at least once a second.
+    """
     try:
         if quiet:
             return client.wait(job_id, timeout=timeout)

@@ -208,24 +208,36 @@ class Client:
         job_id: str,
         *,
         timeout: float | None = None,
-        poll: float = 0.5,
+        poll: float = 1.0,
         on_update: Callable[[Json], None] | None = None,
     ) -> Json:
-        """Poll the job until it ends and return its record, whatever the outcome.
+        """Wait until the job ends and return its record, whatever the outcome.
 
-        ``on_update`` sees every record polled (a progress display hangs off it). Raises
-        ``TimeoutError`` when ``timeout`` seconds pass first; the job keeps running.
+        Each request is a long poll (``GET /jobs/{id}?wait=poll``): the server answers as soon as
+        the job ends, else after ``poll`` seconds with its progress, which ``on_update`` sees (a
+        progress display hangs off it). Raises ``TimeoutError`` when ``timeout`` seconds pass
+        first; the job keeps running.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = self.job(job_id)
+            hold = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+            asked = time.monotonic()
+            job = self._json("GET", f"/jobs/{job_id}", params={"wait": hold}, timeout=self._read_timeout(hold))
             if on_update is not None:
                 on_update(job)
             if job["status"] in TERMINAL_STATUSES:
                 return job
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
-            time.sleep(poll)
+            early = hold - (time.monotonic() - asked)
+            if early > 0:  # a server that does not hold answers: do not spin
+                time.sleep(early)
+
+    def _read_timeout(self, hold: float) -> httpx.Timeout:
+        """The client's timeouts, with the read one stretched by the time the server holds the answer."""
+        base = self.http.timeout
+        read = None if base.read is None else base.read + hold
+        return httpx.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
 
     def job_result(self, job_id: str) -> bytes:
         """The result file of a batch prediction or comparison job, as the server sends it."""

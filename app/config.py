@@ -40,6 +40,12 @@ class Settings(BaseSettings):
         60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
     )
     reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
+    wait_poll_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="How often a waiting request (?wait) reads its job when no notification of its end came; "
+        "the backend normally says so at once (see app.jobs.events)",
+    )
     job_backend: Literal["local", "celery"] = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"
     model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")

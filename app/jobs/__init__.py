@@ -5,5 +5,6 @@
 * ``transitions``: every change of a job's state, the only code that writes one;
 * ``work``: what a job does, in whichever process runs it;
 * ``local``, ``celery_backend``: the two backends; ``runner`` picks one;
+* ``events``: how a waiter hears that a job ended (in-process events, Redis pub/sub);
 * ``queue``: the API side (queue, describe, cancel, await).
 """

@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Protocol
 
+from app.jobs.events import JobEvents
+
 
 class JobStatus(str, Enum):
     """Where a job is in its life. The values are what the API shows and the database stores."""
@@ -40,11 +42,17 @@ CANCELLED_BY_REQUEST = "cancelled by request"
 class JobRunner(Protocol):
     """What the API asks of a job backend; which backend it is is configuration."""
 
+    #: Where this process's waiters hear that a job may have ended (see ``app.jobs.events``).
+    events: JobEvents
+
     def submit(self, job_id: str) -> None:
         """Get a job that is ``queued`` in the database run, in some process, once."""
 
     def cancel(self, job_id: str) -> None:
         """Stop a job whose status has already been set to ``cancelled``."""
+
+    def ended(self, job_id: str) -> None:
+        """This process committed the end of ``job_id``: tell the waiters, here and elsewhere."""
 
     def recover(self) -> None:
         """At start-up: settle jobs that a previous process left unfinished."""

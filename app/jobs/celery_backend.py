@@ -45,6 +45,12 @@ Delivery and failure handling, and why:
   discarded by the worker. The pool replaces the process.
 * Messages lost by the broker (Redis restarted without persistence) are re-sent at API
   start-up for every job still ``queued`` in the database; duplicates are harmless (above).
+* Waiting (``POST /train?wait=true``, ``GET /jobs/{id}?wait=``): once ``execute_job`` has
+  returned (the job's end is committed), the worker publishes the job id on the deployment's
+  Redis channel (``app.jobs.events.redis_channel``); every API process relays the channel into
+  its waiters. The API publishes the ends it commits itself (cancel, reaper) the same way.
+  Celery's result backend is not used: the database already holds the outcome, and a waiter
+  that misses a message reads the row within ``LABELSERVE_WAIT_POLL_SECONDS`` anyway.
 
 Workers use the prefork pool. The worker's main process imports every method module before it
 forks its pool, so a replaced pool process (after a cancellation, a crash or
@@ -66,6 +72,7 @@ from app.config import Settings, get_settings
 from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import BROKER_DOWN, JobStatus
+from app.jobs.events import JobEvents, RedisJobEnded, is_redis_url, redis_channel
 from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_modules
 from app.observability import configure_logging
@@ -121,13 +128,25 @@ def make_celery(settings: CelerySettings) -> Celery:
     )
     url = settings.resolved_database_url
     model_dir = str(settings.model_dir.resolve())
+    announcer = job_announcer(settings)
 
     @celery.task(name=TASK_NAME, shared=False)
     def run_job(job_id: str) -> None:
-        settle_orphan(url, job_id, settings.heartbeat_timeout)
-        execute_job(job_id, url, model_dir, heartbeat_seconds=settings.heartbeat_seconds)
+        try:
+            settle_orphan(url, job_id, settings.heartbeat_timeout)
+            execute_job(job_id, url, model_dir, heartbeat_seconds=settings.heartbeat_seconds)
+        finally:  # whatever happened, the row now says it: waiters read it
+            if announcer is not None:
+                announcer.publish(job_id)
 
     return celery
+
+
+def job_announcer(settings: CelerySettings) -> RedisJobEnded | None:
+    """The channel announcing this deployment's ended jobs, when the broker is Redis."""
+    if not is_redis_url(settings.broker_url):
+        return None  # another broker: waiters read the database every wait_poll_seconds
+    return RedisJobEnded(settings.broker_url, redis_channel(settings.queue))
 
 
 def reap_stale_jobs(database_url: str, heartbeat_timeout: float, job_id: str | None = None) -> list[str]:
@@ -159,9 +178,17 @@ class CeleryRunner:
         self._settings = celery_settings(settings)
         self._url = self._settings.resolved_database_url
         self._celery = make_celery(self._settings)
+        self.events = JobEvents(settings.wait_poll_seconds)
+        self._announcer = job_announcer(self._settings)
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)
         self._reaper.start()
+        self._relay: threading.Thread | None = None
+        if self._announcer is not None:
+            self._relay = threading.Thread(
+                target=self._announcer.relay, args=(self.events, self._stop), name="labelserve-job-ended", daemon=True
+            )
+            self._relay.start()
 
     def _send(self, job_id: str) -> None:
         self._celery.send_task(TASK_NAME, args=[job_id], task_id=job_id, queue=self._settings.queue)
@@ -173,6 +200,7 @@ class CeleryRunner:
         except Exception as exc:  # kombu raises several types for an unreachable broker
             with session_scope(self._url) as session:
                 transitions.fail(session, job_id, f"{BROKER_DOWN} ({exc})", sources=[JobStatus.QUEUED])
+            self.events.notify(job_id)  # the broker is down: only this process's waiters can hear it
 
     def cancel(self, job_id: str) -> None:
         try:
@@ -180,11 +208,18 @@ class CeleryRunner:
         except Exception:  # the job still stops at its next progress report
             log.warning("revoke failed", extra={"job_id": job_id}, exc_info=True)
 
+    def ended(self, job_id: str) -> None:
+        self.events.notify(job_id)
+        if self._announcer is not None:  # the waiters of the other API processes
+            self._announcer.publish(job_id)
+
     def recover(self) -> None:
         """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
         with session_scope(self._url) as session:
-            transitions.fail_stale(session, self._settings.heartbeat_timeout)
+            failed = transitions.fail_stale(session, self._settings.heartbeat_timeout)
             queued = transitions.queued(session)
+        for job_id in failed:
+            self.ended(job_id)
         for job_id in queued:
             try:
                 self._send(job_id)
@@ -195,13 +230,18 @@ class CeleryRunner:
     def _reap_periodically(self) -> None:
         while not self._stop.wait(self._settings.reap_seconds):
             try:
-                reap_stale_jobs(self._url, self._settings.heartbeat_timeout)
+                for job_id in reap_stale_jobs(self._url, self._settings.heartbeat_timeout):
+                    self.ended(job_id)
             except Exception:  # the database is briefly unreachable: try again next round
                 log.warning("reaper failed", exc_info=True)
 
     def shutdown(self) -> None:
         self._stop.set()
         self._reaper.join(timeout=5)
+        if self._relay is not None:
+            self._relay.join(timeout=5)
+        if self._announcer is not None:
+            self._announcer.close()
         self._celery.close()
 
 

@@ -42,6 +42,7 @@ from app.config import Settings
 from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
+from app.jobs.events import JobEvents
 from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_module_names
 from app.orm import Job
@@ -116,6 +117,7 @@ class LocalRunner:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._url = settings.resolved_database_url
+        self.events = JobEvents(settings.wait_poll_seconds)
         self._lock = threading.Lock()
         self._futures: dict[str, Future[None]] = {}
         self._retired: list[ProcessPoolExecutor] = []
@@ -147,15 +149,23 @@ class LocalRunner:
         future.add_done_callback(functools.partial(self._done, job_id))
 
     def _done(self, job_id: str, future: Future[None]) -> None:
+        """The pool is done with the job: settle what it could not record, then wake the waiters.
+
+        ``execute_job`` has committed the job's end before its future completes, so the waiters
+        (``POST /train?wait=true``) learn it now instead of at their next read.
+        """
         with self._lock:
             self._futures.pop(job_id, None)
-        if future.cancelled() or future.exception() is None or self._stop.is_set():
-            return
-        if isinstance(future.exception(), BrokenProcessPool):
-            self._handle_broken_pool(job_id)
-        else:  # execute_job records its own failures; this is a bug in the runner itself
-            log.error("runner error", extra={"job_id": job_id, "error": repr(future.exception())})
-            self._fail(job_id, "the job runner failed; see the server log")
+        try:
+            if future.cancelled() or future.exception() is None or self._stop.is_set():
+                return
+            if isinstance(future.exception(), BrokenProcessPool):
+                self._handle_broken_pool(job_id)
+            else:  # execute_job records its own failures; this is a bug in the runner itself
+                log.error("runner error", extra={"job_id": job_id, "error": repr(future.exception())})
+                self._fail(job_id, "the job runner failed; see the server log")
+        finally:
+            self.events.notify(job_id)
 
     def _handle_broken_pool(self, job_id: str) -> None:
         """A pool process died: fail the job it was running and re-queue the others."""
@@ -180,18 +190,26 @@ class LocalRunner:
         if future is not None:
             future.cancel()
 
+    def ended(self, job_id: str) -> None:
+        """Only this process's waiters can be told; those of other API processes read the row."""
+        self.events.notify(job_id)
+
     def recover(self) -> None:
         """Running jobs whose owner is dead fail; jobs left ``queued`` are queued again."""
-        reap_dead_jobs(self._url, self._settings.heartbeat_timeout)
+        self._reap()
         with session_scope(self._url, readonly=True) as session:
             queued = transitions.queued(session)
         for job_id in queued:
             self.submit(job_id)
 
+    def _reap(self) -> None:
+        for job_id in reap_dead_jobs(self._url, self._settings.heartbeat_timeout):
+            self.events.notify(job_id)
+
     def _reap_periodically(self) -> None:
         while not self._stop.wait(self._settings.reap_seconds):
             try:
-                reap_dead_jobs(self._url, self._settings.heartbeat_timeout)
+                self._reap()
             except Exception:  # the database is briefly unreachable: try again next round
                 log.warning("reaper failed", exc_info=True)
 

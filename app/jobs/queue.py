@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.db import session_scope
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
+from app.jobs.events import JobEvents
 from app.jobs.payloads import JobPayload
 from app.orm import Job
 from app.schemas import JobOut, ModelPointer
@@ -55,21 +56,30 @@ def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
     session.commit()
     if changed:
         runner.cancel(job_id)
+        runner.ended(job_id)
     return changed
 
 
 def _snapshot(database_url: str, job_id: str) -> Job | None:
-    with session_scope(database_url) as session:
+    with session_scope(database_url, readonly=True) as session:
         return session.get(Job, job_id)
 
 
-async def wait_for(database_url: str, job_id: str, timeout: float) -> Job | None:
-    """Poll the job (the database is the source of truth) until it ends or ``timeout`` passes."""
+async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: float) -> Job | None:
+    """The job once it has ended, or as it is when ``timeout`` passes (None: there is no such job).
+
+    The row is read when the backend says the job may have ended (``events``), and every
+    ``events.fallback`` seconds in case no one says so: the database stays the source of truth.
+    """
     deadline = time.monotonic() + timeout
-    delay = 0.01
-    while True:
-        job = await asyncio.to_thread(_snapshot, database_url, job_id)
-        if job is None or job.status in TERMINAL or time.monotonic() >= deadline:
-            return job
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
+    with events.listen(job_id) as ended:
+        while True:
+            job = await asyncio.to_thread(_snapshot, database_url, job_id)
+            remaining = deadline - time.monotonic()
+            if job is None or job.status in TERMINAL or remaining <= 0:
+                return job
+            try:
+                await asyncio.wait_for(ended.wait(), min(events.fallback, remaining))
+            except asyncio.TimeoutError:
+                pass
+            ended.clear()

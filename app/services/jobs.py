@@ -1,4 +1,4 @@
-"""Jobs as the API sees them: listing, showing, cancelling, awaiting, and batch result files."""
+"""Jobs as the API sees them: listing, showing (at once or once ended), cancelling, and result files."""
 
 from __future__ import annotations
 
@@ -30,10 +30,6 @@ def list_jobs(session: Session, params: PageParams, status: JobStatus | None) ->
     return page(session, query, params, job_out)
 
 
-def show_job(session: Session, job_id: str) -> JobOut:
-    return job_out(_job(session, job_id))
-
-
 def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
     """Cancel a queued or running job; Conflict when it has already ended."""
     job = _job(session, job_id)
@@ -44,11 +40,15 @@ def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
     return job_out(job)
 
 
-async def await_job(database_url: str, job_id: str, timeout: float) -> JobOut:
-    """The job once it has ended, or as it is when ``timeout`` seconds have passed."""
-    job = await wait_for(database_url, job_id, timeout)
+async def await_job(database_url: str, runner: JobRunner, job_id: str, timeout: float) -> JobOut:
+    """The job once it has ended, or as it is when ``timeout`` seconds have passed (0: at once).
+
+    The end is learnt from the runner's notification as soon as it is committed (see
+    ``app.jobs.events``), not from polling.
+    """
+    job = await wait_for(database_url, runner.events, job_id, timeout)
     if job is None:
-        raise NotFound(f"job '{job_id}' was deleted while awaited")
+        raise NotFound(f"job '{job_id}' not found")
     return job_out(job)
 
 

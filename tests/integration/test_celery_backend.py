@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import Popen
 
@@ -272,3 +273,33 @@ def test_two_workers_run_two_jobs_at_once(client, workers, service):
     for j in jobs:
         assert client.delete(f"/jobs/{j}").status_code == 200
     assert versions(service) == 0
+
+
+def test_waiters_hear_a_job_end_through_redis_not_by_polling(workers, service):
+    """Two API processes with a one-minute fallback poll: the worker's announcement on Redis wakes
+    a waiter in the API that queued the job and one in another API; a cancel in one wakes the other."""
+    workers(1)
+    slow = service.model_copy(update={"wait_poll_seconds": 60.0})
+    with TestClient(create_app(slow)) as api, TestClient(create_app(slow)) as other_api:
+        X, Y = make_multilabel(n=60)
+        dataset = upload_csv(api, X, Y)
+        body = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "heard", "params": {"k": 5}}
+        started = time.monotonic()
+        r = api.post("/train?wait=true", json=body)
+        assert r.status_code == 200 and r.json()["status"] == "succeeded", r.text
+        assert time.monotonic() - started < 30
+
+        job_id = api.post("/train", json=body).json()["job_id"]
+        started = time.monotonic()
+        job = other_api.get(f"/jobs/{job_id}", params={"wait": 45}).json()
+        assert job["status"] == "succeeded" and time.monotonic() - started < 30
+
+        long_id = long_job(api, long_dataset(api)["id"], "long")
+        wait_iterating(api, long_id)
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(other_api.get, f"/jobs/{long_id}", params={"wait": 45})
+            time.sleep(1.0)
+            assert api.delete(f"/jobs/{long_id}").status_code == 200
+            started = time.monotonic()
+            job = waiting.result(timeout=40).json()
+        assert job["status"] == "cancelled" and time.monotonic() - started < 15

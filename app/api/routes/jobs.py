@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
-from app.api.deps import JobId, PageDep, RunnerDep, SessionDep, StoreDep
+from app.api.deps import JobId, PageDep, RunnerDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.jobs.base import JobStatus
 from app.schemas import JobOut, Page
@@ -20,8 +22,22 @@ def list_jobs(session: SessionDep, page: PageDep, status: JobStatus | None = Non
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=responses(404))
-def get_job(job_id: JobId, session: SessionDep) -> JobOut:
-    return jobs.show_job(session, job_id)
+async def get_job(
+    job_id: JobId,
+    settings: SettingsDep,
+    runner: RunnerDep,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=3600,
+            description="seconds to hold the answer until the job ends (a long poll): it comes as soon as "
+            "the job ends, else after this long with the job as it is then; 0 answers at once",
+        ),
+    ] = 0,
+) -> JobOut:
+    """The job's state and progress; with ``?wait=`` the answer waits for the job's end."""
+    return await jobs.await_job(settings.resolved_database_url, runner, job_id, wait)
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=responses(404, 409))

@@ -40,5 +40,5 @@ async def train(
     job = await run_in_threadpool(training.submit, session, store, runner, limits, body)
     if not wait:
         return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
-    finished = await jobs.await_job(settings.resolved_database_url, job.id, timeout)
+    finished = await jobs.await_job(settings.resolved_database_url, runner, job.id, timeout)
     return JSONResponse(finished.model_dump(mode="json"), status_code=200)

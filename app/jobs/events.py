@@ -1,0 +1,143 @@
+"""Waiting for a job to end without polling the database: in-process events fed by the backends.
+
+A waiter (``POST /train?wait=true``, ``GET /jobs/{id}?wait=``) registers for its job, then reads
+the job's row; whenever it hears that the job may have ended it reads the row again. What it
+hears comes from the job's backend: the local runner's future completing, an API-side transition
+(cancel, reaper, broker down), or for Celery a message on Redis that the worker publishes once
+its job's end is committed (``RedisJobEnded``).
+
+A notification is a hint, never the truth: the row decides, and a waiter that hears nothing
+reads the row anyway every ``fallback`` seconds (``LABELSERVE_WAIT_POLL_SECONDS``). So a lost
+notification (Redis restarted, the job run by another API process's pool) costs latency, never
+a wrong answer, and a spurious or duplicate one costs one read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger("labelserve.jobs")
+
+
+class JobEvents:
+    """Wakes this process's waiters of a job, from any thread (a future's callback, a subscriber).
+
+    ``fallback``: how often a waiter reads its job's row when it heard nothing.
+    """
+
+    def __init__(self, fallback: float = 2.0) -> None:
+        self.fallback = fallback
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+    @contextmanager
+    def listen(self, job_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever ``job_id`` may have ended, while the block runs (clear it to re-arm).
+
+        Register before the first read of the row, so an end between the read and the wait is heard.
+        """
+        entry = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            self._waiters.setdefault(job_id, set()).add(entry)
+        try:
+            yield entry[1]
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(job_id)
+                if waiters is not None:
+                    waiters.discard(entry)
+                    if not waiters:
+                        del self._waiters[job_id]
+
+    def notify(self, job_id: str) -> None:
+        """``job_id`` may have ended: wake its waiters (they read the row to find out)."""
+        with self._lock:
+            entries = list(self._waiters.get(job_id, ()))
+        for loop, event in entries:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that waiter's loop has closed meanwhile
+                pass
+
+    def waiting(self) -> int:
+        """How many waiters are registered (for tests and metrics)."""
+        with self._lock:
+            return sum(len(waiters) for waiters in self._waiters.values())
+
+
+def redis_channel(queue: str) -> str:
+    """The pub/sub channel on which a deployment's workers announce ended jobs.
+
+    Pub/sub channels are global to a Redis server (not per database), so the name carries the
+    deployment's queue, which deployments sharing a server already keep distinct.
+    """
+    return f"labelserve:{queue}:job-ended"
+
+
+def is_redis_url(url: str) -> bool:
+    return url.split("://", 1)[0] in ("redis", "rediss", "unix")
+
+
+class RedisJobEnded:
+    """Publishes ended job ids on a Redis channel, and relays them into a ``JobEvents``.
+
+    The worker side calls ``publish`` after ``execute_job`` returned (the end is committed); the
+    API side runs ``relay`` in a daemon thread, reconnecting after an outage. The client is made
+    on first use, in the process that uses it (a Celery pool process forks after start-up).
+    """
+
+    def __init__(self, url: str, channel: str) -> None:
+        self.url = url
+        self.channel = channel
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _redis(self) -> Any:
+        import redis
+
+        with self._lock:
+            if self._client is None:
+                self._client = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
+            return self._client
+
+    def publish(self, job_id: str) -> None:
+        """Announce that ``job_id`` ended; a failure is logged only (waiters fall back to polling)."""
+        try:
+            self._redis().publish(self.channel, job_id)
+        except Exception:
+            log.warning("could not announce the job's end", extra={"job_id": job_id}, exc_info=True)
+
+    def relay(self, events: JobEvents, stop: threading.Event, ready: threading.Event | None = None) -> None:
+        """Until ``stop``: every job id published on the channel -> ``events.notify``."""
+        while not stop.is_set():
+            pubsub = None
+            try:
+                pubsub = self._redis().pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(self.channel)
+                if ready is not None:
+                    ready.set()
+                while not stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None and message.get("type") == "message":
+                        data = message["data"]
+                        events.notify(data.decode() if isinstance(data, bytes) else str(data))
+            except Exception:  # Redis is down or restarting: waiters poll meanwhile
+                log.warning("job-ended subscription lost; retrying", exc_info=True)
+                stop.wait(1.0)
+            finally:
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:
+                        log.debug("pubsub close failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

@@ -1,0 +1,166 @@
+"""Waiting for a job without polling: the in-process events, the database fallback, and real
+servers whose fallback poll is a minute long (so an answer within seconds proves it was the
+notification), for ``POST /train?wait=true``, ``GET /jobs/{id}?wait=`` and the client's wait."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from app.client import Client
+from app.db import migrate, session_scope
+from app.jobs import transitions
+from app.jobs.base import JobStatus
+from app.jobs.events import JobEvents
+from app.jobs.payloads import TrainPayload
+from app.jobs.queue import wait_for
+from tests.helpers import csv_bytes, make_multilabel
+from tests.integration.live_server import LiveServer
+
+SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
+
+
+@pytest.fixture
+def url(database_url: str) -> str:
+    migrate(database_url)
+    return database_url
+
+
+def running_job(url: str) -> str:
+    with session_scope(url) as session:
+        job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
+        job_id = job.id
+    with session_scope(url) as session:
+        assert transitions.claim(session, job_id, "host:1") is not None
+    return job_id
+
+
+def finish_later(url: str, job_id: str, delay: float, events: JobEvents | None) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        with session_scope(url) as session:
+            assert transitions.succeed(session, job_id, model_version=1)
+        if events is not None:
+            events.notify(job_id)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_notification_wakes_the_waiter_at_once(url: str):
+    events = JobEvents(fallback=60.0)
+    job_id = running_job(url)
+    thread = finish_later(url, job_id, 0.2, events)
+    started = time.monotonic()
+    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    thread.join()
+    assert job is not None and job.status == JobStatus.SUCCEEDED
+    assert time.monotonic() - started < 10  # not the 60 s fallback
+    assert events.waiting() == 0  # the waiter unregistered
+
+
+def test_without_notification_the_database_still_answers(url: str):
+    events = JobEvents(fallback=0.2)  # nobody notifies: only the fallback reads can see the end
+    job_id = running_job(url)
+    thread = finish_later(url, job_id, 0.5, None)
+    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    thread.join()
+    assert job is not None and job.status == JobStatus.SUCCEEDED
+
+
+def test_a_spurious_notification_does_not_end_the_wait_and_timeout_returns_the_job_as_it_is(url: str):
+    events = JobEvents(fallback=60.0)
+    job_id = running_job(url)
+
+    async def scenario() -> JobStatus:
+        waiter = asyncio.create_task(wait_for(url, events, job_id, timeout=0.8))
+        await asyncio.sleep(0.2)
+        events.notify(job_id)  # the job has not ended: the waiter reads the row and goes on waiting
+        job = await waiter
+        assert job is not None
+        return JobStatus(job.status)
+
+    started = time.monotonic()
+    assert asyncio.run(scenario()) == JobStatus.RUNNING
+    assert time.monotonic() - started >= 0.8
+
+
+def test_waiting_for_an_unknown_job_is_none(url: str):
+    assert asyncio.run(wait_for(url, JobEvents(), "0" * 32, timeout=5)) is None
+
+
+# real servers -----------------------------------------------------------------------------------
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    live = LiveServer(tmp_path, {"LABELSERVE_WAIT_POLL_SECONDS": SLOW_FALLBACK})
+    try:
+        yield live.start()
+        live.stop()
+    finally:
+        live.cleanup()
+
+
+def upload(client: Client, tmp_path: Path, n: int = 60) -> str:
+    X, Y = make_multilabel(n=n)
+    path = tmp_path / "data.csv"
+    path.write_bytes(csv_bytes(X, Y))
+    return str(client.upload_dataset(path, label_count=3)["id"])
+
+
+def test_train_wait_returns_when_the_pool_process_is_done(server: LiveServer, tmp_path: Path):
+    with Client(server.url) as client:
+        dataset = upload(client, tmp_path)
+        for attempt in range(3):
+            started = time.monotonic()
+            response = client.request(
+                "POST",
+                "/train",
+                params={"wait": "true"},
+                json={"method": "mlknn", "dataset_id": dataset, "model_name": "m", "params": {"k": 3}},
+            )
+            assert response.status_code == 200 and response.json()["status"] == "succeeded"
+            assert time.monotonic() - started < 20, f"attempt {attempt}: waited for the fallback poll"
+
+
+def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, tmp_path: Path):
+    with Client(server.url) as client:
+        dataset = upload(client, tmp_path)
+        body = {
+            "method": "elcfs",
+            "dataset_id": dataset,
+            "model_name": "long",
+            "params": {"max_iter": 10_000_000, "tol": 0.0},
+        }
+        job_id = client.request("POST", "/train", json=body).json()["job_id"]
+        started = time.monotonic()
+        held = client.request("GET", f"/jobs/{job_id}", params={"wait": 1.0}).json()
+        assert held["status"] in ("queued", "running") and time.monotonic() - started >= 1.0
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(client.wait, job_id, poll=45.0)
+            time.sleep(1.0)
+            client.cancel_job(job_id)  # the API commits the end itself and tells the waiters
+            started = time.monotonic()
+            job = waiting.result(timeout=30)
+        assert job["status"] == "cancelled" and time.monotonic() - started < 15
+        missing = client.http.get("/jobs/" + "0" * 32, params={"wait": 5})
+        assert missing.status_code == 404
+        bad = client.http.get(f"/jobs/{job_id}", params={"wait": -1})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "wait"]
+
+
+def test_client_wait_sees_the_end_without_polling_and_reports_progress(server: LiveServer, tmp_path: Path):
+    with Client(server.url) as client:
+        dataset = upload(client, tmp_path)
+        accepted = client.train("mlknn", dataset, "followed", params={"k": 3})
+        updates: list[dict] = []
+        started = time.monotonic()
+        job = client.wait(accepted["job_id"], poll=45.0, on_update=updates.append)
+        assert job["status"] == "succeeded" and time.monotonic() - started < 20
+        assert updates[-1] == job
