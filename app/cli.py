@@ -91,7 +91,9 @@ def serve(
     """Start the HTTP API (app.main:app with uvicorn)."""
     import uvicorn
 
-    uvicorn.run("app.main:app", host=host, port=port, workers=workers)
+    # the app logs every request itself, as a JSON line with the route template and the duration
+    # (app.observability.RequestMetrics); uvicorn's plain-text access line would be a second one
+    uvicorn.run("app.main:app", host=host, port=port, workers=workers, access_log=False)
 
 
 @cli.command()
@@ -284,10 +286,16 @@ def datasets_show(
 
 
 @datasets_cli.command("delete")
-def datasets_delete(ctx: typer.Context, dataset_id: Annotated[str, typer.Argument(help="Dataset id.")]) -> None:
-    """Delete a dataset (refused while a queued or running job uses it)."""
+def datasets_delete(
+    ctx: typer.Context,
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Delete it even if model versions were trained on it (they stay).")
+    ] = False,
+) -> None:
+    """Delete a dataset (refused while a job uses it, or while model versions were trained on it unless --force)."""
     with connect(ctx) as client:
-        client.delete_dataset(dataset_id)
+        client.delete_dataset(dataset_id, force=force)
     err.print(f"deleted dataset {dataset_id}", markup=False)
 
 

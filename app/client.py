@@ -171,8 +171,9 @@ class Client:
     def dataset(self, dataset_id: str) -> Json:
         return self._json("GET", f"/datasets/{dataset_id}")
 
-    def delete_dataset(self, dataset_id: str) -> None:
-        self.request("DELETE", f"/datasets/{dataset_id}")
+    def delete_dataset(self, dataset_id: str, *, force: bool = False) -> None:
+        """Delete a dataset; ``force`` also when registered model versions were trained on it."""
+        self.request("DELETE", f"/datasets/{dataset_id}", params={"force": "true"} if force else None)
 
     # training and jobs ----------------------------------------------------------------------
     def train(

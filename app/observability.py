@@ -59,8 +59,18 @@ class Metrics:
         self.cache.labels(result="hit" if hit else "miss").inc()
 
 
+# one INFO line per HTTP request (route template, method, status, duration_ms)
+access_log = logging.getLogger("labelserve.http")
+
+
 class RequestMetrics:
-    """ASGI middleware: count and time requests by route template (not raw path)."""
+    """ASGI middleware: count and time requests by route template (not raw path), and log each
+    one as a JSON line at INFO.
+
+    The log costs one ``isEnabledFor`` check when INFO is off, and one record otherwise: the
+    fields are values the metrics need anyway. The route template, not the raw path, keeps ids and
+    query strings (possibly sensitive, unbounded) out of the log as out of the metric labels.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -70,6 +80,7 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         status = 500
+        logging_on = access_log.isEnabledFor(logging.INFO)
         start = time.perf_counter()
 
         async def send_wrapper(message: Message) -> None:
@@ -81,17 +92,32 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            elapsed = time.perf_counter() - start
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
+            method = scope["method"]
             metrics: Metrics = scope["app"].state.metrics
-            metrics.requests.labels(scope["method"], template, str(status)).inc()
-            metrics.latency.labels(scope["method"], template).observe(time.perf_counter() - start)
+            metrics.requests.labels(method, template, str(status)).inc()
+            metrics.latency.labels(method, template).observe(elapsed)
+            if logging_on:
+                access_log.info(
+                    "request",
+                    extra={
+                        "method": method,
+                        "route": template,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                    },
+                )
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, with any ``extra=`` fields (such as ``job_id``) included."""
 
     _standard = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+    # one encoder for every line: json.dumps(..., default=str) builds a new one per call, which
+    # is a good part of the cost of the per-request line
+    _encoder = json.JSONEncoder(default=str)
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -103,7 +129,7 @@ class JsonFormatter(logging.Formatter):
         entry.update({k: v for k, v in vars(record).items() if k not in self._standard})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return self._encoder.encode(entry)
 
 
 def configure_logging(level: str) -> None:

@@ -60,8 +60,10 @@ class Strict(BaseModel):
 
 
 class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_offset: int | None
+    """One page of a listing (``?limit=``, ``?offset=``)."""
+
+    items: list[T] = Field(description="this page's items, in the listing's order")
+    next_offset: int | None = Field(description="the offset of the next page; null on the last page")
 
 
 # datasets ---------------------------------------------------------------------------------
@@ -69,16 +71,18 @@ class DatasetSummary(BaseModel):
     """A dataset as listings show it: everything but the feature and label names, whose size
     grows with the dataset (a listing must stay small however wide the stored datasets are)."""
 
-    id: str
-    name: str
-    kind: Literal["multilabel", "distribution"]
-    format: str
-    n_samples: int
-    n_features: int
-    n_labels: int
-    sha256: str
-    warnings: list[str]
-    created_at: datetime
+    id: str = Field(description="the dataset id: the first 16 hex digits of sha256")
+    name: str = Field(description="the upload's name field, or the file name")
+    kind: Literal["multilabel", "distribution"] = Field(
+        description="multilabel: 0/1 label rows; distribution: label rows of non-negative reals summing to 1"
+    )
+    format: str = Field(description="the format it was read as (or the file's extension; inline for inline data)")
+    n_samples: int = Field(description="rows (instances)")
+    n_features: int = Field(description="feature columns")
+    n_labels: int = Field(description="label columns")
+    sha256: str = Field(description="sha256 of what was uploaded: the files and the parse options")
+    warnings: list[str] = Field(description="what the parser changed or dropped (e.g. string attributes)")
+    created_at: datetime = Field(description="when it was stored (UTC)")
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -86,19 +90,21 @@ class DatasetSummary(BaseModel):
 class DatasetOut(DatasetSummary):
     """One dataset in full (upload response, ``GET /datasets/{id}``)."""
 
-    feature_names: list[str]
-    label_names: list[str]
+    feature_names: list[str] = Field(description="the feature names, in column order")
+    label_names: list[str] = Field(description="the label names, in column order")
 
 
 # methods ----------------------------------------------------------------------------------
 class MethodOut(BaseModel):
-    id: str
-    task: str
-    outputs: list[str]
-    dataset_kind: str
-    summary: str
-    paper: str
-    stages: list[str]
+    """A learning method of the catalog: what it does, what it needs, what it can predict."""
+
+    id: str = Field(description="the method id POST /train takes")
+    task: str = Field(description="multilabel (classifiers), distribution (LDL) or selection (feature selectors)")
+    outputs: list[str] = Field(description="the outputs POST /predict can ask for; the first is the default")
+    dataset_kind: str = Field(description="the dataset kind it trains on: multilabel or distribution")
+    summary: str = Field(description="what the method does, in one line")
+    paper: str = Field(description="the paper it comes from (empty for baselines without one)")
+    stages: list[str] = Field(description="the stages a training job of it reports, in order")
     params: dict[str, Any] = Field(description="JSON schema of the hyperparameters")
 
 
@@ -157,82 +163,102 @@ class TrainRequest(Strict):
 
 
 class CompareRequest(Strict):
-    dataset_id: DatasetRef
+    """Cross-validate several methods on one dataset, as a job."""
+
+    dataset_id: DatasetRef = Field(description="the dataset to compare the methods on")
     methods: list[MethodId] | None = Field(
         None, min_length=1, description="methods to compare; null = every method fitting the dataset"
     )
     metric: str | None = Field(None, description="metric to rank by; default average_precision or chebyshev")
     cv: int = Field(5, ge=2, le=20, description="folds of the cross-validation")
-    random_state: int | None = Field(None, ge=0, le=2**32 - 1)
+    random_state: int | None = Field(
+        None, ge=0, le=2**32 - 1, description="seed of the folds and the methods (drawn and recorded when omitted)"
+    )
 
 
 class TrainAccepted(BaseModel):
-    job_id: str
-    status: str
-    status_url: str
+    """A queued job (202): poll ``status_url`` until its status is final."""
+
+    job_id: str = Field(description="the job's id")
+    status: str = Field(description="the job's status when accepted: queued")
+    status_url: str = Field(description="where to read the job: /jobs/{job_id}")
 
 
 class ModelPointer(BaseModel):
-    name: str
-    version: int
+    """The model version a job registered (or used)."""
+
+    name: str = Field(description="the model name")
+    version: int = Field(description="the version number")
 
 
 class JobOut(BaseModel):
-    id: str
-    kind: str
-    status: JobStatus
-    progress: float
-    stage: str
-    method: str | None
-    dataset_id: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    model: ModelPointer | None
-    error: str | None
-    result_url: str | None = None
+    """A background job: a training, a comparison, or a large batch prediction."""
+
+    id: str = Field(description="the job's id")
+    kind: str = Field(description="train, compare or predict (a batch prediction)")
+    status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
+    progress: float = Field(description="0.0 to 1.0, as the method reports it")
+    stage: str = Field(description="what the job is doing now (the method's stages, then done)")
+    method: str | None = Field(description="the method trained or used; null for a comparison")
+    dataset_id: str | None = Field(description="the dataset it trains on, compares on or predicts")
+    created_at: datetime = Field(description="when it was queued (UTC)")
+    started_at: datetime | None = Field(description="when a worker started it (UTC); null while queued")
+    finished_at: datetime | None = Field(description="when it ended (UTC); null until then")
+    model: ModelPointer | None = Field(description="the version a training registered; null until it succeeded")
+    error: str | None = Field(description="why it failed or was cancelled; null otherwise")
+    result_url: str | None = Field(
+        None, description="where a succeeded comparison or batch prediction's result is; null otherwise"
+    )
 
 
 # registry ---------------------------------------------------------------------------------
 class FitWarningOut(BaseModel):
+    """A warning the training raised."""
+
     category: str = Field(description="Warning class, e.g. ConvergenceWarning or EmptyLabelSetWarning.")
-    message: str
+    message: str = Field(description="the warning's text")
 
 
 class EvaluationOut(BaseModel):
     """One ``POST /evaluate`` of a version: the dataset, the figures and what shaped them."""
 
-    dataset_id: str
-    dataset_sha256: str | None
-    n_samples: int | None
-    metrics: dict[str, float | None]
+    dataset_id: str = Field(description="the dataset evaluated on")
+    dataset_sha256: str | None = Field(description="its sha256 at the time (it stays if the dataset is deleted)")
+    n_samples: int | None = Field(description="rows evaluated")
+    metrics: dict[str, float | None] = Field(
+        description="metric name to value; null where a metric is undefined on the data"
+    )
     options: dict[str, Any] = Field(description="threshold, and for selectors the downstream classifier")
-    created_at: datetime
+    created_at: datetime = Field(description="when it was evaluated (UTC)")
 
     model_config = ConfigDict(from_attributes=True)
 
 
 class VersionOut(BaseModel):
-    name: str
-    version: int
-    method: str
-    params: dict[str, Any]
-    dataset_id: str | None
-    dataset_sha256: str
-    feature_names: list[str]
-    label_names: list[str]
+    """One registered model version: what was trained, on what, and how it did. Immutable."""
+
+    name: str = Field(description="the model name")
+    version: int = Field(description="the version number (1, 2, ... for the name; never reused)")
+    method: str = Field(description="the method id it was trained with")
+    params: dict[str, Any] = Field(description="the hyperparameters used, defaults filled in")
+    dataset_id: str | None = Field(
+        description="the training dataset's id (kept for lineage even if that dataset was deleted with force=true)"
+    )
+    dataset_sha256: str = Field(description="the training dataset's sha256")
+    feature_names: list[str] = Field(description="the features it expects, in order")
+    label_names: list[str] = Field(description="the labels it predicts, in order")
     metrics: dict[str, Any] | None = Field(
         description="the latest evaluation's metrics on each dataset evaluated, by dataset id; null before any"
     )
-    training_seconds: float
+    training_seconds: float = Field(description="wall time of the fit")
     warnings: list[FitWarningOut] = Field(
         default_factory=list,
         description="Warnings the training raised: a fit that stopped without converging or met a degenerate case.",
     )
-    library_versions: dict[str, str]
-    artifact_sha256: str
-    job_id: str | None
-    created_at: datetime
+    library_versions: dict[str, str] = Field(description="versions of the libraries it was trained with")
+    artifact_sha256: str = Field(description="sha256 of the stored model file, checked before every load")
+    job_id: str | None = Field(description="the training job that registered it")
+    created_at: datetime = Field(description="when it was registered (UTC)")
     evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
     selection: dict[str, Any] | None = Field(
         None, description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first)'
@@ -240,10 +266,12 @@ class VersionOut(BaseModel):
 
 
 class ModelOut(BaseModel):
-    name: str
-    latest_version: int | None
-    aliases: dict[str, int]
-    versions: list[VersionOut]
+    """A model name with its versions and aliases."""
+
+    name: str = Field(description="the model name")
+    latest_version: int | None = Field(description="the newest version (what the bare name refers to)")
+    aliases: dict[str, int] = Field(description="alias to version (name@alias refers to that version)")
+    versions: list[VersionOut] = Field(description="every version, oldest first")
 
 
 class AliasIn(Strict):
@@ -272,16 +300,26 @@ class PredictRequest(Strict):
 
 
 class ModelInfo(BaseModel):
-    name: str
-    version: int
-    method: str
+    """The model version that answered."""
+
+    name: str = Field(description="the model name")
+    version: int = Field(description="the version the reference resolved to")
+    method: str = Field(description="the method id it was trained with")
 
 
 class PredictResponse(BaseModel):
-    model: ModelInfo
-    output: OutputName
-    predictions: list[dict[str, Any]] | None = None
-    features: list[dict[str, Any]] | None = None
+    """Predictions, one per instance in order; a selector's ranked features instead."""
+
+    model: ModelInfo = Field(description="the version that predicted")
+    output: OutputName = Field(description="the output given")
+    predictions: list[dict[str, Any]] | None = Field(
+        None,
+        description="one per instance: {labels: [...]} (plus scores, and the method's own fields), "
+        "{ranking: [{label, score}, ...]} best first, or {distribution: {label: p}}",
+    )
+    features: list[dict[str, Any]] | None = Field(
+        None, description="selectors: [{index, name, score}, ...] best first (indices 0-based, training order)"
+    )
 
 
 class EvaluateRequest(Strict):
@@ -302,8 +340,14 @@ class EvaluateRequest(Strict):
 
 
 class EvaluateResponse(BaseModel):
-    model: ModelInfo
-    dataset_id: str
-    n_samples: int
-    metrics: dict[str, float | None]
-    downstream: dict[str, Any] | None = None
+    """The metrics of a model version on a dataset (also stored with the version)."""
+
+    model: ModelInfo = Field(description="the version evaluated")
+    dataset_id: str = Field(description="the dataset evaluated on")
+    n_samples: int = Field(description="rows evaluated")
+    metrics: dict[str, float | None] = Field(
+        description="the task's standard metrics by name; null where a metric is undefined on the data"
+    )
+    downstream: dict[str, Any] | None = Field(
+        None, description="selectors: the downstream classifier (method, k, top_k, train_dataset_id)"
+    )

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
@@ -34,21 +34,23 @@ log = logging.getLogger("labelserve.api")
 
 
 class ValidationItem(BaseModel):
-    loc: list[str | int]
-    msg: str
-    type: str
+    """One invalid input."""
+
+    loc: list[str | int] = Field(description='where the input is: ["body", "params", "k"], ["query", "limit"], ...')
+    msg: str = Field(description="what is wrong with it, and the valid choices where there are some")
+    type: str = Field(description="the kind of error (missing, extra_forbidden, value_error, ...)")
 
 
 class ValidationBody(BaseModel):
     """422: what was invalid, one item per problem."""
 
-    detail: list[ValidationItem]
+    detail: list[ValidationItem] = Field(description="one item per problem")
 
 
 class ErrorBody(BaseModel):
     """Any other error: a message for a human."""
 
-    detail: str
+    detail: str = Field(description="the message, starting with the field at fault when there is one")
 
 
 _DESCRIPTIONS = {

@@ -14,17 +14,25 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from app.config import Settings
 from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
-from app.formats import DatasetFormatError, DatasetLimits, ParsedDataset, ParseOptions, detect_format, parse_dataset
+from app.formats import (
+    ConflictingOptions,
+    DatasetFormatError,
+    DatasetLimits,
+    ParsedDataset,
+    ParseOptions,
+    detect_format,
+    parse_dataset,
+)
 from app.formats.common import generated_names
 from app.formats.validation import finalize
 from app.jobs.base import ACTIVE
-from app.orm import Dataset, Job
+from app.orm import Dataset, Job, ModelVersion
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
 from app.store import Store
@@ -86,6 +94,8 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
         parsed = parse_dataset(
             request.content, filename=request.filename, labels_file=request.labels_file, options=options, limits=limits
         )
+    except ConflictingOptions as exc:  # located at every field it names, each a form field of the upload
+        raise InvalidFields([(("body", field), exc.message, "value_error") for field in exc.fields]) from None
     except DatasetFormatError as exc:
         exc.loc = exc.loc or ("body", "file")
         raise
@@ -206,10 +216,17 @@ def show_dataset(session: Session, dataset_id: str) -> DatasetOut:
     return dataset_out(get_dataset(session, dataset_id))
 
 
-def delete_dataset(session: Session, store: Store, dataset_id: str) -> None:
-    """Delete the row and the stored arrays; Conflict while a queued or running job uses the dataset.
+# how many dependent versions a refused deletion names (the count says how many more there are)
+_NAMED_DEPENDENTS = 5
 
-    Model versions trained on it keep its sha256 (lineage), so they need nothing from it.
+
+def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bool = False) -> None:
+    """Delete the row and the stored arrays.
+
+    Conflict while a queued or running job uses the dataset (the job would fail), and, unless
+    ``force``, while registered model versions were trained on it: deleting it loses the data
+    that reproduces them, which must be a deliberate choice. Forced or not, the versions keep its
+    id and sha256 (lineage) and need nothing else from it to be read or served.
     """
     row = get_dataset(session, dataset_id)
     busy = session.scalars(
@@ -217,7 +234,30 @@ def delete_dataset(session: Session, store: Store, dataset_id: str) -> None:
     ).first()
     if busy is not None:
         raise Conflict(f"dataset '{dataset_id}' is in use by job '{busy}'")
+    if not force:
+        check_no_dependents(session, dataset_id)
     sha256 = row.sha256
     session.delete(row)
     session.commit()
     store.delete_dataset(sha256)
+
+
+def check_no_dependents(session: Session, dataset_id: str) -> None:
+    """Conflict naming the first model versions trained on the dataset, and how to delete it anyway."""
+    trained_on = ModelVersion.dataset_id == dataset_id
+    count = session.scalar(select(func.count()).select_from(ModelVersion).where(trained_on))
+    if not count:
+        return
+    first = session.execute(
+        select(ModelVersion.model_name, ModelVersion.version)
+        .where(trained_on)
+        .order_by(ModelVersion.model_name, ModelVersion.version)
+        .limit(_NAMED_DEPENDENTS)
+    ).all()
+    named = ", ".join(f"{name}@{version}" for name, version in first)
+    more = f" and {count - len(first)} more" if count > len(first) else ""
+    raise Conflict(
+        f"dataset '{dataset_id}' is the training data of {count} registered model version(s) ({named}{more}); "
+        "delete those versions first, or pass force=true to delete the dataset anyway "
+        "(the versions stay, with its id and sha256 as lineage)"
+    )

@@ -10,12 +10,23 @@ from __future__ import annotations
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.jobs.base import ACTIVE
+from app.jobs.payloads import TrainPayload
 from app.methods.base import MethodSpec
 from app.methods.catalog import get_method
 from app.observability import Metrics
-from app.orm import Alias, Model, ModelVersion
-from app.registry import ModelCache, RegistryError, Served, VersionKey, reserved_alias, resolve, resolve_key
+from app.orm import Alias, Job, Model, ModelVersion
+from app.registry import (
+    ModelCache,
+    ModelRef,
+    RegistryError,
+    Served,
+    VersionKey,
+    reserved_alias,
+    resolve,
+    resolve_key,
+)
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
 from app.store import ArtifactIntegrityError, Store
@@ -59,13 +70,14 @@ def model_out(model: Model) -> ModelOut:
 
 # resolving references (for prediction, evaluation, training on selected features) ----------
 def resolve_version(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> ModelVersion:
-    """The version a reference points to; InvalidInput for a malformed one, NotFound for a missing one."""
+    """The version a reference points to; InvalidInput for a malformed one, NotFound for a missing
+    one (Conflict when its first training is still under way)."""
     try:
         return resolve(session, ref)
     except ValueError as exc:
         raise InvalidInput(str(exc), loc=loc) from None
     except RegistryError as exc:
-        raise NotFound(str(exc), loc=loc) from None
+        raise unresolved(session, ref, exc, loc) from None
 
 
 def resolve_version_key(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> VersionKey:
@@ -75,7 +87,32 @@ def resolve_version_key(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> 
     except ValueError as exc:
         raise InvalidInput(str(exc), loc=loc) from None
     except RegistryError as exc:
-        raise NotFound(str(exc), loc=loc) from None
+        raise unresolved(session, ref, exc, loc) from None
+
+
+def unresolved(session: Session, ref: str, exc: RegistryError, loc: Loc) -> DomainError:
+    """The error for a reference that resolves to no version: a Conflict saying so when the name
+    has no version yet but a training of it is queued or running (the model is coming; "not
+    found" would send the user looking for a typo), else NotFound.
+
+    Only the not-found path pays for these queries; a reference that resolves never gets here.
+    """
+    name = ModelRef.parse(ref).name
+    if session.scalar(select(ModelVersion.id).where(ModelVersion.model_name == name).limit(1)) is None:
+        training = session.execute(
+            select(Job.id, Job.status)
+            .where(Job.kind == TrainPayload.kind, Job.model_name == name, Job.status.in_([s.value for s in ACTIVE]))
+            .order_by(Job.created_at)
+            .limit(1)
+        ).first()
+        if training is not None:
+            job_id, status = training
+            return Conflict(
+                f"model '{name}' is still training (job {job_id}, status {status}); "
+                f"it can be used once the job has succeeded (GET /jobs/{job_id})",
+                loc=loc,
+            )
+    return NotFound(str(exc), loc=loc)
 
 
 def method_of(method_id: str) -> MethodSpec:

@@ -9,10 +9,11 @@ leaves nothing behind.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from app import selection
@@ -54,7 +55,7 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
     try:
         validated = spec.params.model_validate(params)
     except ValidationError as exc:
-        raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
+        raise params_error(exc, spec.id, spec.params) from None
     parsed = None
     kind: str
     if body.data is not None:
@@ -84,6 +85,23 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
     return Prepared(spec, dataset, payload)
 
 
+def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -> InvalidFields:
+    """The 422 for ``params`` that fail the method's declaration, one item per error located at
+    ``body.params.<name>``; an unknown name (pydantic's bare "Extra inputs are not permitted")
+    says which names the method has, and the closest one when it looks like a typo."""
+    names = list(declared.model_fields)
+    errors: list[tuple[tuple[str | int, ...], str, str]] = []
+    for error in exc.errors(include_url=False):
+        loc, message = ("body", "params", *error["loc"]), error["msg"]
+        if error["type"] == "extra_forbidden":
+            unknown = str(error["loc"][-1])
+            close = difflib.get_close_matches(unknown, names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            message = f"unknown parameter '{unknown}' for method '{method}'{hint}; its parameters: {', '.join(names)}"
+        errors.append((loc, message, error["type"]))
+    return InvalidFields(errors)
+
+
 def _source(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Dataset:
     if body.data is not None:
         return store_inline(session, store, parse_inline(limits, body.data), body.data)
@@ -97,7 +115,7 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     try:
         request = selection.AutoParams.model_validate(body.params)
     except ValidationError as exc:
-        raise InvalidFields.from_pydantic(exc, loc=("body", "params")) from None
+        raise params_error(exc, selection.AUTO, selection.AutoParams) from None
     if body.feature_selector is not None:
         raise InvalidInput(
             'train the selected-features classifier with a named method; "auto" chooses among all features',

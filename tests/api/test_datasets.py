@@ -10,7 +10,8 @@ import scipy.io
 
 from app.db import session_scope
 from app.orm import Job
-from tests.helpers import csv_bytes, make_distribution, make_multilabel, upload_csv
+from app.services import datasets as dataset_service
+from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
 
 
 def stored_files(settings) -> list[str]:
@@ -134,6 +135,35 @@ def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, mult
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]
     assert client.get(f"/datasets/{multilabel_dataset['id']}").status_code == 200
+
+
+def test_dataset_with_registered_versions_needs_force(client, settings, multilabel_dataset, monkeypatch):
+    """Deleting the training data of registered versions is refused (409 naming them) unless forced;
+    forced, the versions stay readable and servable with the dataset's id and sha256 as lineage."""
+    ds = multilabel_dataset["id"]
+    for name in ("a", "a", "b"):
+        train(client, "mlknn", ds, name, k=3)
+    monkeypatch.setattr(dataset_service, "_NAMED_DEPENDENTS", 2)
+    r = client.delete(f"/datasets/{ds}")
+    assert r.status_code == 409, r.text
+    detail = r.json()["detail"]
+    assert "3 registered model version(s) (a@1, a@2 and 1 more)" in detail and "force=true" in detail
+    assert client.get(f"/datasets/{ds}").status_code == 200 and len(stored_files(settings)) == 1
+    assert client.delete(f"/datasets/{ds}?force=false").status_code == 409
+    assert client.delete(f"/datasets/{ds}?force=true").status_code == 204
+    assert client.get(f"/datasets/{ds}").status_code == 404 and stored_files(settings) == []
+    version = client.get("/models/b/versions/1")
+    assert version.status_code == 200
+    assert version.json()["dataset_id"] == ds and version.json()["dataset_sha256"] == multilabel_dataset["sha256"]
+    assert client.get("/models/a").json()["latest_version"] == 2
+    predicted = client.post("/predict", json={"model": "a@1", "instances": [[0.5] * 6]})
+    assert predicted.status_code == 200, predicted.text
+
+
+def test_dataset_without_versions_is_deleted_without_force(client, multilabel_dataset):
+    train(client, "mlknn", multilabel_dataset["id"], "gone", k=3)
+    assert client.delete("/models/gone").status_code == 204  # no version depends on it any more
+    assert client.delete(f"/datasets/{multilabel_dataset['id']}").status_code == 204
 
 
 def test_listings_leave_out_the_names_that_grow_with_the_dataset(client):

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from tests.helpers import make_multilabel, train
+from app.db import session_scope
+from app.orm import Job
+from tests.helpers import csv_bytes, make_multilabel, train
 
 
 def items(response) -> list[dict]:
@@ -73,3 +75,87 @@ def test_openapi_declares_statuses_and_constraints(client):
     assert set(method["enum"]) >= {"mlknn", "dmknn", "ldlkm", "elcfs", "ghc-dr", "trans-ovk"}
     # no API key configured: no security scheme declared (and none enforced)
     assert "securitySchemes" not in doc.get("components", {})
+
+
+# errors that name the valid choices ---------------------------------------------------------
+def test_unknown_param_lists_the_methods_params(client, multilabel_dataset):
+    body = {"method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "m", "params": {"kk": 3}}
+    [item] = items(client.post("/train", json=body))
+    assert item["loc"] == ["body", "params", "kk"] and item["type"] == "extra_forbidden"
+    assert "unknown parameter 'kk' for method 'mlknn' (did you mean 'k'?)" in item["msg"]
+    assert "its parameters: k, s" in item["msg"], item["msg"]
+    auto = {"method": "auto", "dataset_id": multilabel_dataset["id"], "model_name": "m", "params": {"zzz": 1}}
+    [item] = items(client.post("/train", json=auto))
+    assert "for method 'auto'; its parameters: candidates, metric, cv, tune" in item["msg"], item["msg"]
+
+
+def test_predicting_a_model_whose_first_training_is_queued_says_so(client, settings, multilabel_dataset):
+    with session_scope(settings.resolved_database_url) as session:
+        session.add(
+            Job(id="j-first", kind="train", status="queued", request={}, model_name="soon", dataset_id="x" * 16)
+        )
+    for path, body in [
+        ("/predict", {"model": "soon", "instances": [[0.5] * 6]}),
+        ("/predict", {"model": "soon@1", "instances": [[0.5] * 6]}),
+        ("/evaluate", {"model": "soon", "dataset_id": multilabel_dataset["id"]}),
+    ]:
+        r = client.post(path, json=body)
+        assert r.status_code == 409, r.text
+        assert r.json()["detail"] == (
+            "model: model 'soon' is still training (job j-first, status queued); "
+            "it can be used once the job has succeeded (GET /jobs/j-first)"
+        )
+    # another name, or a job of another kind for it, is the plain 404
+    assert client.post("/predict", json={"model": "never", "instances": [[0.5] * 6]}).status_code == 404
+    with session_scope(settings.resolved_database_url) as session:
+        session.get_one(Job, "j-first").status = "failed"
+    r = client.post("/predict", json={"model": "soon", "instances": [[0.5] * 6]})
+    assert r.status_code == 404 and r.json()["detail"] == "model: model 'soon' not found"
+
+
+def test_contradictory_upload_options_name_both_fields(client):
+    X, Y = make_multilabel(n=20, d=4, q=2)
+    data = csv_bytes(X, Y)
+
+    def upload(fields: dict, name: str = "d.csv", content: bytes = data, **files) -> list[dict]:
+        return items(client.post("/datasets", files={"file": (name, content), **files}, data=fields))
+
+    both = upload({"label_count": "2", "label_columns": "label0,label1"})
+    assert [i["loc"] for i in both] == [["body", "label_count"], ["body", "label_columns"]]
+    assert all("label_count and label_columns" in i["msg"] for i in both)
+    arff = b"@relation r\n@attribute a numeric\n@attribute y {0,1}\n@data\n0.1,1\n0.2,0\n"
+    xml = b'<labels xmlns="http://mulan.sourceforge.net/labels"><label name="y"></label></labels>'
+    clash = upload({"label_count": "1"}, "d.arff", arff, labels_file=("l.xml", xml))
+    assert [i["loc"] for i in clash] == [["body", "labels_file"], ["body", "label_count"]]
+    [ignored] = upload({"label_count": "2", "n_features": "4"})
+    assert ignored["loc"] == ["body", "n_features"] and "LIBSVM" in ignored["msg"] and "CSV" in ignored["msg"]
+    assert [i["loc"] for i in upload({"label_count": "2", "part": "test", "format": "csv"})] == [
+        ["body", "part"],
+        ["body", "format"],
+    ]
+    located = upload({"label_columns": "label0", "label_location": "start"})
+    assert [i["loc"] for i in located] == [["body", "label_location"], ["body", "label_count"]]
+    # the defaults a form sends unasked are no contradiction
+    r = client.post(
+        "/datasets",
+        files={"file": ("d.csv", data)},
+        data={"label_columns": "label0,label1", "label_location": "end", "part": "train", "format": "auto"},
+    )
+    assert r.status_code == 201, r.text
+
+
+def test_a_file_of_no_dataset_format_is_told_the_accepted_formats(client):
+    X, Y = make_multilabel(n=20, d=4, q=2)
+    for name, content, looks in [
+        ("rows.json", b'{"X": [[1, 2]], "Y": [[0, 1]]}', "looks like JSON"),
+        ("notes.txt", b"Some prose, with a comma.\nAnd a second line of it.\n", "'.txt' is not a dataset extension"),
+        ("README", b"plain words\nno numbers here\n", "no extension"),
+    ]:
+        [item] = items(client.post("/datasets", files={"file": (name, content)}, data={"label_count": "1"}))
+        assert item["loc"] == ["body", "file"] and "not recognised" in item["msg"] and looks in item["msg"]
+        assert "Accepted formats: ARFF (.arff), CSV" in item["msg"] and "(read as CSV, it fails:" in item["msg"]
+    # a CSV named as one keeps the CSV parser's own message; an unnamed CSV still parses
+    [item] = items(client.post("/datasets", files={"file": ("x.csv", b"a,b\n1,x\n")}, data={"label_count": "1"}))
+    assert "Accepted formats" not in item["msg"] and "is not a number" in item["msg"]
+    r = client.post("/datasets", files={"file": ("export", csv_bytes(X, Y))}, data={"label_count": "2"})
+    assert r.status_code == 201, r.text

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.observability import JsonFormatter
 from tests.helpers import make_multilabel, upload_csv
 
 
@@ -64,3 +68,44 @@ def test_api_key_guards_everything_but_operations(settings):
         assert client.get("/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         for open_route in ("/health", "/ready", "/metrics", "/docs", "/openapi.json"):
             assert client.get(open_route).status_code == 200, open_route
+
+
+class Records(logging.Handler):
+    """Keeps the records it is given (a handler of its own: what pytest's caplog attaches to
+    non-propagating loggers depends on when they became so)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_one_json_log_line_per_request(client):
+    """Each request is one INFO record of ``labelserve.http``: route template (not the raw path),
+    method, status and duration, formatted as one JSON line like every other log line."""
+    logger, captured = logging.getLogger("labelserve.http"), Records()
+    level = logging.getLogger("labelserve").level
+    logger.addHandler(captured)
+    try:
+        client.get("/health")
+        client.get("/datasets/0123456789abcdef")
+        client.get("/no/such/path")
+        lines = [json.loads(JsonFormatter().format(r)) for r in captured.records]
+        assert [(e["method"], e["route"], e["status"]) for e in lines] == [
+            ("GET", "/health", 200),
+            ("GET", "/datasets/{dataset_id}", 404),
+            ("GET", "unmatched", 404),
+        ]
+        for entry in lines:
+            assert entry["level"] == "INFO" and entry["message"] == "request" and entry["logger"] == "labelserve.http"
+            assert isinstance(entry["duration_ms"], float) and 0 <= entry["duration_ms"] < 60_000
+        # below INFO's priority nothing is logged (and nothing but the level check is spent)
+        captured.records.clear()
+        logging.getLogger("labelserve").setLevel(logging.WARNING)
+        client.get("/health")
+        assert captured.records == []
+    finally:
+        logger.removeHandler(captured)
+        logging.getLogger("labelserve").setLevel(level)

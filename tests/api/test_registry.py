@@ -37,9 +37,9 @@ def test_deleting_versions_and_models(client, settings, multilabel_dataset):
     assert client.get("/models/m").status_code == 404
     assert list((settings.model_dir / "artifacts").glob("*.joblib")) == []
     assert client.delete("/models/m").status_code == 404
-    # a dataset's deletion keeps the lineage of models trained on it
+    # a dataset's (forced) deletion keeps the lineage of models trained on it
     train(client, "mlknn", multilabel_dataset["id"], "n", k=3)
-    assert client.delete(f"/datasets/{multilabel_dataset['id']}").status_code == 204
+    assert client.delete(f"/datasets/{multilabel_dataset['id']}?force=true").status_code == 204
     assert client.get("/models/n/versions/1").json()["dataset_sha256"] == multilabel_dataset["sha256"]
 
 

@@ -65,6 +65,17 @@ def datasets(server: str, files: dict[str, Path]) -> dict[str, dict]:
     return {"ml": ml, "ldl": ldl}  # type: ignore[dict-item]
 
 
+def test_datasets_delete_force_with_dependent_versions(server: str, files: dict[str, Path]) -> None:
+    scratch = run_json(server, "datasets", "upload", str(files["ml"]), "--label-count", "1")
+    run_json(server, "train", "mlknn", scratch["id"], "--name", "cli-lineage", "-p", "k=3", "--follow")  # type: ignore[index]
+    code, _, stderr = run(server, "datasets", "delete", scratch["id"])  # type: ignore[index]
+    assert code == 3 and "409" in stderr and "cli-lineage@1" in stderr and "force" in stderr
+    assert run(server, "datasets", "delete", scratch["id"], "--force")[0] == 0  # type: ignore[index]
+    assert run(server, "datasets", "show", scratch["id"])[0] == 4  # type: ignore[index]
+    version = run_json(server, "models", "show", "cli-lineage", "--version", "1")
+    assert version["dataset_id"] == scratch["id"]  # type: ignore[index]
+
+
 @pytest.fixture(scope="module")
 def trained(server: str, datasets: dict[str, dict]) -> dict[str, dict]:
     """Three models, one per output family, trained with --follow --json."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 
 from app.api.deps import DatasetId, PageDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
@@ -12,7 +12,8 @@ from app.schemas import DatasetOut, DatasetSummary, Page
 from app.services import datasets
 from app.services.datasets import Upload
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+# every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
+router = APIRouter(prefix="/datasets", tags=["datasets"], responses=responses(422))
 
 
 @router.post(
@@ -95,6 +96,15 @@ def get_dataset(dataset_id: DatasetId, session: SessionDep) -> DatasetOut:
 
 
 @router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409))
-def delete_dataset(dataset_id: DatasetId, session: SessionDep, store: StoreDep) -> Response:
-    datasets.delete_dataset(session, store, dataset_id)
+def delete_dataset(
+    dataset_id: DatasetId,
+    session: SessionDep,
+    store: StoreDep,
+    force: Annotated[
+        bool,
+        Query(description="delete it even though registered model versions were trained on it (they stay)"),
+    ] = False,
+) -> Response:
+    """Delete a dataset; 409 while a job uses it, or while model versions were trained on it unless force=true."""
+    datasets.delete_dataset(session, store, dataset_id, force=force)
     return Response(status_code=204)

@@ -13,7 +13,8 @@ from app.jobs.base import JobStatus
 from app.schemas import JobOut, Page
 from app.services import comparison, jobs
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+# every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(422))
 
 
 @router.get("", response_model=Page[JobOut])

@@ -13,7 +13,8 @@ from app.registry import ID_PATTERN
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
 from app.services import comparison, registry
 
-router = APIRouter(prefix="/models", tags=["models"])
+# every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
+router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
 
 
 @router.get("", response_model=Page[ModelOut])

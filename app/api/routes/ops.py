@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from app.db import session_scope
@@ -15,9 +15,11 @@ router = APIRouter(tags=["operations"])
 
 
 class Readiness(BaseModel):
-    status: str
-    database: str
-    model_store: str
+    """Whether this process can serve: the database answers and the model store is writable."""
+
+    status: str = Field(description="ready or not ready")
+    database: str = Field(description="ok or unreachable")
+    model_store: str = Field(description="ok, not writable, or low on disk space (below LABELSERVE_MIN_FREE_MB)")
 
 
 @router.get("/health")
