@@ -123,7 +123,7 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
         )
     dataset = _source(session, store, limits, body)
     problems = selection.check_auto(request, dataset.kind)
-    if request.cv > dataset.n_samples:
+    if request.cv is not None and request.cv > dataset.n_samples:
         problems.append(
             f"cv: {request.cv} folds need at least {request.cv} samples; the dataset has {dataset.n_samples}"
         )

@@ -105,3 +105,34 @@ def test_selectors_are_scored_downstream() -> None:
     assert entry.error is None and entry.oof_scores is None
     assert set(entry.curve) == set(selection.FRACTIONS) and all(len(v) == 3 for v in entry.curve.values())
     assert 0 < entry.mean("average_precision") <= 1
+
+
+def test_repeated_folds_are_fresh_stratified_partitions() -> None:
+    X, Y = make_multilabel(n=120, q=3)
+    splits = selection.folds(Y, "multilabel", 4, 0, repeats=3)
+    assert len(splits) == 12
+    repeats = [np.concatenate([te for _, te in splits[r * 4 : (r + 1) * 4]]) for r in range(3)]
+    assert all(sorted(held) == list(range(120)) for held in repeats)
+    assert not np.array_equal(splits[0][1], splits[4][1])  # each repeat shuffles anew
+    _, D = make_distribution(n=30)
+    assert len(selection.folds(D, "distribution", 3, 0, repeats=2)) == 6
+    with pytest.raises(ValueError, match="repeats"):
+        selection.folds(Y, "multilabel", 4, 0, repeats=0)
+
+
+def test_resampling_is_thorough_on_small_sets_within_the_budget() -> None:
+    assert selection.resampling(300, 1.0) == (10, 3)
+    assert selection.resampling(300, 6.0) == (10, 2)  # 10 x 3 x 6 s is above a quarter of 600 s
+    assert selection.resampling(300, 100.0) == (5, 1)  # the extra folds never cost a candidate
+    assert selection.resampling(5000, 0.01) == (5, 1)
+
+
+def test_select_defaults_to_the_resampling_and_records_it() -> None:
+    X, Y = make_multilabel(n=60, d=5, q=3)
+    result = selection.select(X, Y, "multilabel", candidates=["br", "rf"])
+    assert (result.cv, result.repeats) == (10, 3)
+    assert all(len(e.fold_metrics) == 30 for e in result.leaderboard)
+    record = result.record()
+    assert (record["cv"], record["repeats"]) == (10, 3)
+    named = selection.select(X, Y, "multilabel", candidates=["br"], cv=4)
+    assert (named.cv, named.repeats) == (4, 1)
