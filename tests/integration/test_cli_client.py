@@ -347,3 +347,23 @@ def test_compare_follows_the_job_and_saves_the_report(monkeypatch: pytest.Monkey
     lines = [line for line in result.stdout.splitlines() if "knn" in line]
     assert "mlknn" in lines[0] and "0.81" in lines[0] and "dmknn" in lines[1]
     assert report.read_text() == "<html>report</html>"
+
+
+def test_compare_against_the_real_server(server: str, datasets: dict[str, dict], tmp_path: Path) -> None:
+    """The whole path the mock above stands in for: the job runs in the server's pool, the table is
+    the job's leaderboard, and the saved report is the server's self-contained page."""
+    report = tmp_path / "compare.html"
+    ml = datasets["ml"]["id"]
+    code, stdout, stderr = run(server, "compare", ml, "-m", "br", "-m", "mlknn", "--cv", "3", "--report", str(report))
+    assert code == 0, stderr
+    assert "by 3-fold cross-validation" in stdout and "report written" in stderr
+    ranked = [line for line in stdout.splitlines() if " br " in line or " mlknn " in line]
+    assert len(ranked) == 2
+    html = report.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "data:image/png;base64," in html
+    assert 'src="http' not in html and 'href="http' not in html  # opens with no network
+    result = run_json(server, "compare", ml, "-m", "br", "-m", "mlknn", "--cv", "3", "--metric", "hamming_loss")
+    assert result["metric"] == "hamming_loss" and result["cv"] == 3  # type: ignore[index]
+    losses = [e["metrics"]["hamming_loss"]["mean"] for e in result["leaderboard"]]  # type: ignore[index]
+    assert len(losses) == 2 and losses == sorted(losses)  # a loss ranks lowest first
+    assert run(server, "compare", ml, "-m", "ldlkm")[0] != 0  # an LDL method on a multi-label set is refused
