@@ -18,7 +18,7 @@ Delivery and failure handling, and why:
 
   1. **Heartbeat + reaper** (the general one). The process running a job stamps
      ``jobs.heartbeat_at`` every ``heartbeat_seconds`` from a daemon thread
-     (``app.jobs.work.Heartbeat``). The API runs ``reap_stale_jobs`` at start-up
+     (``app.jobs.work.JobProgress``). The API runs ``reap_stale_jobs`` at start-up
      (``recover``) and then every ``reap_seconds`` in a background thread: a ``running`` job
      whose heartbeat is older than ``heartbeat_timeout`` is failed with a clear error. A job
      that a live worker is running keeps a fresh heartbeat, so an API restart never fails it.

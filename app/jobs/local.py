@@ -45,6 +45,7 @@ from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_module_names
+from app.observability import configure_logging
 from app.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
@@ -60,12 +61,18 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
     and scikit-learn for every pool (seconds); the fork server imports them once.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["app.jobs.work", *method_module_names()])
+    context.set_forkserver_preload(["app.jobs.work", "app.observability", *method_module_names()])
     return context
 
 
+def _init_pool_process(api_pid: int, log_level: str) -> None:
+    """Pool process initializer: log JSON lines as the API does, and never outlive the service."""
+    configure_logging(log_level)
+    _die_with_parent(api_pid)
+
+
 def _die_with_parent(api_pid: int) -> None:
-    """Pool process initializer: never outlive the service.
+    """Never outlive the service.
 
     The kernel kills this process when its parent (the fork server) exits, which the fork
     server does when the API process goes; a watchdog thread also checks the API itself, for
@@ -130,8 +137,8 @@ class LocalRunner:
         pool = ProcessPoolExecutor(
             max_workers=self._settings.workers,
             mp_context=_pool_context(),
-            initializer=_die_with_parent,
-            initargs=(os.getpid(),),
+            initializer=_init_pool_process,
+            initargs=(os.getpid(), self._settings.log_level),
         )
         pool.submit(int)  # start the fork server and a process now, not on the first job
         return pool

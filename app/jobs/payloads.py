@@ -72,8 +72,11 @@ class BatchPredictPayload(Payload):
     format: Literal["jsonl", "csv"] = "jsonl"
 
     def columns(self) -> dict[str, Any]:
-        """The job row's denormalised columns (shown by ``GET /jobs``, used by filters)."""
-        return {"method": self.method, "dataset_id": self.dataset_id}
+        """The job row's denormalised columns (shown by ``GET /jobs``, used by filters), with the
+        pinned version as the job's ``model``: what it predicts with, for lineage."""
+        name, _, version = self.model.rpartition("@")
+        pinned = {"model_name": name, "model_version": int(version)} if name and version.isdigit() else {}
+        return {"method": self.method, "dataset_id": self.dataset_id} | pinned
 
 
 class ComparePayload(Payload):

@@ -81,13 +81,16 @@ def claim(session: Session, job_id: str, worker: str) -> Job | None:
     )
     if not changed:
         return None
-    log.info("job started", extra={"job_id": job_id, "worker": worker})
-    return session.get(Job, job_id, populate_existing=True)
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is not None:
+        log.info("job started", extra={"job_id": job_id, "kind": job.kind, "method": job.method, "worker": worker})
+    return job
 
 
 def report_progress(session: Session, job_id: str, stage: str, fraction: float) -> bool:
-    """Record a running job's stage and progress; False once it is no longer running."""
-    values = {"stage": stage[:64], "progress": float(min(max(fraction, 0.0), 1.0))}
+    """Record a running job's stage and progress (a sign of life too: it stamps the heartbeat);
+    False once it is no longer running."""
+    values = {"stage": stage[:64], "progress": float(min(max(fraction, 0.0), 1.0)), "heartbeat_at": utcnow()}
     return bool(_apply(session, _guarded([job_id], [JobStatus.RUNNING]).values(**values)))
 
 
@@ -118,10 +121,7 @@ def succeed(session: Session, job_id: str, *, model_version: int | None = None, 
         values["model_version"] = model_version
     if result_path is not None:
         values["result_path"] = result_path
-    changed = bool(_apply(session, _guarded([job_id], [JobStatus.RUNNING]).values(**values)))
-    if changed:
-        log.info("job succeeded", extra={"job_id": job_id})
-    return changed
+    return bool(_apply(session, _guarded([job_id], [JobStatus.RUNNING]).values(**values)))
 
 
 def fail(

@@ -10,6 +10,7 @@ Skipped when Redis or PostgreSQL is not reachable.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -275,9 +276,10 @@ def test_two_workers_run_two_jobs_at_once(client, workers, service):
     assert versions(service) == 0
 
 
-def test_waiters_hear_a_job_end_through_redis_not_by_polling(workers, service):
+def test_waiters_hear_a_job_end_through_redis_not_by_polling(workers, service, tmp_path):
     """Two API processes with a one-minute fallback poll: the worker's announcement on Redis wakes
-    a waiter in the API that queued the job and one in another API; a cancel in one wakes the other."""
+    a waiter in the API that queued the job and one in another API; a cancel in one wakes the other.
+    The worker's pool process logs the job as JSON lines."""
     workers(1)
     slow = service.model_copy(update={"wait_poll_seconds": 60.0})
     with TestClient(create_app(slow)) as api, TestClient(create_app(slow)) as other_api:
@@ -288,6 +290,7 @@ def test_waiters_hear_a_job_end_through_redis_not_by_polling(workers, service):
         r = api.post("/train?wait=true", json=body)
         assert r.status_code == 200 and r.json()["status"] == "succeeded", r.text
         assert time.monotonic() - started < 30
+        first = r.json()["id"]
 
         job_id = api.post("/train", json=body).json()["job_id"]
         started = time.monotonic()
@@ -303,3 +306,9 @@ def test_waiters_hear_a_job_end_through_redis_not_by_polling(workers, service):
             started = time.monotonic()
             job = waiting.result(timeout=40).json()
         assert job["status"] == "cancelled" and time.monotonic() - started < 15
+    logged = {}
+    for line in (tmp_path / "worker-0.log").read_text().splitlines():
+        if line.startswith("{") and json.loads(line).get("job_id") == first:
+            logged.setdefault(json.loads(line)["message"], json.loads(line))
+    assert {"job started", "job stage", "job succeeded"} <= set(logged), logged
+    assert logged["job succeeded"]["seconds"] > 0 and logged["job started"]["kind"] == "train"
