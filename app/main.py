@@ -18,7 +18,8 @@ from starlette.routing import Mount, Route
 import app as package
 from app.api import errors
 from app.api.auth import ApiKeyGate
-from app.api.main import api_router
+from app.api.fast_path import PredictFastPath
+from app.api.main import TAGS, api_router
 from app.api.routes import ops
 from app.config import Settings, get_settings
 from app.db import prepare_schema
@@ -70,10 +71,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         description="Multi-label classification, label distribution learning and multi-label "
         "feature selection behind a REST API, with a versioned model registry.",
         lifespan=lifespan,
+        openapi_tags=TAGS,
         swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
     )
     api.state.settings = settings
     api.state.metrics = Metrics(settings.resolved_database_url)
+    api.add_middleware(PredictFastPath)  # innermost: after the key gate and the upload limit
     api.add_middleware(UploadLimit)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))

@@ -49,6 +49,8 @@ def instances_to_matrix(
             X = np.asarray(instances, dtype=np.float64)
         except (TypeError, ValueError):  # NumPy's own text names no position; say what is expected
             raise InvalidInput("every value must be a number (or a list of numbers per instance)", loc=LOC) from None
+    if np.isfinite(X).all():
+        return X
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         i, j = (int(v) for v in bad[0])
@@ -69,15 +71,20 @@ def _number(value: Any, i: int, name: str) -> float:
     return float(value)
 
 
-def label_sets(
-    model: Any, X: np.ndarray, label_names: list[str], threshold: float | None, include_scores: bool
-) -> list[dict[str, Any]]:
-    # The private twins skip scikit-learn's input validation: X was checked by parse_instances.
+def label_matrix(model: Any, X: np.ndarray, threshold: float | None) -> tuple[np.ndarray, list[dict[str, Any]] | None]:
+    """The 0/1 label sets (n, q) and the method's extra fields per row, if it has any."""
+    # The private twins skip scikit-learn's input validation: X was checked by instances_to_matrix.
     details = getattr(model, "_predict_details", None)
     if details is not None:
         Yhat, extras = details(X, threshold=threshold)
-    else:
-        Yhat, extras = model._predict(X, threshold=threshold), None
+        return Yhat, extras
+    return model._predict(X, threshold=threshold), None
+
+
+def label_sets(
+    model: Any, X: np.ndarray, label_names: list[str], threshold: float | None, include_scores: bool
+) -> list[dict[str, Any]]:
+    Yhat, extras = label_matrix(model, X, threshold)
     scores = model._decision_function(X) if include_scores else None
     names = np.asarray(label_names, dtype=object)
     items: list[dict[str, Any]] = []

@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -137,7 +137,17 @@ def library_versions() -> dict[str, str]:
     }
 
 
-def register_version(session: Session, name: str, **fields: Any) -> ModelVersion:
+def notify_on_commit(session: Session, store: Store) -> None:
+    """Publish a registry change (``Store.registry_changed``) once ``session`` commits it.
+
+    Every change to what a reference resolves to (a version added or deleted, an alias set or
+    removed, a model deleted) goes through this, so that cached resolutions in every process
+    are dropped; a rolled-back change publishes nothing.
+    """
+    event.listen(session, "after_commit", lambda _session: store.registry_changed(), once=True)
+
+
+def register_version(session: Session, store: Store, name: str, **fields: Any) -> ModelVersion:
     """Add the next version of ``name`` (creating the model on first use).
 
     The model row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises writers)
@@ -162,6 +172,7 @@ def register_version(session: Session, name: str, **fields: Any) -> ModelVersion
     row = ModelVersion(model_name=name, version=number, **fields)
     session.add(row)
     session.flush()
+    notify_on_commit(session, store)
     return row
 
 

@@ -79,6 +79,8 @@ class Store:
         self.datasets = root / "datasets"
         self.artifacts = root / "artifacts"
         self.results = root / "results"
+        self.registry_token_path = root / "registry.token"
+        self._registry_token_file = str(self.registry_token_path)  # read per prediction: no Path work
         for folder in (self.datasets, self.artifacts, self.results):
             folder.mkdir(parents=True, exist_ok=True)
 
@@ -136,6 +138,39 @@ class Store:
 
     def delete_artifact(self, sha256: str) -> None:
         self.artifact_path(sha256).unlink(missing_ok=True)
+
+    # registry change notices --------------------------------------------------------------
+    # Every process that serves predictions keeps resolved references (``name``, ``name@alias``)
+    # in memory; each change to the registry writes a new random token here after its commit,
+    # and a reader trusts its resolutions only while the token it read before resolving is still
+    # the one on disk. The store is shared by the API processes and the workers (artifacts live
+    # here), so this reaches every process without a database round trip per prediction.
+    def registry_token(self) -> bytes:
+        """The current registry token (empty before the first change)."""
+        try:
+            fd = os.open(self._registry_token_file, os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        try:
+            return os.read(fd, 64)  # tokens are 32 bytes; three system calls, no file object
+        finally:
+            os.close(fd)
+
+    def registry_changed(self) -> None:
+        """Publish a registry change (call it after the change is committed).
+
+        A fresh random token, so concurrent writers cannot lose each other's notice; written by
+        rename so a reader sees the old or the new token, never a torn one. No fsync: after a
+        crash every process starts with empty caches anyway.
+        """
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".registry.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(os.urandom(16).hex().encode())
+            os.replace(tmp, self.registry_token_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     # batch prediction results -------------------------------------------------------------
     def result_path(self, job_id: str, fmt: str) -> Path:

@@ -48,7 +48,7 @@ _bearer = HTTPBearer(auto_error=False, description="the API key as a Bearer toke
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
 
 
-def require_api_key(
+async def require_api_key(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     header: Annotated[str | None, Security(_header)],
@@ -56,7 +56,8 @@ def require_api_key(
     """Demand ``LABELSERVE_API_KEY`` as a Bearer token or an X-API-Key header.
 
     Installed only when a key is configured, so the OpenAPI document declares the security
-    schemes exactly when the server enforces them.
+    schemes exactly when the server enforces them. Async: a sync dependency would cost every
+    guarded request a hop to a worker thread (``ApiKeyGate`` has checked the key already).
     """
     expected: str = request.app.state.settings.api_key
     given = header if header is not None else bearer.credentials if bearer is not None else None

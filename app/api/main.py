@@ -6,18 +6,41 @@ from fastapi import APIRouter, Depends
 
 from app.api.deps import require_api_key
 from app.api.errors import responses
-from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training, v2
 
-RESOURCES = (methods, datasets, training, jobs, models, predict, evaluate, compare)
+# Requests are matched against the routes in this order, one route after another: the
+# prediction routes come first so that the hot path is matched at once rather than after every
+# other route. The order of the docs comes from ``TAGS``, not from this.
+RESOURCES = (predict, v2, methods, datasets, training, jobs, models, evaluate, compare)
+
+# The sections of the docs, in the order a new user meets them.
+TAGS = [
+    {"name": "methods", "description": "The methods this server can train, with their parameters and outputs."},
+    {"name": "datasets", "description": "Upload datasets (CSV, ARFF with Mulan XML, LIBSVM, MAT) and manage them."},
+    {
+        "name": "training",
+        "description": "Train a method (or `auto`) on a dataset: a job that registers a model version.",
+    },
+    {
+        "name": "jobs",
+        "description": "Follow, cancel and fetch the results of trainings, batch predictions, comparisons.",
+    },
+    {"name": "models", "description": "The registry: models, immutable versions, aliases, reports."},
+    {"name": "prediction", "description": "Label sets, rankings, distributions or selected features as JSON."},
+    {"name": "evaluation", "description": "The standard metrics of a version on a dataset with known labels."},
+    {"name": "comparison", "description": "Cross-validate several methods on a dataset: a leaderboard and a report."},
+    {"name": "inference protocol (v2)", "description": "The KServe / Triton V2 REST protocol on the same models."},
+    {"name": "operations", "description": "Liveness, readiness and Prometheus metrics (never behind the API key)."},
+]
 
 
 def api_router(*, api_key: bool) -> APIRouter:
     """All routes; with ``api_key`` the resource routes demand the key (and declare 401/403)."""
     router = APIRouter()
-    router.include_router(ops.router)
     for module in RESOURCES:
         if api_key:
             router.include_router(module.router, dependencies=[Depends(require_api_key)], responses=responses(401, 403))
         else:
             router.include_router(module.router)
+    router.include_router(ops.router)
     return router

@@ -381,6 +381,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
         if transitions.lock_running(session, job_id):
             version = register_version(
                 session,
+                store,
                 payload.model_name,
                 method=spec.id,
                 params=full_params,

@@ -71,34 +71,44 @@ def _power_inplace(a: np.ndarray, p: float) -> np.ndarray:
     return np.power(a, p, out=a)
 
 
+# Up to this many (sample, center, feature) differences, distances are computed in one
+# broadcast: a prediction of a few rows then costs a handful of NumPy calls instead of several
+# per center. Larger inputs loop over the centers, so memory stays one (n, d) array.
+_BROADCAST_ELEMENTS = 1 << 16
+
+
 def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.ndarray:
     """Minkowski distances of order ``p`` from every row of X to every center, shape (n, k).
 
-    Vectorised over samples; the Python loop runs over the k centers only, so the largest
-    temporary is one (n, d) array (never an (n, k, d) broadcast). For
-    1 < p < inf each row is scaled by its largest absolute difference before raising to the
-    power p, so large p and large coordinates cannot overflow; the result is the same
-    distance up to rounding, and an exact 0 stays an exact 0.
+    Vectorised over samples; for large inputs the Python loop runs over the k centers only, so
+    the largest temporary is one (n, d) array (an (n, k, d) broadcast only below
+    ``_BROADCAST_ELEMENTS``; both give the same values). For 1 < p < inf each difference vector
+    is scaled by its largest absolute difference before raising to the power p, so large p and
+    large coordinates cannot overflow; the result is the same distance up to rounding, and an
+    exact 0 stays an exact 0.
     """
     n, k = X.shape[0], centers.shape[0]
+    if n * k * X.shape[1] <= _BROADCAST_ELEMENTS:
+        return _minkowski(np.abs(X[:, None, :] - centers[None, :, :]), p)
     T = np.empty((n, k))
     for b in range(k):
-        diff = np.abs(X - centers[b])
-        if p == 1.0:
-            T[:, b] = diff.sum(axis=1)
-            continue
-        scale = diff.max(axis=1)
-        if p == math.inf:
-            T[:, b] = scale
-            continue
-        safe = np.where(scale > 0.0, scale, 1.0)
-        diff /= safe[:, None]
-        if p == 2.0:
-            norm = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        else:
-            norm = np.power(_power_inplace(diff, p).sum(axis=1), 1.0 / p)
-        T[:, b] = norm * scale
+        T[:, b] = _minkowski(np.abs(X - centers[b]), p)
     return T
+
+
+def _minkowski(diff: np.ndarray, p: float) -> np.ndarray:
+    """The order-``p`` norms of absolute differences along the last axis (``diff`` is overwritten)."""
+    if p == 1.0:
+        return diff.sum(axis=-1)
+    scale = diff.max(axis=-1)
+    if p == math.inf:
+        return scale
+    diff /= np.where(scale > 0.0, scale, 1.0)[..., None]
+    if p == 2.0:
+        norm = np.sqrt(np.einsum("...j,...j->...", diff, diff))
+    else:
+        norm = np.power(_power_inplace(diff, p).sum(axis=-1), 1.0 / p)
+    return norm * scale
 
 
 def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -113,20 +123,24 @@ def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore"):
         Tp = 1.0 / T
     hit = np.isinf(Tp)
+    if not hit.any():  # the usual case: no distance at 0
+        return _softmax_rows(Tp, temperature)
     W = np.empty_like(Tp)
     limit_rows = hit.any(axis=1)
-    if limit_rows.any():
-        h = hit[limit_rows].astype(float)
-        W[limit_rows] = h / h.sum(axis=1, keepdims=True)
+    h = hit[limit_rows].astype(float)
+    W[limit_rows] = h / h.sum(axis=1, keepdims=True)
     regular = ~limit_rows
     if regular.any():
-        Z = Tp[regular]
-        Z = Z - Z.max(axis=1, keepdims=True)
-        if temperature != 1.0:
-            Z /= temperature
-        E = np.exp(Z)
-        W[regular] = E / E.sum(axis=1, keepdims=True)
+        W[regular] = _softmax_rows(Tp[regular], temperature)
     return W
+
+
+def _softmax_rows(Z: np.ndarray, temperature: float) -> np.ndarray:
+    Z = Z - Z.max(axis=1, keepdims=True)
+    if temperature != 1.0:
+        Z /= temperature
+    E = np.exp(Z)
+    return E / E.sum(axis=1, keepdims=True)
 
 
 def _sq_euclidean(Xc: np.ndarray, x_sq: np.ndarray, centers_c: np.ndarray) -> np.ndarray:

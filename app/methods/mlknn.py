@@ -57,6 +57,12 @@ _BLOCK_ENTRIES = 1 << 22
 _GEMM_RTOL = 1e-9
 #: scikit-learn's ``algorithm="auto"`` uses a KD-tree for Euclidean data up to this dimension.
 _KD_TREE_MAX_DIM = 15
+#: Queries of new rows skip the tree when the training matrix has at most this many entries:
+#: a GEMM over it costs less than one ``KDTree.query`` call (whose input checks alone take
+#: about 100 microseconds). Both searches are exact with ties by index: the same neighbours.
+_BRUTE_QUERY_MAX_ENTRIES = 1 << 17
+#: Up to this many (row, neighbour, label) entries, counts are one gather-and-sum.
+_GATHER_MAX_ENTRIES = 1 << 16
 
 
 # ------------------------------------------------------------------------- neighbour search
@@ -95,10 +101,11 @@ class ExactKNN:
         if n == 0:
             return out
         step = max(1, _BLOCK_ENTRIES // max(m, 1))
+        use_tree = self.tree is not None and (loo or self.X.size > _BRUTE_QUERY_MAX_ENTRIES)
         for start in range(0, n, step):
             stop = min(n, start + step)
             offset = start if loo else None
-            if self.tree is not None:
+            if use_tree:
                 rows, cols = self._tree_candidates(Q[start:stop], k, offset)
                 out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
             else:
@@ -186,6 +193,8 @@ class ExactKNN:
 # ---------------------------------------------------------------------------- ML-kNN tables
 def neighbour_counts(Y: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
     """C (n, q): how many of each row's neighbours carry each label."""
+    if neighbours.size * Y.shape[1] <= _GATHER_MAX_ENTRIES:
+        return Y[neighbours].sum(axis=1, dtype=np.int64)
     C = np.zeros((neighbours.shape[0], Y.shape[1]), dtype=np.int64)
     for t in range(neighbours.shape[1]):  # loop over the K neighbour ranks, not over samples
         C += Y[neighbours[:, t]]

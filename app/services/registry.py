@@ -23,6 +23,7 @@ from app.registry import (
     RegistryError,
     Served,
     VersionKey,
+    notify_on_commit,
     reserved_alias,
     resolve,
     resolve_key,
@@ -193,6 +194,7 @@ def delete_version(session: Session, store: Store, name: str, version: int) -> N
     sha256 = row.artifact_sha256
     session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))
     session.delete(row)
+    notify_on_commit(session, store)
     session.commit()
     drop_unused_artifacts(session, store, {sha256})
 
@@ -202,11 +204,12 @@ def delete_model(session: Session, store: Store, name: str) -> None:
     model = _model(session, name)
     hashes = {v.artifact_sha256 for v in model.versions}
     session.delete(model)
+    notify_on_commit(session, store)
     session.commit()
     drop_unused_artifacts(session, store, hashes)
 
 
-def set_alias(session: Session, name: str, alias: str, version: int) -> ModelOut:
+def set_alias(session: Session, store: Store, name: str, alias: str, version: int) -> ModelOut:
     """Point ``alias`` at ``version`` (creating or moving it); ``latest`` and version-like
     aliases (``-1``, ``v3``) are reserved, as they would read as something else in ``name@alias``."""
     if reserved_alias(alias):
@@ -221,14 +224,16 @@ def set_alias(session: Session, name: str, alias: str, version: int) -> ModelOut
         session.add(Alias(model_name=name, alias=alias, version=version))
     else:
         row.version = version
+    notify_on_commit(session, store)
     session.commit()
     session.refresh(model)
     return model_out(model)
 
 
-def delete_alias(session: Session, name: str, alias: str) -> None:
+def delete_alias(session: Session, store: Store, name: str, alias: str) -> None:
     row = session.get(Alias, (name, alias))
     if row is None:
         raise NotFound(f"model '{name}' has no alias '{alias}'", loc=("path", "alias"))
     session.delete(row)
+    notify_on_commit(session, store)
     session.commit()

@@ -67,11 +67,11 @@ def delete_model(name: ModelName, session: SessionDep, store: StoreDep) -> Respo
 
 
 @router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 400, 413))
-def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep) -> ModelOut:
-    return registry.set_alias(session, name, alias, body.version)
+def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, store: StoreDep) -> ModelOut:
+    return registry.set_alias(session, store, name, alias, body.version)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404))
-def delete_alias(name: ModelName, alias: AliasName, session: SessionDep) -> Response:
-    registry.delete_alias(session, name, alias)
+def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, store: StoreDep) -> Response:
+    registry.delete_alias(session, store, name, alias)
     return Response(status_code=204)

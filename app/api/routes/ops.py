@@ -1,4 +1,5 @@
-"""Operations: liveness, readiness and Prometheus metrics (never behind the API key)."""
+"""Operations: liveness, readiness and Prometheus metrics (never behind the API key), also in
+the open inference protocol's form (``/v2/health/live``, ``/v2/health/ready``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from app.db import session_scope
+from app.schemas_v2 import Live, Ready
 from app.services.maintenance import low_on_space
 
 router = APIRouter(tags=["operations"])
@@ -44,17 +46,41 @@ def _database_ok(url: str) -> bool:
     },
 )
 async def ready(request: Request, response: Response) -> Readiness:
+    readiness = await _readiness(request)
+    if readiness.status != "ready":
+        response.status_code = 503
+    return readiness
+
+
+async def _readiness(request: Request) -> Readiness:
     state = request.app.state
     database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
     writable = await run_in_threadpool(state.store.writable)
     low = writable and await run_in_threadpool(low_on_space, state.settings, state.store)
-    if not (database and writable) or low:
-        response.status_code = 503
     return Readiness(
         status="ready" if database and writable and not low else "not ready",
         database="ok" if database else "unreachable",
         model_store="not writable" if not writable else "low on disk space" if low else "ok",
     )
+
+
+@router.get("/v2/health/live", tags=["inference protocol (v2)"])
+def v2_live() -> Live:
+    """The V2 protocol's liveness: the process answers."""
+    return Live(live=True)
+
+
+@router.get(
+    "/v2/health/ready",
+    tags=["inference protocol (v2)"],
+    responses={503: {"model": Ready, "description": "the database or the model store is not usable"}},
+)
+async def v2_ready(request: Request, response: Response) -> Ready:
+    """The V2 protocol's readiness: the same checks as `/ready`."""
+    ready = (await _readiness(request)).status == "ready"
+    if not ready:
+        response.status_code = 503
+    return Ready(ready=ready)
 
 
 @router.get(

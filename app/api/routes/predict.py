@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from starlette.datastructures import State
@@ -27,17 +27,25 @@ router = APIRouter(tags=["prediction"])
         404, 409, 400, 413, 422, success={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}}
     ),
 )
-async def predict(body: Annotated[PredictRequest, Body(openapi_examples=examples.PREDICT)], request: Request) -> Any:
-    """Label sets, label rankings, label distributions or a selector's features, as JSON."""
-    # One threadpool hop for the whole request, so the hot path costs about what /health does
-    # (sync dependencies would each add a hop; the session is opened inside instead).
-    return await run_in_threadpool(_predict, body, request.app.state)
+async def predict(
+    body: Annotated[PredictRequest, Body(openapi_examples=examples.PREDICT)], request: Request
+) -> Response:
+    """Label sets, label rankings, label distributions or a selector's features, as JSON.
+
+    Give `instances` (a list of feature vectors, or of `{feature: value}` objects) or the
+    `dataset_id` of a stored dataset; a stored dataset of more than `LABELSERVE_BATCH_JOB_ROWS`
+    rows is predicted as a job (202, then `GET /jobs/{id}/result`).
+    """
+    # Cached references with a few instances rarely get here (``app.api.fast_path`` answers
+    # them); this path resolves, reads stored datasets and shapes every error, in a worker thread.
+    answer = await run_in_threadpool(_predict, body, request.app.state)
+    if isinstance(answer, JobOut):
+        return JSONResponse(answer.model_dump(mode="json"), status_code=202)
+    # serialised once, by pydantic's own JSON encoder (the model was built from checked values)
+    return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
 
 
-def _predict(body: PredictRequest, state: State) -> Any:
+def _predict(body: PredictRequest, state: State) -> PredictResponse | JobOut:
     predictor: Predictor = state.predictor
     with session_scope(state.settings.resolved_database_url) as session:
-        result = prediction.predict(session, predictor, body)
-    if isinstance(result, JobOut):
-        return JSONResponse(result.model_dump(mode="json"), status_code=202)
-    return result
+        return prediction.predict(session, predictor, body)

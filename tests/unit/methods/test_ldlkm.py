@@ -467,3 +467,17 @@ def test_reproduces_paper_table_3_on_yeast_alpha():
     for name, ref in paper.items():
         ours = float(np.mean([f[name] for f in folds]))
         assert abs(ours - ref) / ref <= 0.02, (name, ours, ref)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 5.0, 3.5, math.inf])
+def test_small_inputs_broadcast_to_the_same_distances(monkeypatch, p):
+    """The one-broadcast path for few rows and the per-center loop agree exactly."""
+    from app.methods import ldlkm
+
+    rng = np.random.default_rng(0)
+    X, centers = rng.random((7, 13)) * 50, rng.random((9, 13)) * 50
+    X[0] = centers[2]  # an exact 0 stays an exact 0
+    broadcast = ldlkm.minkowski_to_centers(X, centers, p)
+    monkeypatch.setattr(ldlkm, "_BROADCAST_ELEMENTS", 0)
+    looped = ldlkm.minkowski_to_centers(X, centers, p)
+    assert np.array_equal(broadcast, looped) and broadcast[0, 2] == 0.0

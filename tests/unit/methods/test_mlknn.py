@@ -237,3 +237,32 @@ def test_blocked_search_and_single_rows_match(monkeypatch, d):
     for i in range(len(Q)):
         np.testing.assert_array_equal(model.decision_function(Q[i : i + 1]), batch[i : i + 1])
     assert model.decision_function(Q[:0]).shape == (0, 3)
+
+
+@pytest.mark.parametrize("kind", ["continuous", "binary", "duplicates"])
+def test_tree_and_gemm_queries_find_the_same_neighbours(monkeypatch, kind):
+    """New rows skip the KD-tree for small training sets; forcing the tree gives the same sets."""
+    from app.methods import mlknn
+
+    rng = np.random.default_rng(11)
+    X, _ = make_data(rng, 200, 3, 1, kind)
+    Q = make_data(rng, 40, 3, 1, kind)[0]
+    index = ExactKNN(X)
+    assert index.tree is not None
+    gemm = index.kneighbors(Q, 7)
+    monkeypatch.setattr(mlknn, "_BRUTE_QUERY_MAX_ENTRIES", 0)
+    np.testing.assert_array_equal(index.kneighbors(Q, 7), gemm)
+    np.testing.assert_array_equal(gemm, brute_knn(X, Q, 7, loo=False))
+
+
+def test_neighbour_counts_gathered_or_looped_agree(monkeypatch):
+    from app.methods import mlknn
+
+    rng = np.random.default_rng(12)
+    Y = (rng.random((50, 4)) > 0.5).astype(np.uint8)
+    N = rng.integers(0, 50, size=(9, 6))
+    gathered = mlknn.neighbour_counts(Y, N)
+    monkeypatch.setattr(mlknn, "_GATHER_MAX_ENTRIES", 0)
+    looped = mlknn.neighbour_counts(Y, N)
+    assert gathered.dtype == looped.dtype == np.int64
+    np.testing.assert_array_equal(gathered, looped)
