@@ -35,14 +35,46 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (409, "the model cannot be used"),
     )
 }
-_INFER_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {"schema": InferRequest.model_json_schema(ref_template="#/components/schemas/{model}")}
-        },
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema with its ``$defs`` substituted where they are used (the messages are not
+    recursive), so that it can sit in the OpenAPI document on its own."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(dict(defs[node["$ref"].rsplit("/", 1)[1]]))
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return dict(walk(schema))
+
+
+_INFER_BODY = {"required": True, "content": {"application/json": {"schema": _inline(InferRequest.model_json_schema())}}}
+_PARAMETERS = {"name": "the model name, or name@alias", "version": "a version number of the model"}
+
+
+def _openapi(*params: str, body: bool = False) -> dict[str, Any]:
+    """The path parameters (and body) of a route, declared for the docs only: the routes read
+    them from the request, so that no input can fail FastAPI's validation, whose 422 body is
+    not the protocol's."""
+    extra: dict[str, Any] = {
+        "parameters": [
+            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}, "description": _PARAMETERS[p]}
+            for p in params
+        ]
     }
-}
+    if body:
+        extra["requestBody"] = _INFER_BODY
+    return extra
+
+
+def _path(request: Request) -> tuple[str, str | None]:
+    return request.path_params["name"], request.path_params.get("version")
 
 
 def _error(exc: DomainError) -> Response:
@@ -114,39 +146,52 @@ def _describe(exc: Exception) -> str:
     return f"the body is not JSON: {exc}"
 
 
-@router.get("/{name}", response_model=ModelMetadata, responses=ERRORS)
-async def model_metadata(name: str, request: Request) -> Response:
+@router.get("/{name}", response_model=ModelMetadata, responses=ERRORS, openapi_extra=_openapi("name"))
+async def model_metadata(request: Request) -> Response:
     """The model's inputs and outputs, and its versions (latest version, or `name@alias`)."""
-    return await _model_metadata(request, name, None)
+    return await _model_metadata(request, *_path(request))
 
 
-@router.get("/{name}/versions/{version}", response_model=ModelMetadata, responses=ERRORS)
-async def version_metadata(name: str, version: str, request: Request) -> Response:
+@router.get(
+    "/{name}/versions/{version}",
+    response_model=ModelMetadata,
+    responses=ERRORS,
+    openapi_extra=_openapi("name", "version"),
+)
+async def version_metadata(request: Request) -> Response:
     """One version's inputs and outputs."""
-    return await _model_metadata(request, name, version)
+    return await _model_metadata(request, *_path(request))
 
 
-@router.get("/{name}/ready", response_model=ModelReady, responses=ERRORS)
-async def model_ready(name: str, request: Request) -> Response:
-    """200 with `ready: true` once the model is loaded and can answer; 404 when there is no such model."""
-    return await _model_ready(request, name, None)
+@router.get("/{name}/ready", response_model=ModelReady, responses=ERRORS, openapi_extra=_openapi("name"))
+async def model_ready(request: Request) -> Response:
+    """200 with `ready: true` once the model can answer; 404 when there is no such model."""
+    return await _model_ready(request, *_path(request))
 
 
-@router.get("/{name}/versions/{version}/ready", response_model=ModelReady, responses=ERRORS)
-async def version_ready(name: str, version: str, request: Request) -> Response:
+@router.get(
+    "/{name}/versions/{version}/ready",
+    response_model=ModelReady,
+    responses=ERRORS,
+    openapi_extra=_openapi("name", "version"),
+)
+async def version_ready(request: Request) -> Response:
     """Whether that version can answer."""
-    return await _model_ready(request, name, version)
+    return await _model_ready(request, *_path(request))
 
 
-@router.post("/{name}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_INFER_BODY)
-async def model_infer(name: str, request: Request) -> Response:
+@router.post("/{name}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_openapi("name", body=True))
+async def model_infer(request: Request) -> Response:
     """Inference on the latest version (or `name@alias`): the same numbers as `POST /predict`."""
-    return await _infer(request, name, None)
+    return await _infer(request, *_path(request))
 
 
 @router.post(
-    "/{name}/versions/{version}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_INFER_BODY
+    "/{name}/versions/{version}/infer",
+    response_model=InferResponse,
+    responses=ERRORS,
+    openapi_extra=_openapi("name", "version", body=True),
 )
-async def version_infer(name: str, version: str, request: Request) -> Response:
+async def version_infer(request: Request) -> Response:
     """Inference on one version."""
-    return await _infer(request, name, version)
+    return await _infer(request, *_path(request))
