@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.observability import JsonFormatter
-from tests.helpers import make_multilabel, upload_csv
+from tests.helpers import make_multilabel, train, upload_csv
 
 
 def test_health_ready_docs(client):
@@ -82,21 +82,24 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
-def test_one_json_log_line_per_request(client):
+def test_one_json_log_line_per_request(client, multilabel_dataset):
     """Each request is one INFO record of ``labelserve.http``: route template (not the raw path),
     method, status and duration, formatted as one JSON line like every other log line."""
     logger, captured = logging.getLogger("labelserve.http"), Records()
     level = logging.getLogger("labelserve").level
+    train(client, "mlknn", multilabel_dataset["id"], "logged", k=3)
     logger.addHandler(captured)
     try:
         client.get("/health")
         client.get("/datasets/0123456789abcdef")
         client.get("/no/such/path")
+        client.post("/predict", json={"model": "logged", "instances": [[0.5] * 6]})  # the ASGI fast path
         lines = [json.loads(JsonFormatter().format(r)) for r in captured.records]
         assert [(e["method"], e["route"], e["status"]) for e in lines] == [
             ("GET", "/health", 200),
             ("GET", "/datasets/{dataset_id}", 404),
             ("GET", "unmatched", 404),
+            ("POST", "/predict", 200),
         ]
         for entry in lines:
             assert entry["level"] == "INFO" and entry["message"] == "request" and entry["logger"] == "labelserve.http"
