@@ -1,16 +1,24 @@
-"""Serving cost: ``POST /predict`` against a bare FastAPI echo endpoint, under the same wrk load, in one run.
+"""Serving cost: ``POST /predict`` and ``/v2/.../infer`` against a bare FastAPI echo endpoint, under
+the same wrk load, in one run.
 
-Absolute rates depend on the machine and on what else runs on it, so the number that counts is the
-ratio of each ``/predict`` rate to the echo endpoint's rate for the same body, measured minutes apart
-in one run. Two processes are started on 127.0.0.1, both with uvicorn on uvloop + httptools from this
-venv: a bare FastAPI app whose ``POST /echo`` returns the request body unparsed, and
-``labelserve serve`` on a temporary SQLite database and model directory. Two small models are trained
-through the API (ldlkm on a generated label-distribution dataset, mlknn on a generated multi-label
-dataset), then wrk (one thread, 16 connections) drives each endpoint with a one-row and a 100-row
-body: a warm-up run, then a measured run with latency percentiles. Any non-2xx response fails the run.
+Absolute rates depend on the machine and on what else runs on it, so the numbers that count are
+ratios to the echo endpoint measured minutes apart in one run: the rate ratio, and the ratio of the
+server's own CPU time per request (user + system time of the server's processes over the measured
+run, divided by the requests served; it hardly moves when other jobs share the machine, because
+time spent waiting for a core is not counted). Processes are started on 127.0.0.1, all with uvicorn
+on uvloop + httptools from this venv: a bare FastAPI app whose ``POST /echo`` returns the request
+body unparsed, and ``labelserve serve`` on a temporary SQLite (or PostgreSQL) database and model
+directory, with its default log level (one JSON line per request, to a file). Two small models are
+trained through the API (ldlkm on a generated label-distribution dataset, mlknn on a generated
+multi-label dataset), then wrk (one thread, 16 connections) drives each endpoint with a one-row and
+a 100-row body: a warm-up run, then a measured run with latency percentiles. With ``--workers 1,2``
+the service is measured once per worker count (one-row bodies for the extra counts). Any non-2xx
+response fails the run.
 
-Run: ``.venv/bin/python -m benchmarks.serving [--warmup 3] [--duration 8]``. Needs ``wrk`` on the
-PATH (Debian package ``wrk``). Every process it starts is stopped on exit, error or Ctrl-C.
+Run: ``.venv/bin/python -m benchmarks.serving [--warmup 3] [--duration 8] [--workers 1,2]
+[--database sqlite|postgresql]``. Needs ``wrk`` on the PATH (Debian package ``wrk``); PostgreSQL
+runs create and drop a throw-away database on ``--postgres-url``. Every process it starts is
+stopped on exit, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -34,6 +45,7 @@ from types import FrameType
 import httpx
 import numpy as np
 from fastapi import FastAPI, Request, Response
+from sqlalchemy import create_engine, make_url, text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTIONS = 16
@@ -85,7 +97,8 @@ class Processes:
         self.logs = logs
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str], ready: str) -> str:
+    def start(self, name: str, args: list[str], env: dict[str, str], ready: str) -> tuple[str, int]:
+        """Start a server; its base URL and pid once ``ready`` answers."""
         port = free_port()
         args = [a.replace("{port}", str(port)) for a in args]
         log = (self.logs / f"{name}.log").open("wb")
@@ -100,7 +113,7 @@ class Processes:
                 break
             try:
                 if httpx.get(base + ready, timeout=2).status_code < 500:
-                    return base
+                    return base, proc.pid
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
@@ -116,6 +129,45 @@ class Processes:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+        self.procs.clear()
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and every live descendant (uvicorn workers, pools)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += times.get(pid, 0.0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+@contextmanager
+def throwaway_postgres(admin_url: str) -> Iterator[str]:
+    """An empty PostgreSQL database for one run (dropped afterwards)."""
+    name = f"labelserve_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def train_models(base: str) -> dict[str, np.ndarray]:
@@ -147,6 +199,7 @@ class Result:
     rate: float
     p50_ms: float
     p99_ms: float
+    cpu_us: float  # server CPU time per request
 
 
 _UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -157,7 +210,7 @@ def _ms(text: str) -> float:
     return float(number) * _UNIT_MS[unit]
 
 
-def wrk(url: str, body: bytes, seconds: int, scripts: Path) -> Result:
+def wrk(url: str, body: bytes, seconds: int, scripts: Path, pid: int) -> Result:
     """One wrk run (1 thread, 16 connections) POSTing ``body``; fails on any non-2xx response or socket error."""
     script = scripts / f"post-{abs(hash(body))}.lua"
     script.write_text(
@@ -166,29 +219,84 @@ def wrk(url: str, body: bytes, seconds: int, scripts: Path) -> Result:
         f"wrk.body = {json.dumps(body.decode())}\n"
     )
     command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    before = cpu_seconds(pid)
     out = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    used = cpu_seconds(pid) - before
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(f"wrk saw failed requests on {url}:\n{out}")
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
-    return Result(rate, p50, p99)
+    return Result(rate, p50, p99, used / max(requests, 1) * 1e6)
 
 
-def measure(url: str, body: bytes, args: argparse.Namespace, scripts: Path) -> Result:
+def measure(url: str, body: bytes, args: argparse.Namespace, scripts: Path, pid: int) -> Result:
     """A warm-up run (discarded), then the measured one."""
-    wrk(url, body, args.warmup, scripts)
-    return wrk(url, body, args.duration, scripts)
+    wrk(url, body, args.warmup, scripts, pid)
+    return wrk(url, body, args.duration, scripts, pid)
+
+
+def v2_body(X: np.ndarray) -> bytes:
+    tensor = {"name": "input-0", "shape": list(X.shape), "datatype": "FP64", "data": X.ravel().tolist()}
+    return json.dumps({"inputs": [tensor]}).encode()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+Row = tuple[str, Result, Result]  # label, result, the echo result it is compared with
+
+
+def service_rows(
+    procs: Processes,
+    tmp: Path,
+    env: dict[str, str],
+    database_url: str,
+    workers: int,
+    rows: tuple[int, ...],
+    args: argparse.Namespace,
+    echo: tuple[str, int],
+) -> list[Row]:
+    """Start ``labelserve serve`` with ``workers`` processes, train the two models, measure every endpoint."""
+    run = tmp / f"{args.database}-{workers}"
+    run.mkdir()
+    service_env = env | {"LABELSERVE_MODEL_DIR": str(run / "models"), "LABELSERVE_DATABASE_URL": database_url}
+    service_env.pop("LABELSERVE_API_KEY", None)
+    service_env.pop("LABELSERVE_LOG_LEVEL", None)  # the default (INFO): one log line per request
+    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
+    base, pid = procs.start(f"service-{args.database}-{workers}", command, service_env, "/ready")
+    features = train_models(base)
+    out: list[Row] = []
+    for n in rows:
+        echo_base, echo_pid = echo
+        bodies = []
+        for name, X in features.items():
+            native = json.dumps({"model": name, "instances": X[:n].tolist()}).encode()
+            bodies.append((f"`POST /predict` {METHODS[name]}", "/predict", native))
+            bodies.append(
+                (f"`POST /v2/models/{name}/infer` {METHODS[name]}", f"/v2/models/{name}/infer", v2_body(X[:n]))
+            )
+        # the echo endpoint gets the largest of the bodies, so that its rate is not flattered
+        echo_result = measure(echo_base + "/echo", max((b for *_, b in bodies), key=len), args, tmp, echo_pid)
+        out.append((f"bare FastAPI `POST /echo`, {n}-row body", echo_result, echo_result))
+        for label, path, body in bodies:
+            result = measure(base + path, body, args, tmp, pid)
+            out.append((f"{label}, {n} row{'s' * (n > 1)}, {workers} worker{'s' * (workers > 1)}", result, echo_result))
+    procs.procs.remove(next(p for p in procs.procs if p.pid == pid))
+    os.killpg(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warmup", type=int, default=3, help="seconds of wrk load before each measured run")
     ap.add_argument("--duration", type=int, default=8, help="seconds of each measured wrk run")
+    ap.add_argument("--workers", default="1", help="comma-separated worker counts, e.g. 1,2")
+    ap.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     args = ap.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk not found on the PATH (Debian: apt-get install -y wrk)", file=sys.stderr)
@@ -198,39 +306,29 @@ def main(argv: list[str] | None = None) -> int:
     procs = Processes(tmp)
     try:
         env = os.environ | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        uvicorn = "-m uvicorn --host 127.0.0.1 --port {port} --loop uvloop --http httptools".split()
-        echo_base = procs.start("echo", [*uvicorn, "benchmarks.serving:echo_app"], env, "/docs")
-        service_env = env | {
-            "LABELSERVE_MODEL_DIR": str(tmp / "models"),
-            "LABELSERVE_DATABASE_URL": f"sqlite:///{tmp / 'labelserve.db'}",
-            "LABELSERVE_LOG_LEVEL": "WARNING",
-        }
-        service_env.pop("LABELSERVE_API_KEY", None)
-        service_base = procs.start(
-            "service", ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}"], service_env, "/ready"
-        )
-        features = train_models(service_base)
-        rows: list[tuple[str, Result, float]] = []
-        for n in ROWS:
-            runs: list[tuple[str, str, bytes]] = []
-            for name, X in features.items():
-                body = json.dumps({"model": name, "instances": X[:n].tolist()}).encode()
-                runs.append((f"`POST /predict` {METHODS[name]}, {n} row{'s' * (n > 1)}", "/predict", body))
-            # the echo endpoint gets the larger of the two bodies, so that its rate is not flattered
-            echo_body = max((body for *_, body in runs), key=len)
-            echo = measure(echo_base + "/echo", echo_body, args, tmp)
-            rows.append((f"bare FastAPI `POST /echo`, {n}-row body", echo, 1.0))
-            for label, path, body in runs:
-                result = measure(service_base + path, body, args, tmp)
-                rows.append((label, result, result.rate / echo.rate))
+        uvicorn = "-m uvicorn --host 127.0.0.1 --port {port} --loop uvloop --http httptools --no-access-log".split()
+        echo = procs.start("echo", [*uvicorn, "benchmarks.serving:echo_app"], env, "/docs")
+        rows: list[Row] = []
+        for i, workers in enumerate(int(w) for w in args.workers.split(",")):
+            counts = ROWS if i == 0 else ROWS[:1]
+            if args.database == "sqlite":
+                url = f"sqlite:///{tmp / f'labelserve-{workers}.db'}"
+                rows += service_rows(procs, tmp, env, url, workers, counts, args, echo)
+            else:
+                with throwaway_postgres(args.postgres_url) as url:
+                    rows += service_rows(procs, tmp, env, url, workers, counts, args, echo)
         print(
-            f"\nwrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + {args.duration:g} s measured "
-            f"per row; load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+            f"\n{args.database}; wrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + "
+            f"{args.duration:g} s measured per row; load average at the end: {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores\n"
         )
-        print("| endpoint | req/s | p50 | p99 | ratio to echo |")
-        print("|---|---|---|---|---|")
-        for label, r, ratio in rows:
-            print(f"| {label} | {r.rate:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | {ratio:.2f} |")
+        print("| endpoint | req/s | p50 | p99 | rate / echo | server CPU per request | echo's / this |")
+        print("|---|---|---|---|---|---|---|")
+        for label, r, e in rows:
+            print(
+                f"| {label} | {r.rate:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | {r.rate / e.rate:.2f} "
+                f"| {r.cpu_us:,.0f} µs | {e.cpu_us / r.cpu_us:.2f} |"
+            )
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -72,3 +72,4 @@ def test_readme_walkthrough_runs_verbatim(tmp_path: Path) -> None:
     assert out.count('"status":"succeeded"') >= 6
     assert '"output":"features"' in out and '"downstream"' in out
     assert "toy-cli@1" in out and "succeeded None" not in out
+    assert '"platform":"labelserve"' in out and '"model_name":"toy-mlknn"' in out  # the V2 protocol
