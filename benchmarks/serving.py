@@ -265,6 +265,10 @@ def service_rows(
     service_env = env | {"LABELSERVE_MODEL_DIR": str(run / "models"), "LABELSERVE_DATABASE_URL": database_url}
     service_env.pop("LABELSERVE_API_KEY", None)
     service_env.pop("LABELSERVE_LOG_LEVEL", None)  # the default (INFO): one log line per request
+    # as in production: the schema first, once, then the API processes (they only check it)
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=service_env, check=True, capture_output=True
+    )
     command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     base, pid = procs.start(f"service-{args.database}-{workers}", command, service_env, "/ready")
     features = train_models(base)
