@@ -127,18 +127,19 @@ class ExactKNN:
             D = (-2.0 * Qb) @ self.X.T
         D += self.sqnorm[None, :]
         finite = m - int(self_offset is not None)
+        rows = rows_b[:, None]  # plain fancy indexing: take_along_axis costs more for a few rows
         if k < finite:
             part = np.argpartition(D, k, axis=1)
             idx = part[:, :k]
-            dk = np.take_along_axis(D, idx, axis=1)
-            nxt = np.take_along_axis(D, part[:, k : k + 1], axis=1)[:, 0]
+            dk = D[rows, idx]
+            nxt = D[rows_b, part[:, k]]
             slack = _GEMM_RTOL * (np.einsum("ij,ij->i", Qb, Qb) + self.max_sqnorm) + 1e-300
             tied = nxt <= dk.max(axis=1) + slack
         else:  # every other training row is a neighbour
             idx = np.argpartition(D, k - 1, axis=1)[:, :k]
-            dk = np.take_along_axis(D, idx, axis=1)
+            dk = D[rows, idx]
             tied = np.zeros(b, dtype=bool)
-        out = np.take_along_axis(idx, np.lexsort((idx, dk), axis=1), axis=1)
+        out = idx[rows, np.lexsort((idx, dk), axis=1)]
         if tied.any():
             sub = np.flatnonzero(tied)
             kth = dk[sub].max(axis=1) + slack[sub]
