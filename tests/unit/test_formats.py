@@ -587,19 +587,22 @@ def test_label_columns_deeply_nested_json_is_a_validation_error():
 
 
 def test_csv_header_checks_are_linear():
-    # names.count per name took 20.6 s for 40,000 columns (quadratic)
+    # names.count per name took 20.6 s for 40,000 columns (quadratic); linear takes well under a
+    # second, so the bound leaves room for a loaded machine and still catches the quadratic one
     n = 40_000
     header = ",".join(f"c{j}" for j in range(n))
     content = f"{header}\n{','.join('0' for _ in range(n))}\n{','.join('1' for _ in range(n))}\n"
     started = time.perf_counter()
     ds = parse(content, "d.csv", label_columns=[f"c{j}" for j in range(0, n, 10)])
-    assert ds.n_labels == 4000 and time.perf_counter() - started < 5
+    assert ds.n_labels == 4000 and time.perf_counter() - started < 10
     started = time.perf_counter()
     rejects("'c7' appears more than once", header + ",c7\n0\n", "d.csv", label_count=1)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 10
 
 
 def test_mulan_xml_checks_are_linear():
+    # A quadratic check of 40,000 labels is about 1.6e9 comparisons: minutes. A linear one takes a
+    # second or two. The bound sits far between, so a loaded machine cannot fail a linear parser.
     n = 40_000
     xml = "<labels>" + "".join(f'<label name="l{j}"/>' for j in range(n)) + "</labels>"
     header = "@relation r\n@attribute a numeric\n" + "".join(f"@attribute l{j} {{0,1}}\n" for j in range(n))
@@ -610,11 +613,11 @@ def test_mulan_xml_checks_are_linear():
     ds = parse_dataset(
         content.encode(), filename="a.arff", labels_file=xml.encode(), limits=DatasetLimits(max_labels=n)
     )
-    assert ds.n_labels == n and time.perf_counter() - started < 10
+    assert ds.n_labels == n and time.perf_counter() - started < 60
     started = time.perf_counter()
     with pytest.raises(DatasetFormatError, match="'l5' more than once"):
         parse_dataset(content.encode(), filename="a.arff", labels_file=xml.replace("l9", "l5").encode())
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 60
 
 
 @pytest.mark.parametrize("value", [1e308, -1e308, 1e16])
