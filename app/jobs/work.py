@@ -246,7 +246,7 @@ def bound_n_jobs(params: dict[str, Any]) -> None:
         params["n_jobs"] = cpus if requested == -1 or requested > cpus else max(1, requested)
 
 
-def check_rows(X: np.ndarray, rows: int = 16) -> np.ndarray:
+def check_rows(X: np.ndarray, rows: int = 8) -> np.ndarray:
     """The training rows the output check predicts: the first ``rows`` and the ``rows`` most extreme.
 
     Extreme rows (largest absolute feature value) are where non-finite outputs come from; a few
