@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, text
 from app.config import Settings
 from app.db import migrate
 from app.main import create_app
-from tests.helpers import make_distribution, make_multilabel, throwaway_postgres, upload_csv
+from tests.helpers import make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -80,3 +80,18 @@ def multilabel_dataset(client: TestClient) -> dict:
 def distribution_dataset(client: TestClient) -> dict:
     X, D = make_distribution()
     return upload_csv(client, X, D, "ldl")
+
+
+@pytest.fixture
+def served_models(client: TestClient) -> dict:
+    """A model of each output kind: ``clf`` (mlknn), ``dm`` (dmknn), ``sel`` (elcfs) on a generated
+    multi-label dataset, ``dist`` (ldlkm) on a generated distribution dataset."""
+    X, Y = make_multilabel()
+    ml = upload_csv(client, X, Y, "ml")
+    train(client, "mlknn", ml["id"], "clf", k=5)
+    train(client, "dmknn", ml["id"], "dm")
+    train(client, "elcfs", ml["id"], "sel", max_iter=50)
+    Xd, D = make_distribution()
+    ldl = upload_csv(client, Xd, D, "ldl")
+    train(client, "ldlkm", ldl["id"], "dist", k=3)
+    return {"X": X, "ml": ml, "Xd": Xd, "ldl": ldl}

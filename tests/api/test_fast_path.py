@@ -14,20 +14,12 @@ import pytest
 
 from app.api import fast_path
 from app.api.routes import predict as predict_route
-from tests.helpers import make_distribution, make_multilabel, train, upload_csv
+from tests.helpers import train
 
 
 @pytest.fixture
-def models(client):
-    X, Y = make_multilabel()
-    ml = upload_csv(client, X, Y, "ml")
-    train(client, "mlknn", ml["id"], "clf", k=5)
-    train(client, "dmknn", ml["id"], "dm")
-    train(client, "elcfs", ml["id"], "sel", max_iter=50)
-    Xd, D = make_distribution()
-    ldl = upload_csv(client, Xd, D, "ldl")
-    train(client, "ldlkm", ldl["id"], "dist", k=3)
-    return {"ml": (X, ml), "ldl": (Xd, ldl)}
+def models(served_models):
+    return {"ml": (served_models["X"], served_models["ml"]), "ldl": (served_models["Xd"], served_models["ldl"])}
 
 
 def _both(client, monkeypatch, body: dict | bytes) -> tuple[tuple[int, object], tuple[int, object]]:

@@ -5,20 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers import make_distribution, make_multilabel, train, upload_csv
-
 
 @pytest.fixture
-def models(client):
-    X, Y = make_multilabel()
-    ml = upload_csv(client, X, Y, "ml")
-    train(client, "mlknn", ml["id"], "clf", k=5)
-    train(client, "dmknn", ml["id"], "dm")
-    train(client, "elcfs", ml["id"], "sel", max_iter=50)
-    Xd, D = make_distribution()
-    ldl = upload_csv(client, Xd, D, "ldl")
-    train(client, "ldlkm", ldl["id"], "dist", k=3)
-    return {"ml": X, "ldl": Xd, "labels": ml["label_names"], "features": ml["feature_names"]}
+def models(served_models):
+    ml = served_models["ml"]
+    return {"ml": served_models["X"], "ldl": served_models["Xd"], "labels": ml["label_names"]}
 
 
 def tensor(X: np.ndarray, flat: bool = True) -> dict:
