@@ -138,7 +138,8 @@ def test_serve_workers_restart_of_a_worker_keeps_the_other_workers_job(
     with server.client() as client:
         job_id = start_long_job(client, upload(client))
         owner = _api_process_of(int(job_row(database_url, job_id).worker.rpartition(":")[2]), server)
-        others = [pid for pid in _children(server.process.pid) if pid != owner]
+        # the other uvicorn worker; not the supervisor's multiprocessing resource tracker, also its child
+        others = [pid for pid in _workers(server) if pid != owner]
         assert others, "expected a second uvicorn worker"
         os.kill(others[0], signal.SIGKILL)  # uvicorn starts a new worker, which runs its recovery
         time.sleep(4)
@@ -160,10 +161,23 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+def _workers(server: LiveServer) -> list[int]:
+    """The uvicorn worker processes of a ``serve --workers N`` (spawned children of the supervisor)."""
+    assert server.process is not None
+    found = []
+    for pid in _children(server.process.pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in command and b"resource_tracker" not in command:
+            found.append(pid)
+    return found
+
+
 def _api_process_of(pid: int, server: LiveServer) -> int:
     """The uvicorn worker that is an ancestor of ``pid`` (a pool process, via its fork server)."""
-    assert server.process is not None
-    workers = set(_children(server.process.pid))
+    workers = set(_workers(server))
     while pid not in workers:
         pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
         assert pid > 1, "not a descendant of the server"
