@@ -75,6 +75,8 @@ out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the server's JSON instead of a table.")]
+LimitOption = Annotated[int, typer.Option(help="At most this many.")]
+OffsetOption = Annotated[int, typer.Option(help="Skip this many.")]
 FollowOption = Annotated[bool, typer.Option("--follow", "-f", help="Show a progress bar until the job ends.")]
 TimeoutOption = Annotated[
     float | None, typer.Option("--timeout", help="With --follow: give up after this many seconds (exit 7).")
@@ -260,8 +262,8 @@ def show_dataset(dataset: dict[str, Any]) -> None:
 @datasets_cli.command("list")
 def datasets_list(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
-    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    limit: LimitOption = 100,
+    offset: OffsetOption = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List the stored datasets."""
@@ -400,8 +402,8 @@ def jobs_list(
     status: Annotated[
         str | None, typer.Option(help="Only jobs in this status: queued, running, succeeded, failed, cancelled.")
     ] = None,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
-    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    limit: LimitOption = 100,
+    offset: OffsetOption = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List jobs, newest first."""
@@ -560,8 +562,8 @@ def evaluate(
 @models_cli.command("list")
 def models_list(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
-    offset: Annotated[int, typer.Option(help="Skip this many.")] = 0,
+    limit: LimitOption = 100,
+    offset: OffsetOption = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List the registered models."""
