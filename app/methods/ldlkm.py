@@ -39,6 +39,8 @@ from app.methods.numerics import FeatureScaling
 
 #: Rows of D whose sums differ from 1 by more than this are renormalised (rounding in data files).
 _ROW_SUM_TOL = 1e-9
+#: the smallest normal double: at or above it, 1 / T cannot overflow
+_TINY = float(np.finfo(np.float64).tiny)
 
 
 def _order(p: float | str) -> float:
@@ -89,7 +91,8 @@ def minkowski_to_centers(X: np.ndarray, centers: np.ndarray, p: float) -> np.nda
     """
     n, k = X.shape[0], centers.shape[0]
     if n * k * X.shape[1] <= _BROADCAST_ELEMENTS:
-        return _minkowski(np.abs(X[:, None, :] - centers[None, :, :]), p)
+        diff = X[:, None, :] - centers[None, :, :]
+        return _minkowski(np.abs(diff, out=diff), p)
     T = np.empty((n, k))
     for b in range(k):
         T[:, b] = _minkowski(np.abs(X - centers[b]), p)
@@ -103,7 +106,8 @@ def _minkowski(diff: np.ndarray, p: float) -> np.ndarray:
     scale = diff.max(axis=-1)
     if p == math.inf:
         return scale
-    diff /= np.where(scale > 0.0, scale, 1.0)[..., None]
+    # (the test of the minimum first: one reduction is cheaper than building the guarded divisor)
+    diff /= scale[..., None] if scale.min() > 0.0 else np.where(scale > 0.0, scale, 1.0)[..., None]
     if p == 2.0:
         norm = np.sqrt(np.einsum("...j,...j->...", diff, diff))
     else:
@@ -120,6 +124,8 @@ def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     distances go to 0+ is used: the clusters at zero distance share the weight equally and the
     others get 0. No epsilon clamping.
     """
+    if T.min() >= _TINY:  # the usual case: every 1/T is finite (no errstate, no limit rows)
+        return _softmax_rows(1.0 / T, temperature)
     with np.errstate(divide="ignore", over="ignore"):
         Tp = 1.0 / T
     hit = np.isinf(Tp)
@@ -136,11 +142,13 @@ def reciprocal_softmax(T: np.ndarray, temperature: float = 1.0) -> np.ndarray:
 
 
 def _softmax_rows(Z: np.ndarray, temperature: float) -> np.ndarray:
-    Z = Z - Z.max(axis=1, keepdims=True)
+    """Row softmax of ``Z / temperature``; ``Z`` is overwritten (callers pass a temporary)."""
+    Z -= Z.max(axis=1, keepdims=True)
     if temperature != 1.0:
         Z /= temperature
-    E = np.exp(Z)
-    return E / E.sum(axis=1, keepdims=True)
+    E = np.exp(Z, out=Z)
+    E /= E.sum(axis=1, keepdims=True)
+    return E
 
 
 def _sq_euclidean(Xc: np.ndarray, x_sq: np.ndarray, centers_c: np.ndarray) -> np.ndarray:

@@ -1,0 +1,131 @@
+"""The JSON log lines and the request log's batched handler."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from select import PIPE_BUF
+
+import pytest
+
+from app.observability import BatchedLines, JsonFormatter
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _record(**extra: object) -> logging.LogRecord:
+    return logging.makeLogRecord({"name": "labelserve.test", "levelname": "INFO", "msg": "hello", **extra})
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return b""
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    os.close(r)
+    os.close(w)
+
+
+def _handler(fd: int, delay: float = 0.05) -> BatchedLines:
+    handler = BatchedLines(fd=fd, delay=delay)
+    handler.setFormatter(JsonFormatter())
+    return handler
+
+
+def test_formatter_fields_and_values_orjson_cannot_encode():
+    line = json.loads(JsonFormatter().format(_record(job_id="j1", big=2**70, thing=Path("/x"))))
+    assert line["message"] == "hello" and line["logger"] == "labelserve.test" and line["level"] == "INFO"
+    assert line["job_id"] == "j1" and line["big"] == 2**70 and line["thing"] == "/x"
+    assert line["time"].endswith("+0000") or line["time"][-5] in "+-"
+
+
+def test_outside_an_event_loop_each_line_is_written_at_once(pipe):
+    r, w = pipe
+    handler = _handler(w)
+    handler.handle(_record(n=1))
+    assert [json.loads(x)["n"] for x in _read_all(r).splitlines()] == [1]
+
+
+def test_on_an_event_loop_lines_are_written_together_after_the_delay(pipe):
+    r, w = pipe
+    handler = _handler(w, delay=0.05)
+
+    async def run() -> tuple[bytes, bytes]:
+        for n in range(3):
+            handler.handle(_record(n=n))
+        before = _read_all(r)
+        await asyncio.sleep(0.2)
+        return before, _read_all(r)
+
+    before, after = asyncio.run(run())
+    assert before == b""  # kept, not written per line
+    assert [json.loads(x)["n"] for x in after.splitlines()] == [0, 1, 2]
+
+
+def test_flush_writes_what_is_kept_and_writes_hold_whole_lines(pipe, monkeypatch):
+    r, w = pipe
+    handler = _handler(w, delay=60.0)  # never due during the test: only flush writes
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def spy(fd: int, data: bytes) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    async def run() -> None:
+        for n in range(40):
+            handler.handle(_record(n=n, pad="x" * 500))
+        assert writes == []
+        monkeypatch.setattr(os, "write", spy)
+        handler.flush()  # what logging.shutdown does at exit
+
+    asyncio.run(run())
+    assert len(writes) > 1 and all(len(chunk) <= PIPE_BUF and chunk.endswith(b"\n") for chunk in writes)
+    assert [json.loads(x)["n"] for x in b"".join(writes).splitlines()] == list(range(40))
+    assert len(_read_all(r).splitlines()) == 40
+
+
+def test_lines_of_processes_sharing_one_pipe_never_interleave(tmp_path):
+    """Two real processes log long lines in batches to one pipe; every line read back is whole."""
+    script = textwrap.dedent(
+        """
+        import asyncio, logging, sys
+        from app.observability import BatchedLines, JsonFormatter
+        handler = BatchedLines(fd=1, delay=0.001)
+        handler.setFormatter(JsonFormatter())
+        async def main():
+            for n in range(3000):
+                handler.handle(logging.makeLogRecord({"msg": "x", "who": sys.argv[1], "n": n, "pad": "y" * 700}))
+                if n % 300 == 0:
+                    await asyncio.sleep(0.002)
+            await asyncio.sleep(0.05)
+        asyncio.run(main())
+        handler.flush()
+        """
+    )
+    r, w = os.pipe()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, who], cwd=ROOT, stdout=w, stderr=subprocess.PIPE)
+        for who in ("a", "b")
+    ]
+    os.close(w)
+    with os.fdopen(r, "rb") as out:
+        data = out.read()
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    lines = [json.loads(line) for line in data.splitlines()]
+    for who in ("a", "b"):
+        assert [e["n"] for e in lines if e["who"] == who] == list(range(3000))
