@@ -90,12 +90,10 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes.")] = 1,
 ) -> None:
-    """Start the HTTP API (app.main:app with uvicorn)."""
-    import uvicorn
+    """Start the HTTP API (app.main:app with uvicorn; several workers share the port evenly)."""
+    from app.server import serve as run
 
-    # the app logs every request itself, as a JSON line with the route template and the duration
-    # (app.observability.RequestMetrics); uvicorn's plain-text access line would be a second one
-    uvicorn.run("app.main:app", host=host, port=port, workers=workers, access_log=False)
+    run(host, port, workers)
 
 
 @cli.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -260,3 +261,65 @@ def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: P
             assert client.delete(f"/datasets/{item['id']}").status_code == 204
         assert client.get("/ready").status_code == 200
     assert server.stop() in CLEAN_EXIT
+
+
+def test_serve_workers_start_on_a_new_database_and_share_the_connections(
+    servers: list[LiveServer], tmp_path: Path
+) -> None:
+    # two workers migrating a new SQLite database at once: one failed ("table datasets already
+    # exists"); and with one listening socket for both, one worker accepted every connection of a
+    # burst (16 keep-alive connections from a load generator) while the other stayed idle
+    server = serve(servers, tmp_path, f"sqlite:///{tmp_path / 'new.db'}", workers=2)
+    deadline = time.monotonic() + 60
+    while len(workers := _workers(server)) < 2 or len(_listening(server.port, workers)) < 2:
+        assert time.monotonic() < deadline, f"workers {workers} not both listening: {server.log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    connections = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(32)]
+    try:
+        for conn in connections:  # each connection answered, and kept open
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        served_by = _owners(server.port, [c.getsockname()[1] for c in connections], workers)
+        assert len(served_by) == 32 and set(served_by.values()) == set(workers), served_by
+    finally:
+        for conn in connections:
+            conn.close()
+    assert "Traceback" not in server.log.read_text()
+
+
+def _tcp_sockets() -> list[tuple[int, int, int, str]]:
+    """(local port, remote port, inode, state) of every IPv4 TCP socket (``/proc/net/tcp``)."""
+    rows = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        rows.append(
+            (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16), int(fields[9]), fields[3])
+        )
+    return rows
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _listening(port: int, pids: list[int]) -> set[int]:
+    """The processes among ``pids`` that hold a socket listening on ``port``."""
+    listening = {inode for local, _, inode, state in _tcp_sockets() if local == port and state == "0A"}
+    return {pid for pid in pids if _socket_inodes(pid) & listening}
+
+
+def _owners(port: int, client_ports: list[int], pids: list[int]) -> dict[int, int]:
+    """Client port -> the process among ``pids`` holding the server side of that connection."""
+    server_side = {
+        remote: inode for local, remote, inode, _ in _tcp_sockets() if local == port and remote in client_ports
+    }
+    held = {pid: _socket_inodes(pid) for pid in pids}
+    return {client: pid for client, inode in server_side.items() for pid, inodes in held.items() if inode in inodes}

@@ -1,0 +1,76 @@
+"""Running the API under uvicorn: one process, or several behind one port.
+
+With several workers uvicorn binds one listening socket in the supervisor and every worker
+accepts from it. Under keep-alive load that splits connections badly: the worker that wakes
+first accepts the whole burst of new connections (16 from one load generator: all of them), so
+a second worker stayed idle (``benchmarks/serving.py`` measured one worker's rate with two).
+Here each worker listens on a socket of its own, all bound to the same address with
+``SO_REUSEPORT``, and the kernel spreads new connections across them by a hash of the
+connection's addresses.
+
+The supervisor stays uvicorn's (worker start, restart of a worker that dies, signals): it passes
+the workers a ``PerWorkerSocket``, bound but never listening, so the port is reserved and a
+taken port fails at start. Pickled into each spawned worker, it becomes that worker's own
+socket on the same address instead of a duplicate of the supervisor's.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from app.config import get_settings
+from app.db import migrate
+
+# the app logs every request itself, as a JSON line with the route template and the duration
+# (app.observability.RequestMetrics); uvicorn's plain-text access line would be a second one
+APP = "app.main:app"
+
+
+class PerWorkerSocket(socket.socket):
+    """A socket that each process it is sent to replaces with its own, bound to the same address."""
+
+    def __reduce__(self) -> tuple[object, tuple[int, tuple[object, ...]]]:
+        return (bind_reuse_port, (self.family, self.getsockname()))
+
+
+def bind_reuse_port(family: int, address: tuple[object, ...]) -> socket.socket:
+    """A new socket bound to ``address`` with ``SO_REUSEPORT`` (listening starts in uvicorn)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    sock.set_inheritable(True)
+    return sock
+
+
+def reserve(host: str, port: int) -> PerWorkerSocket:
+    """The supervisor's socket: bound with ``SO_REUSEPORT``, not listening (it accepts nothing)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = PerWorkerSocket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(host: str, port: int, workers: int) -> None:
+    """Serve the API on ``host:port`` with ``workers`` processes."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    if workers <= 1:
+        uvicorn.run(APP, host=host, port=port, access_log=False)
+        return
+    config = uvicorn.Config(APP, host=host, port=port, workers=workers, access_log=False)
+    sock = reserve(host, port)
+    # Workers that migrate at start-up would race to create the same tables on a new database
+    # (one of them failed to start): the supervisor migrates once first, the workers then find
+    # the schema current.
+    settings = get_settings()
+    if settings.migrate_at_startup:
+        migrate(settings.resolved_database_url)
+    Multiprocess(config, sockets=[sock]).run()
