@@ -20,8 +20,10 @@ import hashlib
 import io
 import os
 import tempfile
+import threading
 import time
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -73,6 +75,49 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         os.close(dir_fd)
 
 
+class VerifiedDatasets:
+    """Dataset arrays this process has read and verified, by file identity; LRU within a byte budget.
+
+    Reading a stored dataset means unzipping it and hashing every byte (6 ms for scene's test
+    split, more than ML-kNN's fit on the same rows takes per label), and the same dataset is read
+    again and again: by every training of a tuning or an ``auto`` job in the same pool process,
+    by repeated ``dataset_id`` predictions and evaluations. Stored files are content-addressed
+    and never rewritten in place, so a file whose inode, size and modification time are
+    unchanged holds the arrays already verified. Thread-safe; the arrays kept are never handed
+    out, only copies.
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._lock = threading.Lock()
+        self._arrays: OrderedDict[tuple[str, int, int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[str, int, int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            arrays = self._arrays.get(key)
+            if arrays is not None:
+                self._arrays.move_to_end(key)
+            return arrays
+
+    def put(self, key: tuple[str, int, int, int], X: np.ndarray, Y: np.ndarray) -> None:
+        size = X.nbytes + Y.nbytes
+        if size > self.budget_bytes:
+            return
+        with self._lock:
+            if key in self._arrays:
+                return
+            self._arrays[key] = (X, Y)
+            self._bytes += size
+            while self._bytes > self.budget_bytes:
+                _, (x, y) = self._arrays.popitem(last=False)
+                self._bytes -= x.nbytes + y.nbytes
+
+
+#: per process: small against the model cache, large enough for the benchmark sets (Yahoo: 10 MB)
+VERIFIED = VerifiedDatasets(64 * 1024 * 1024)
+
+
 class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -95,10 +140,24 @@ class Store:
             atomic_write(path, lambda fh: np.savez(fh, X=X, Y=Y, sha256=check))
 
     def load_dataset(self, sha256: str) -> tuple[np.ndarray, np.ndarray]:
-        """The arrays of a stored dataset, verified; ``DatasetUnavailable`` when missing or corrupt."""
+        """The arrays of a stored dataset, verified; ``DatasetUnavailable`` when missing or corrupt.
+
+        Each call gets its own copies. A dataset this process read and verified before, from a
+        file that has not changed since (same inode, size and modification time), comes from
+        ``VERIFIED`` instead of being read and hashed again.
+        """
         short = sha256[:16]
+        path = self.dataset_path(sha256)
         try:
-            with np.load(self.dataset_path(sha256), allow_pickle=False) as data:
+            status = os.stat(path)
+        except FileNotFoundError:
+            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are missing from the store") from None
+        key = (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
+        known = VERIFIED.get(key)
+        if known is not None:
+            return known[0].copy(), known[1].copy()
+        try:
+            with np.load(path, allow_pickle=False) as data:
                 X, Y = data["X"], data["Y"]
                 recorded = str(data["sha256"]) if "sha256" in data.files else None
         except FileNotFoundError:
@@ -107,7 +166,8 @@ class Store:
             raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (unreadable)") from None
         if recorded is not None and recorded != arrays_digest(X, Y):
             raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (checksum mismatch)")
-        return X, Y
+        VERIFIED.put(key, X, Y)
+        return X.copy(), Y.copy()
 
     def delete_dataset(self, sha256: str) -> None:
         self.dataset_path(sha256).unlink(missing_ok=True)

@@ -1,0 +1,77 @@
+"""The file store's dataset reads: verified once per process while the file is unchanged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app import store as store_module
+from app.store import DatasetUnavailable, Store, VerifiedDatasets
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    monkeypatch.setattr(store_module, "VERIFIED", VerifiedDatasets(1 << 20))
+    return Store(tmp_path)
+
+
+def _arrays(seed: int = 0, n: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 4)), (rng.random((n, 2)) > 0.5).astype(float)
+
+
+def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    calls: list[object] = []
+    real = np.load
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(args[0])
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(store_module.np, "load", counting)
+    return calls
+
+
+def test_a_second_read_of_an_unchanged_file_is_not_read_again_and_gets_its_own_copies(store, monkeypatch):
+    X, Y = _arrays()
+    store.save_dataset("a" * 64, X, Y)
+    loads = _counting_loads(monkeypatch)
+    X1, Y1 = store.load_dataset("a" * 64)
+    X1[:] = -1.0  # a caller scaling its copy in place must not change what the next caller gets
+    X2, Y2 = store.load_dataset("a" * 64)
+    assert len(loads) == 1
+    np.testing.assert_array_equal(X2, X)
+    np.testing.assert_array_equal(Y2, Y)
+    assert not np.shares_memory(X1, X2)
+
+
+def test_a_changed_or_removed_file_is_read_and_verified_again(store, monkeypatch):
+    X, Y = _arrays()
+    store.save_dataset("b" * 64, X, Y)
+    store.load_dataset("b" * 64)
+    path = store.dataset_path("b" * 64)
+    data = bytearray(path.read_bytes())
+    data[-200] ^= 0xFF  # corrupt it on disk (a new write: new modification time)
+    os.unlink(path)
+    path.write_bytes(bytes(data))
+    with pytest.raises(DatasetUnavailable, match="corrupt"):
+        store.load_dataset("b" * 64)
+    path.unlink()
+    with pytest.raises(DatasetUnavailable, match="missing"):
+        store.load_dataset("b" * 64)
+
+
+def test_the_budget_keeps_the_most_recently_used():
+    cache = VerifiedDatasets(budget_bytes=3 * 800)
+    arrays = {i: (np.zeros((10, 8)), np.zeros((0, 1))) for i in range(4)}  # 640 bytes each
+    for i in range(3):
+        cache.put((str(i), 0, 0, 0), *arrays[i])
+    assert cache.get(("0", 0, 0, 0)) is not None  # now the most recent
+    cache.put(("3", 0, 0, 0), *arrays[3])
+    kept = [i for i in range(4) if cache.get((str(i), 0, 0, 0)) is not None]
+    assert kept == [0, 2, 3]
+    cache.put(("big", 0, 0, 0), np.zeros((100, 100)), np.zeros((0, 1)))  # over the whole budget: not kept
+    assert cache.get(("big", 0, 0, 0)) is None and cache.get(("3", 0, 0, 0)) is not None
