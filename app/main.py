@@ -25,7 +25,7 @@ from app.config import Settings, get_settings
 from app.db import prepare_schema
 from app.jobs.local import stop_process_helpers
 from app.jobs.runner import make_runner
-from app.observability import Metrics, RequestMetrics, configure_logging
+from app.observability import Metrics, RequestMetrics, access_log, configure_logging
 from app.registry import ModelCache
 from app.services.maintenance import Sweeper
 from app.services.prediction import Predictor
@@ -62,6 +62,8 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
             api.state.runner.shutdown()
             if owns_process:
                 stop_process_helpers()
+            for handler in access_log.handlers:  # the request log's last batch, before the loop ends
+                handler.flush()
 
     # The Swagger UI and ReDoc assets are served by the service itself (from the fastapi-offline
     # package), so /docs and /redoc work on a host with no route to a CDN.

@@ -81,10 +81,9 @@ def _is_json(scope: Scope) -> bool:
 def _answer(predictor: Predictor, body: bytes) -> bytes | None:
     """The response body, or None for the route to answer (a database is needed, or any error)."""
     try:
-        answer = predict_cached(predictor, PredictRequest.model_validate(orjson.loads(body)))
+        return predict_cached(predictor, PredictRequest.model_validate(orjson.loads(body)))
     except Exception:  # any error: the route answers it, in its proper form
         return None
-    return None if answer is None else answer.model_dump_json(exclude_none=True).encode()
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

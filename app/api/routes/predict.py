@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import orjson
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -41,11 +42,11 @@ async def predict(
     answer = await run_in_threadpool(_predict, body, request.app.state)
     if isinstance(answer, JobOut):
         return JSONResponse(answer.model_dump(mode="json"), status_code=202)
-    # serialised once, by pydantic's own JSON encoder (the model was built from checked values)
-    return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
+    # the service builds the response document from checked values: serialised once, by orjson
+    return Response(orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
-def _predict(body: PredictRequest, state: State) -> PredictResponse | JobOut:
+def _predict(body: PredictRequest, state: State) -> prediction.Answer | JobOut:
     predictor: Predictor = state.predictor
     with session_scope(state.settings.resolved_database_url) as session:
         return prediction.predict(session, predictor, body)
