@@ -46,8 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sklearn.model_selection import KFold, RepeatedKFold
 from threadpoolctl import threadpool_limits
 
-from app import metrics
+from app import blending, metrics
 from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
+from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
 
@@ -136,7 +137,7 @@ def default_candidates(
     pool = [
         spec.id
         for spec in catalog().values()
-        if spec.task in tasks and spec.dataset_kind == kind and spec.id not in EXPENSIVE
+        if spec.task in tasks and spec.dataset_kind == kind and spec.id not in EXPENSIVE and spec.id not in BLENDS
     ]
     pool.sort(key=lambda m: expected_cost(m, n, d, q))
     chosen: list[str] = []
@@ -202,9 +203,12 @@ class Entry:
     params: dict[str, Any]
     fold_metrics: list[dict[str, float]] = field(default_factory=list)
     fit_seconds: list[float] = field(default_factory=list)
-    #: out-of-fold predictions: scores (classifiers), distributions (LDL); None for selectors
+    #: out-of-fold predictions of the last repeat: scores (classifiers), distributions (LDL); None
+    #: for selectors
     oof_scores: np.ndarray | None = None
     oof_labels: np.ndarray | None = None
+    #: out-of-fold scores or distributions of every repeat, (repeats, n, q) (what blends are chosen on)
+    oof_all: np.ndarray | None = None
     #: selectors: downstream average precision per fraction of features, one list per fold
     curve: dict[float, list[float]] = field(default_factory=dict)
     error: str | None = None
@@ -273,11 +277,14 @@ def cross_validate(
     repeats: int = 1,
     random_state: int | None = 0,
     progress: ProgressFn | None = None,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[Entry]:
     """Every entry fitted on each fold's training part and scored on its held-out part.
 
-    With ``repeats`` > 1 the out-of-fold predictions are those of the last repeat (each sample is
-    held out once per repeat); the fold metrics are those of every fold.
+    With ``repeats`` > 1 each sample is held out once per repeat: ``oof_all`` keeps the
+    out-of-fold predictions of every repeat, ``oof_scores`` / ``oof_labels`` those of the last;
+    the fold metrics are those of every fold. ``splits`` (default ``folds(Y, kind, cv,
+    random_state, repeats)``) are the folds, repeat after repeat.
 
     A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
     kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
@@ -285,7 +292,8 @@ def cross_validate(
     shared machine cost far more than they gain.
     """
     progress = progress or no_progress
-    splits = folds(Y, kind, cv, random_state, repeats)
+    if splits is None:
+        splits = folds(Y, kind, cv, random_state, repeats)
     results: list[Entry] = []
     total = len(entries) * len(splits)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -295,7 +303,8 @@ def cross_validate(
                 raise ValueError(f"unknown method '{method}'")
             entry = Entry(method=method, params=_seeded(spec, params, random_state))
             if spec.task != "selection":
-                entry.oof_scores = np.zeros(Y.shape)
+                entry.oof_all = np.zeros((max(1, len(splits) // cv), *Y.shape))
+                entry.oof_scores = entry.oof_all[-1]
                 entry.oof_labels = np.zeros(Y.shape, dtype=np.int8) if spec.task == "multilabel" else None
             for f, (tr, te) in enumerate(splits):
                 step = e * len(splits) + f
@@ -306,7 +315,7 @@ def cross_validate(
 
                 progress(label, step / total)
                 try:
-                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner)
+                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner, f // cv)
                 except JobCancelled:
                     raise
                 except ValueError as exc:  # the method's own complaint about this data: worth showing
@@ -330,6 +339,7 @@ def _fit_and_score(
     tr: np.ndarray,
     te: np.ndarray,
     progress: ProgressFn,
+    repeat: int = 0,
 ) -> dict[str, float]:
     estimator = spec.build(entry.params)
     started = time.perf_counter()
@@ -342,14 +352,15 @@ def _fit_and_score(
         return scores
     if spec.task == "distribution":
         P = estimator.predict(X[te])
-        assert entry.oof_scores is not None
-        entry.oof_scores[te] = P
+        assert entry.oof_all is not None
+        entry.oof_all[repeat, te] = P
         return metrics.ldl_metrics(Y[te], P)
     S = estimator.decision_function(X[te])
     Yhat = estimator.predict(X[te])
-    assert entry.oof_scores is not None and entry.oof_labels is not None
-    entry.oof_scores[te] = S
-    entry.oof_labels[te] = Yhat
+    assert entry.oof_all is not None and entry.oof_labels is not None
+    entry.oof_all[repeat, te] = S
+    if repeat == entry.oof_all.shape[0] - 1:
+        entry.oof_labels[te] = Yhat
     return metrics.multilabel_metrics(Y[te], Yhat, S)
 
 
@@ -481,11 +492,60 @@ def select(
         if cv is None:
             cv = min(auto_cv, shape[0])
         repeats = repeats or (auto_repeats if cv == auto_cv else 1)
-    results = cross_validate(X, Y, kind, entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress)
-    ranked = rank(results, metric)
+    splits = folds(Y, kind, cv, random_state, repeats)
+    results = cross_validate(
+        X, Y, kind, entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress, splits=splits
+    )
+    mixed = blend_entry(results, Y, kind, metric, splits, cv)
+    ranked = rank(results + ([mixed] if mixed is not None else []), metric)
     if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
         raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
     return Selection(metric=metric, cv=cv, repeats=repeats, leaderboard=ranked)
+
+
+def blend_entry(
+    results: Sequence[Entry],
+    Y: np.ndarray,
+    kind: str,
+    metric: str,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    cv: int,
+) -> Entry | None:
+    """The ensemble-selection blend of the cross-validated ``results`` as one more leaderboard
+    entry (method ``blend`` or ``blend-ldl``, members and weights in its params, cross-fitted fold
+    metrics on ``splits``: ``app.blending``), or None when there is nothing to blend: fewer than
+    two blendable entries that ran on every fold, a label-set metric, or a greedy choice of one
+    member alone."""
+    task = task_of(kind)
+    if not blending.blends_for(metric, task):
+        return None
+    pool = [
+        e
+        for e in rank(results, metric)
+        if e.error is None
+        and e.oof_all is not None
+        and len(e.fold_metrics) == len(splits)
+        and blendable(e.method, e.params, task)  # type: ignore[arg-type]
+    ]
+    if len(pool) < 2:
+        return None
+    oof = [e.oof_all for e in pool if e.oof_all is not None]
+    final = blending.choose(oof, Y, metric, task)
+    if np.count_nonzero(final.counts) < 2:
+        return None
+    order = sorted(np.flatnonzero(final.counts), key=lambda i: -final.counts[i])  # stable: better entry first
+    members = [{"method": pool[i].method, "params": pool[i].params, "weight": float(final.counts[i])} for i in order]
+    params: dict[str, Any] = {"members": members}
+    if task == "multilabel":
+        params["threshold"] = final.threshold
+    entry = Entry(method="blend" if task == "multilabel" else "blend-ldl", params=params)
+    entry.fold_metrics = blending.fold_scores(oof, Y, splits, cv, metric, task)
+    entry.fit_seconds = [sum(pool[i].fit_seconds[s] for i in order) for s in range(len(splits))]
+    entry.oof_all = np.stack([blending.blend([pred[r] for pred in oof], final.counts) for r in range(oof[0].shape[0])])
+    entry.oof_scores = entry.oof_all[-1]
+    if task == "multilabel":
+        entry.oof_labels = (entry.oof_scores > params["threshold"]).astype(np.int8)
+    return entry
 
 
 # --------------------------------------------------------------------------- auto requests
@@ -521,6 +581,8 @@ def check_auto(params: AutoParams, kind: str) -> list[str]:
         spec = get_method(method)
         if spec is None:
             problems.append(f"candidates: unknown method '{method}'")
+        elif method in BLENDS:
+            problems.append(f"candidates: '{method}' is built by auto itself from the other candidates")
         elif spec.task != task or spec.dataset_kind != kind:
             problems.append(f"candidates: '{method}' does not fit a {kind} dataset")
     if params.metric is not None and params.metric not in metric_names(task):

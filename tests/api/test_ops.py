@@ -37,6 +37,8 @@ def test_methods_catalog(client):
             "mi-filter",
             "aa-knn",
             "sa-maxent",
+            "blend",
+            "blend-ldl",
         ]
     )
     ldlkm = client.get("/methods/ldlkm").json()

@@ -3,7 +3,9 @@ the evaluation report of one version."""
 
 from __future__ import annotations
 
-from tests.helpers import make_multilabel, upload_csv, wait_status
+import numpy as np
+
+from tests.helpers import make_mixed_multilabel, make_multilabel, upload_csv, wait_status
 from tests.unit.test_reports import assert_self_contained
 
 
@@ -22,7 +24,7 @@ def test_auto_registers_the_winner_with_its_leaderboard(client, multilabel_datas
     version = client.get(f"/models/auto-ml/versions/{job['model']['version']}").json()
     board = version["selection"]["leaderboard"]
     assert version["selection"]["metric"] == "average_precision" and version["selection"]["cv"] == 3
-    assert {row["method"] for row in board} == {"br", "mlknn"}
+    assert {row["method"] for row in board} - {"blend"} == {"br", "mlknn"}
     assert version["method"] == board[0]["method"]
     assert board[0]["mean"] >= board[1]["mean"]
     X, _ = make_multilabel()
@@ -30,12 +32,74 @@ def test_auto_registers_the_winner_with_its_leaderboard(client, multilabel_datas
     assert predicted.status_code == 200, predicted.text
 
 
+def test_auto_registers_a_blend_served_like_any_version(client):
+    X, Y = make_mixed_multilabel()
+    dataset = upload_csv(client, X, Y, "mixed")
+    job = _auto(client, dataset["id"], "auto-blend", candidates=["br", "rf"], cv=5).json()
+    assert job["status"] == "succeeded", job
+    version = client.get("/models/auto-blend/versions/1").json()
+    board = version["selection"]["leaderboard"]
+    assert version["method"] == "blend" and board[0]["method"] == "blend", board
+    assert {row["method"] for row in board} == {"blend", "br", "rf"}
+    assert board[0]["mean"] > max(row["mean"] for row in board[1:])
+    params = version["params"]
+    assert params == board[0]["params"]
+    assert {m["method"] for m in params["members"]} == {"br", "rf"} and all(m["weight"] > 0 for m in params["members"])
+    assert 0 < params["threshold"] < 1
+    rows = X[:5].tolist()
+    labels = client.post("/predict", json={"model": "auto-blend", "instances": rows, "include_scores": True})
+    assert labels.status_code == 200, labels.text
+    body = labels.json()
+    assert body["model"]["method"] == "blend" and body["output"] == "labels"
+    for item in body["predictions"]:
+        assert set(item["labels"]) == {name for name, score in item["scores"].items() if score > params["threshold"]}
+    ranking = client.post("/predict", json={"model": "auto-blend", "instances": rows, "output": "ranking"}).json()
+    assert len(ranking["predictions"][0]["ranking"]) == 4
+    v2 = client.post(
+        "/v2/models/auto-blend/infer",
+        json={"inputs": [{"name": "input-0", "shape": [5, 8], "datatype": "FP64", "data": X[:5].ravel().tolist()}]},
+    )
+    assert v2.status_code == 200, v2.text
+    scores = next(o for o in v2.json()["outputs"] if o["name"] == "scores")["data"]
+    expected = [[item["scores"][f"label{j}"] for j in range(4)] for item in body["predictions"]]
+    np.testing.assert_allclose(np.reshape(scores, (5, 4)), expected)
+    evaluated = client.post("/evaluate", json={"model": "auto-blend", "dataset_id": dataset["id"]})
+    assert evaluated.status_code == 200, evaluated.text
+    assert evaluated.json()["metrics"]["average_precision"] > 0.8
+    page = client.get("/models/auto-blend/versions/1/report", params={"dataset_id": dataset["id"]})
+    assert page.status_code == 200 and len(assert_self_contained(page.text).refs) == 1
+
+
+def test_a_blend_is_trainable_by_name_and_checked_at_the_door(client, multilabel_dataset, distribution_dataset):
+    ds = multilabel_dataset["id"]
+    members = [{"method": "br", "weight": 2}, {"method": "mlknn", "params": {"k": 3}}]
+    job = client.post(
+        "/train?wait=true",
+        json={"method": "blend", "dataset_id": ds, "model_name": "b", "params": {"members": members, "threshold": 0.4}},
+    ).json()
+    assert job["status"] == "succeeded", job
+    version = client.get("/models/b/versions/1").json()
+    assert version["params"]["members"][1] == {"method": "mlknn", "params": {"k": 3}, "weight": 1.0}
+    bad = [{"method": "trans-ovk"}]
+    r = client.post("/train", json={"method": "blend", "dataset_id": ds, "model_name": "x", "params": {"members": bad}})
+    assert r.status_code == 422 and "probability scores" in r.text
+    assert _auto(client, ds, "x", candidates=["blend", "br"]).status_code == 422
+    ldl = client.post(
+        "/train?wait=true", json={"method": "blend-ldl", "dataset_id": distribution_dataset["id"], "model_name": "bl"}
+    ).json()
+    assert ldl["status"] == "succeeded", ldl
+    out = client.post("/predict", json={"model": "bl", "dataset_id": distribution_dataset["id"]}).json()
+    assert abs(sum(out["predictions"][0]["distribution"].values()) - 1) < 1e-9
+
+
 def test_auto_on_distributions_ranks_by_chebyshev(client, distribution_dataset):
     job = _auto(client, distribution_dataset["id"], "auto-ldl", cv=3, tune=True, candidates=["aa-knn"]).json()
     assert job["status"] == "succeeded", job
     version = client.get("/models/auto-ldl/versions/1").json()
     assert version["method"] == "aa-knn" and version["selection"]["metric"] == "chebyshev"
-    assert len(version["selection"]["leaderboard"]) == 4  # the documented k grid
+    rows = version["selection"]["leaderboard"]
+    assert len([r for r in rows if r["method"] == "aa-knn"]) == 4  # the documented k grid
+    assert {r["method"] for r in rows} <= {"aa-knn", "blend-ldl"}  # grid points may be blended too
     means = [row["mean"] for row in version["selection"]["leaderboard"]]
     assert means == sorted(means)
 

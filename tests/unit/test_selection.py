@@ -68,14 +68,14 @@ def test_lower_is_better_metrics_rank_ascending() -> None:
     X, D = make_distribution(n=80)
     result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3)
     assert result.metric == "chebyshev"
-    a, b = (e.mean("chebyshev") for e in result.leaderboard)
-    assert a <= b
+    means = [e.mean("chebyshev") for e in result.leaderboard]
+    assert means == sorted(means) and len(means) >= 2  # the two learners, and their blend if one was built
 
 
 def test_tune_evaluates_every_grid_point() -> None:
     X, D = make_distribution(n=60)
     result = selection.select(X, D, "distribution", candidates=["aa-knn"], cv=2, tune=True)
-    assert sorted(e.params["k"] for e in result.leaderboard) == [3, 5, 10, 20]
+    assert sorted(e.params["k"] for e in result.leaderboard if e.method == "aa-knn") == [3, 5, 10, 20]
 
 
 def test_a_failing_candidate_is_ranked_last_with_its_error() -> None:

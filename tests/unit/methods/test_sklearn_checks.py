@@ -26,6 +26,10 @@ CONTRACT = catalog()
 #: Settings that keep each check fast; the defaults are exercised by the method tests.
 SMALL: dict[str, dict] = {
     "aa-knn": {"k": 3},
+    "blend": {"members": [{"method": "br"}, {"method": "rf", "params": {"n_estimators": 5}, "weight": 2}]},
+    "blend-ldl": {
+        "members": [{"method": "aa-knn", "params": {"k": 3}}, {"method": "sa-maxent", "params": {"max_iter": 50}}]
+    },
     "br": {},
     "dmknn": {"k": 3},
     "ecc": {"n_chains": 2},

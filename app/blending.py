@@ -1,0 +1,184 @@
+"""Ensemble selection on out-of-fold predictions: the blend ``"method": "auto"`` may register.
+
+Caruana et al. (ICML 2004), as auto-sklearn's ensemble builder does it: start from nothing and,
+for ``ROUNDS`` rounds, add the candidate (with replacement) whose addition gives the best metric
+of the averaged out-of-fold predictions; a member's weight is the number of times it was added,
+and the ensemble kept is the best prefix of the rounds (so one member alone is a possible
+answer). Every repeat of the cross-validation contributes its out-of-fold predictions (each
+sample is held out once per repeat), so the choice averages over the repeats' shuffles. The
+greedy runs on bootstrap samples and its weights are summed (bagged ensemble selection, the
+paper's remedy for overfitting the selection: see ``choose``).
+
+An honest score. Choosing the weights on the out-of-fold predictions and scoring the blend on
+the same predictions would flatter it (it is fitted to them), so that a blend of two tied methods
+would always "win". The blend's cross-validation row is therefore cross-fitted: for every fold,
+the weights (and the threshold) are chosen on the out-of-fold predictions of the samples outside
+that fold, then scored on the fold, the same folds as every candidate. ``auto`` registers the blend
+only when that mean beats the best single candidate's.
+
+Label sets of a classifier blend: blended score > ``threshold``, the value of ``THRESHOLDS``
+maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5).
+
+Only ranking-type metrics (``average_precision``, ``ranking_loss``, ``one_error``, ``coverage``)
+and the label distribution metrics are blended; a selection by a label-set metric (F1, Hamming
+loss, subset accuracy) keeps the single best method, since averaging scores says nothing
+about another method's threshold rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app import metrics
+
+#: greedy rounds per bag
+ROUNDS = 10
+#: bootstrap bags whose greedy weights are summed (bagged ensemble selection)
+BAGS = 20
+#: members with a smaller share of the summed weights are dropped (each costs a fit and a prediction)
+MIN_SHARE = 0.05
+#: candidate thresholds of a classifier blend's label sets
+THRESHOLDS = np.round(np.arange(0.05, 0.951, 0.05), 2)
+#: multi-label metrics computed from scores alone (the ones a blend is chosen by)
+SCORE_METRICS = frozenset({"average_precision", "ranking_loss", "one_error", "coverage"})
+
+
+def blends_for(metric: str, task: str) -> bool:
+    """Whether a selection by ``metric`` on a ``task`` considers a blend."""
+    return task == "distribution" or metric in SCORE_METRICS
+
+
+def _objective(metric: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    """Higher-is-better score of predictions P for targets Y by ``metric`` (nan counts as worst)."""
+    fn = getattr(metrics, metric)
+    sign = -1.0 if metric in metrics.LOWER_IS_BETTER else 1.0
+
+    def score(Y: np.ndarray, P: np.ndarray) -> float:
+        value = float(fn(Y, P))
+        return sign * value if math.isfinite(value) else -math.inf
+
+    return score
+
+
+def greedy_weights(predictions: Sequence[np.ndarray], Y: np.ndarray, metric: str, rounds: int = ROUNDS) -> np.ndarray:
+    """Integer weights (counts) of ensemble selection with replacement over ``predictions`` (each
+    (n, q), rows aligned with ``Y``); the best prefix of ``rounds`` greedy additions. Ties go to
+    the earlier candidate."""
+    score = _objective(metric)
+    counts = np.zeros(len(predictions), dtype=np.int64)
+    best_counts = counts.copy()
+    best = -math.inf
+    total = np.zeros_like(predictions[0], dtype=np.float64)
+    for r in range(1, rounds + 1):
+        trial = [score(Y, (total + P) / r) for P in predictions]
+        i = int(np.argmax(trial))
+        counts[i] += 1
+        total += predictions[i]
+        if trial[i] > best:
+            best, best_counts = trial[i], counts.copy()
+    return best_counts
+
+
+def blend(predictions: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """The weighted mean of ``predictions`` (weights need not be normalised)."""
+    w = np.asarray(weights, dtype=np.float64)
+    out = np.zeros_like(predictions[0], dtype=np.float64)
+    for weight, P in zip(w, predictions):
+        if weight:
+            out += weight * P
+    return out / w.sum()
+
+
+def micro_f1_threshold(Y: np.ndarray, S: np.ndarray) -> float:
+    """The value of ``THRESHOLDS`` maximising micro-F1 of ``S > t`` against ``Y`` (ties: nearest 0.5)."""
+    relevant = Y > 0
+    n_true = relevant.sum()
+    best_t, best_f1 = 0.5, -1.0
+    for t in sorted(THRESHOLDS, key=lambda v: (abs(v - 0.5), v)):
+        predicted = S > t
+        tp = np.logical_and(predicted, relevant).sum()
+        denominator = predicted.sum() + n_true
+        f1 = 2.0 * tp / denominator if denominator else 0.0
+        if f1 > best_f1 + 1e-12:
+            best_t, best_f1 = float(t), f1
+    return best_t
+
+
+@dataclass
+class BlendChoice:
+    """Weights (counts, one per candidate) and, for classifiers, the label-set threshold."""
+
+    counts: np.ndarray
+    threshold: float | None
+
+
+def _pooled(oof: Sequence[np.ndarray], Y: np.ndarray, rows: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The out-of-fold predictions of samples ``rows`` in every repeat, stacked, and their targets."""
+    stacked = [P[:, rows].reshape(-1, P.shape[-1]) for P in oof]
+    return stacked, np.concatenate([Y[rows]] * oof[0].shape[0])
+
+
+def choose(
+    oof: Sequence[np.ndarray],
+    Y: np.ndarray,
+    metric: str,
+    task: str,
+    rows: np.ndarray | None = None,
+    *,
+    bags: int = BAGS,
+    min_share: float = MIN_SHARE,
+) -> BlendChoice:
+    """Bagged ensemble selection on the out-of-fold predictions ``oof`` (each (repeats, n, q)) of
+    the samples ``rows`` (default all), every repeat pooled.
+
+    Greedy selection follows noise when candidates are nearly tied (a lead of a few thousandths
+    in cross-validation takes most of the weight), so, as Caruana et al. propose, it runs on
+    ``bags`` bootstrap samples of the samples (a fixed seed: the same data give the same blend)
+    and the weights are summed over the bags; members under ``min_share`` of the total are
+    dropped. ``bags=0`` is plain ensemble selection on every row. The threshold is chosen on
+    every row with the final weights."""
+    samples = np.arange(Y.shape[0]) if rows is None else np.asarray(rows)
+    rng = np.random.default_rng(0)
+    counts = np.zeros(len(oof), dtype=np.int64)
+    for _ in range(bags):
+        stacked, target = _pooled(oof, Y, rng.choice(samples, size=samples.size, replace=True))
+        counts += greedy_weights(stacked, target, metric)
+    if not bags:
+        counts = greedy_weights(*_pooled(oof, Y, samples), metric)
+    counts[counts < min_share * counts.sum()] = 0
+    threshold = None
+    if task == "multilabel":
+        stacked, target = _pooled(oof, Y, samples)
+        threshold = micro_f1_threshold(target, blend(stacked, counts))
+    return BlendChoice(counts, threshold)
+
+
+def fold_scores(
+    oof: Sequence[np.ndarray],
+    Y: np.ndarray,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    cv: int,
+    metric: str,
+    task: str,
+    **options: Any,
+) -> list[dict[str, float]]:
+    """The cross-fitted metrics of the blend on every fold: weights and threshold chosen on the
+    samples outside the fold, scored on the fold (split s belongs to repeat ``s // cv``)."""
+    n = Y.shape[0]
+    out = []
+    for s, (_, te) in enumerate(splits):
+        outside = np.ones(n, dtype=bool)
+        outside[te] = False
+        choice = choose(oof, Y, metric, task, rows=np.flatnonzero(outside), **options)
+        P = blend([pred[s // cv, te] for pred in oof], choice.counts)
+        if task == "distribution":
+            out.append(metrics.ldl_metrics(Y[te], P))
+        else:
+            assert choice.threshold is not None
+            out.append(metrics.multilabel_metrics(Y[te], (P > choice.threshold).astype(np.int8), P))
+    return out

@@ -1,0 +1,244 @@
+"""Blend: a weighted mean of other methods' predictions (ensemble selection).
+
+What ``"method": "auto"`` registers when a mix of its candidates beats every single one in the
+inner cross-validation (Caruana et al., "Ensemble selection from libraries of models", ICML 2004;
+the ensemble builder of auto-sklearn). ``app.blending`` chooses the members and weights from
+the candidates' out-of-fold predictions; this module is the fitted model: every member fitted on
+all the data, and predictions that average theirs.
+
+Classifiers (``blend``). The score of a label is the weighted mean of the members' scores. Only
+members whose scores are probabilities of the label, on the same [0, 1] scale, may be mixed
+(``PROBABILITY_SCORES``: ``br``, ``ecc``, ``rf``, ``mlknn``, and ``dmknn`` with its default
+posterior ranking); a margin such as ``trans-ovk``'s has another scale and is refused. The label
+set is every label whose blended score is above ``threshold``; ``auto`` sets it to the grid value
+(0.05, 0.10, ..., 0.95) maximising micro-F1 on the out-of-fold blended scores, since a mean of
+probabilities is less extreme than its members and rarely clears 0.5 for a rare label.
+
+Label distributions (``blend-ldl``). The prediction is the weighted mean of the members'
+distributions, again a distribution; any label distribution learner may be a member.
+
+Both are also trainable by name, with explicit members and weights (to refit a blend that
+``auto`` chose on new data, say); the defaults (``br`` + ``rf``, ``aa-knn`` + ``sa-maxent``,
+equal weights) exist so that the estimators are constructible without arguments, as
+scikit-learn requires, and are not a recommendation. A blend is never one of ``auto``'s or
+``/compare``'s default candidates (``auto`` builds its own) and cannot be a member of a blend.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sklearn.base import BaseEstimator
+
+from app.methods.base import (
+    MethodParams,
+    MethodSpec,
+    MultiLabelClassifierMixin,
+    ProgressFn,
+    Task,
+    check_features,
+    check_multilabel,
+    no_progress,
+)
+from app.methods.baseline_support import DistributionPredictorMixin, check_distributions, check_params
+
+#: classifiers whose ``decision_function`` is a probability per label in [0, 1]
+PROBABILITY_SCORES = frozenset({"br", "ecc", "rf", "mlknn", "dmknn"})
+#: the blends' own method ids (never members, never default candidates)
+BLENDS = frozenset({"blend", "blend-ldl"})
+
+
+def blendable(method: str, params: dict[str, Any], task: Task) -> bool:
+    """Whether (method, params) may be a member of a blend of ``task``."""
+    from app.methods.catalog import get_method  # the catalog imports this module
+
+    spec = get_method(method)
+    if spec is None or method in BLENDS or spec.task != task:
+        return False
+    if task == "multilabel":
+        return method in PROBABILITY_SCORES and params.get("ranking", "posterior") == "posterior"
+    return task == "distribution"
+
+
+class BlendMember(BaseModel):
+    """One member of a blend: a method of the catalog, its parameters and its weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = Field(description="Method id of the member.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The member's parameters (its defaults if empty).")
+    weight: float = Field(1.0, gt=0, description="Weight of the member; the weights are normalised to sum to 1.")
+
+
+def _check_members(members: tuple[BlendMember, ...], task: Task) -> tuple[BlendMember, ...]:
+    from app.methods.catalog import get_method  # the catalog imports this module
+
+    for member in members:
+        if not blendable(member.method, member.params, task):
+            allowed = "a classifier with probability scores (br, ecc, rf, mlknn, dmknn)"
+            what = allowed if task == "multilabel" else "a label distribution learner (not a blend)"
+            raise ValueError(f"member '{member.method}' is not {what}")
+        spec = get_method(member.method)
+        assert spec is not None
+        try:
+            spec.params.model_validate(member.params)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"member '{member.method}' parameter {where}: {first['msg']}") from None
+    return members
+
+
+_DEFAULT_CLASSIFIERS: tuple[dict[str, Any], ...] = (
+    {"method": "br", "params": {}, "weight": 1.0},
+    {"method": "rf", "params": {}, "weight": 1.0},
+)
+_DEFAULT_LEARNERS: tuple[dict[str, Any], ...] = (
+    {"method": "aa-knn", "params": {}, "weight": 1.0},
+    {"method": "sa-maxent", "params": {}, "weight": 1.0},
+)
+
+_MEMBERS_DOC = "Members as {method, params, weight}; auto sets them by ensemble selection on out-of-fold predictions."
+
+
+class BlendParams(MethodParams):
+    members: tuple[BlendMember, ...] = Field(
+        _DEFAULT_CLASSIFIERS,  # validated into BlendMember (validate_default)
+        min_length=1,
+        validate_default=True,
+        description=_MEMBERS_DOC + " Classifiers with probability scores: br, ecc, rf, mlknn, dmknn.",
+    )
+    threshold: float = Field(0.5, gt=0, lt=1, description="A label is in the set when its blended score is above this.")
+
+    @field_validator("members")
+    @classmethod
+    def _members_fit(cls, members: tuple[BlendMember, ...]) -> tuple[BlendMember, ...]:
+        return _check_members(members, "multilabel")
+
+
+class BlendLDLParams(MethodParams):
+    members: tuple[BlendMember, ...] = Field(
+        _DEFAULT_LEARNERS,
+        min_length=1,
+        validate_default=True,
+        description=_MEMBERS_DOC + " Label distribution learners.",
+    )
+
+    @field_validator("members")
+    @classmethod
+    def _members_fit(cls, members: tuple[BlendMember, ...]) -> tuple[BlendMember, ...]:
+        return _check_members(members, "distribution")
+
+
+class _Members:
+    """Fitting the members (shared by both blends)."""
+
+    members: Any
+    _task: ClassVar[Task]
+
+    def _fit_members(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
+        from app.methods.catalog import get_method
+
+        declared = [BlendMember.model_validate(m) for m in self.members]
+        fitted = []
+        for i, member in enumerate(declared):
+            spec = get_method(member.method)
+            assert spec is not None  # checked by the parameter declaration
+
+            def inner(stage: str, fraction: float, i: int = i, method: str = member.method) -> None:
+                progress(
+                    f"member {i + 1}/{len(declared)} {method}: {stage}",
+                    (i + min(max(fraction, 0.0), 1.0)) / len(declared),
+                )
+
+            progress(f"member {i + 1}/{len(declared)} {member.method}", i / len(declared))
+            fitted.append(spec.build(copy.deepcopy(member.params)).fit(X, Y, progress=inner))
+        progress("members", 1.0)
+        weights = np.array([m.weight for m in declared], dtype=np.float64)
+        self.members_ = fitted
+        self.methods_ = [m.method for m in declared]
+        self.weights_ = weights / weights.sum()
+
+
+class Blend(_Members, MultiLabelClassifierMixin, BaseEstimator):
+    """Weighted mean of the members' label probabilities; parameters as :class:`BlendParams`.
+
+    Fitted attributes: ``n_features_in_``, ``members_`` (the fitted member estimators),
+    ``methods_`` (their method ids), ``weights_`` (normalised weights, summing to 1).
+    """
+
+    _task: ClassVar[Task] = "multilabel"
+
+    def __init__(self, members: Any = _DEFAULT_CLASSIFIERS, *, threshold: float = 0.5) -> None:
+        self.members = members
+        self.threshold = threshold
+
+    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> Blend:
+        check_params(self, BlendParams)
+        X, Y = check_multilabel(self, X, Y)
+        self._fit_members(X, Y, progress or no_progress)
+        self._set_classes(Y.shape[1])
+        return self
+
+    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Weighted mean of the members' scores (n, q) for a float64 (n, d) array already validated."""
+        S = np.zeros((X.shape[0], len(self.classes_)))
+        for weight, member in zip(self.weights_, self.members_):
+            S += weight * member._decision_function(X)
+        return S
+
+    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        t = self.threshold if threshold is None else float(threshold)
+        return (self._decision_function(X) > t).astype(np.int64)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Blended probability of each label (n, q); higher = more relevant."""
+        return self._decision_function(check_features(self, X))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Same as ``decision_function``: a weighted mean of probabilities."""
+        return self.decision_function(X)
+
+    def predict(self, X: Any, threshold: float | None = None) -> np.ndarray:
+        """0/1 label sets (n, q): blended score > ``threshold`` (default: the fitted rule's)."""
+        return self._predict(check_features(self, X), threshold)
+
+
+class BlendLDL(_Members, DistributionPredictorMixin, BaseEstimator):
+    """Weighted mean of the members' label distributions; parameters as :class:`BlendLDLParams`.
+
+    Fitted attributes: ``n_features_in_``, ``members_``, ``methods_``, ``weights_`` (as :class:`Blend`).
+    """
+
+    _task: ClassVar[Task] = "distribution"
+
+    def __init__(self, members: Any = _DEFAULT_LEARNERS) -> None:
+        self.members = members
+
+    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> BlendLDL:
+        check_params(self, BlendLDLParams)
+        X, D = check_distributions(self, X, Y)
+        self._fit_members(X, D, progress or no_progress)
+        return self
+
+    def _predict(self, X: np.ndarray) -> np.ndarray:
+        """Weighted mean of the members' distributions (n, c) for a float64 (n, d) array already validated."""
+        P = sum(weight * member._predict(X) for weight, member in zip(self.weights_, self.members_))
+        return np.asarray(P, dtype=np.float64)
+
+
+SPEC = MethodSpec(
+    id="blend",
+    task="multilabel",
+    outputs=("labels", "ranking"),
+    params=BlendParams,
+    estimator=Blend,
+    summary="Blend (what auto registers when a mix beats every single candidate): the weighted mean of its "
+    "members' label probabilities; labels with blended score > threshold.",
+    paper="Ensemble selection. Caruana R., Niculescu-Mizil A., Crew G., Ksikes A. Ensemble selection from "
+    "libraries of models. ICML 2004. doi:10.1145/1015330.1015432",
+    stages=("members",),
+)

@@ -1,0 +1,199 @@
+"""Ensemble selection (app.blending), the blend estimators (app.methods.blend) and ``auto`` with a
+blend (app.selection), on generated data."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from app import blending, metrics, selection
+from app.methods.base import JobCancelled
+from app.methods.blend import Blend, BlendLDL
+from app.methods.catalog import get_method
+from tests.helpers import make_distribution, make_mixed_multilabel
+
+mixed = make_mixed_multilabel
+
+
+# --------------------------------------------------------------------------- ensemble selection
+def test_greedy_weights_keep_a_good_candidate_alone_and_mix_complementary_ones() -> None:
+    rng = np.random.default_rng(0)
+    Y = (rng.random((200, 4)) > 0.5).astype(float)
+    good = np.clip(Y * 0.6 + 0.2 + 0.1 * rng.standard_normal(Y.shape), 0, 1)
+    noise = rng.random(Y.shape)
+    counts = blending.greedy_weights([noise, good], Y, "average_precision")
+    assert counts[0] == 0 and counts[1] >= 1  # the best prefix is the good candidate alone
+    # each candidate knows half the labels; the other half is noise
+    left, right = good.copy(), good.copy()
+    left[:, 2:], right[:, :2] = noise[:, 2:], noise[:, :2]
+    counts = blending.greedy_weights([left, right], Y, "average_precision")
+    assert counts.min() >= 1
+    mixed_ap = metrics.average_precision(Y, blending.blend([left, right], counts))
+    assert mixed_ap > max(metrics.average_precision(Y, left), metrics.average_precision(Y, right))
+
+
+def test_lower_is_better_metrics_are_minimised() -> None:
+    rng = np.random.default_rng(1)
+    D = rng.dirichlet(np.ones(4), size=100)
+    counts = blending.greedy_weights([rng.dirichlet(np.ones(4), size=100), 0.9 * D + 0.025], D, "chebyshev")
+    assert counts[0] == 0 and counts[1] > 0
+
+
+def test_threshold_maximises_micro_f1_on_the_grid() -> None:
+    Y = np.array([[1, 0], [1, 0], [0, 1], [0, 0]], dtype=float)
+    S = np.array([[0.32, 0.1], [0.31, 0.2], [0.2, 0.33], [0.1, 0.15]])
+    assert blending.micro_f1_threshold(Y, S) == pytest.approx(0.3)  # every relevant label and nothing else
+    assert blending.micro_f1_threshold(Y, np.full((4, 2), 0.5)) == 0.45  # ties: nearest 0.5
+
+
+def test_fold_scores_never_see_the_fold() -> None:
+    """Candidate A is perfect on the first half and wrong on the second, B the reverse; the folds are
+    the halves. Chosen on each fold itself, the blend would be perfect; cross-fitted, every fold gets
+    the candidate that was right on the other half, and is scored badly."""
+    n, q = 40, 3
+    rng = np.random.default_rng(2)
+    Y = np.zeros((n, q))
+    Y[np.arange(n), rng.integers(0, q, n)] = 1
+    wrong = np.roll(Y, 1, axis=1)
+    A = np.vstack([Y[:20], wrong[20:]])[None]
+    B = np.vstack([wrong[:20], Y[20:]])[None]
+    halves = [(np.arange(20, 40), np.arange(20)), (np.arange(20), np.arange(20, 40))]
+    scores = blending.fold_scores([A, B], Y, halves, 2, "average_precision", "multilabel", bags=0)
+    assert [s["average_precision"] for s in scores] == pytest.approx([1 / 3, 1 / 3])  # the relevant label tied last
+    in_sample = blending.choose([A, B], Y, "average_precision", "multilabel", rows=np.arange(20), bags=0)
+    assert in_sample.counts[0] > 0 and in_sample.counts[1] == 0  # on the first half itself: A
+
+
+def test_bagged_choice_is_deterministic_and_drops_small_shares() -> None:
+    X, Y = mixed(n=60)
+    rng = np.random.default_rng(3)
+    oof = [np.clip(Y + 0.4 * rng.standard_normal(Y.shape), 0, 1)[None] for _ in range(3)]
+    one = blending.choose(oof, Y, "average_precision", "multilabel")
+    two = blending.choose(oof, Y, "average_precision", "multilabel")
+    np.testing.assert_array_equal(one.counts, two.counts)
+    kept = one.counts[one.counts > 0]
+    assert kept.min() >= blending.MIN_SHARE * one.counts.sum()
+    assert one.threshold in blending.THRESHOLDS
+
+
+# ------------------------------------------------------------------------------- the estimators
+def test_blend_is_the_weighted_mean_of_its_members() -> None:
+    X, Y = mixed()
+    members = [
+        {"method": "br", "params": {"C": 2.0}, "weight": 1.0},
+        {"method": "rf", "params": {"n_estimators": 20}, "weight": 3.0},
+    ]
+    model = Blend(members, threshold=0.4).fit(X, Y)
+    br = get_method("br").build({"C": 2.0}).fit(X, Y)  # type: ignore[union-attr]
+    rf = get_method("rf").build({"n_estimators": 20}).fit(X, Y)  # type: ignore[union-attr]
+    expected = 0.25 * br.decision_function(X) + 0.75 * rf.decision_function(X)
+    np.testing.assert_allclose(model.decision_function(X), expected)
+    np.testing.assert_array_equal(model.predict(X), (expected > 0.4).astype(int))
+    np.testing.assert_array_equal(model.predict(X, threshold=0.7), (expected > 0.7).astype(int))
+    np.testing.assert_allclose(model.weights_, [0.25, 0.75])
+    assert model.methods_ == ["br", "rf"] and model.members == members  # parameters stored unchanged
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.decision_function(X[:3]), model.decision_function(X[:3]))
+
+
+def test_ldl_blend_predicts_distributions() -> None:
+    X, D = make_distribution(n=60)
+    model = BlendLDL([{"method": "aa-knn", "params": {"k": 3}, "weight": 2}, {"method": "sa-maxent"}]).fit(X, D)
+    aa = get_method("aa-knn").build({"k": 3}).fit(X, D)  # type: ignore[union-attr]
+    sa = get_method("sa-maxent").build({}).fit(X, D)  # type: ignore[union-attr]
+    P = model.predict(X)
+    np.testing.assert_allclose(P, (2 * aa.predict(X) + sa.predict(X)) / 3)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("method", "members", "message"),
+    [
+        ("blend", [{"method": "trans-ovk"}], "probability scores"),
+        ("blend", [{"method": "dmknn", "params": {"ranking": "predicted_first"}}], "probability scores"),
+        ("blend", [{"method": "blend"}], "probability scores"),
+        ("blend", [{"method": "sa-maxent"}], "probability scores"),
+        ("blend", [{"method": "rf", "params": {"n_estimators": 0}}], "n_estimators"),
+        ("blend", [{"method": "br", "weight": 0}], "greater than 0"),
+        ("blend", [], "at least 1"),
+        ("blend-ldl", [{"method": "br"}], "label distribution learner"),
+        ("blend-ldl", [{"method": "nope"}], "label distribution learner"),
+    ],
+)
+def test_members_are_checked_by_the_declaration_and_in_fit(method: str, members: list, message: str) -> None:
+    spec = get_method(method)
+    assert spec is not None
+    with pytest.raises(ValidationError, match=message):
+        spec.build({"members": members})
+    X, Y = mixed(n=20) if method == "blend" else make_distribution(n=20)
+    with pytest.raises(ValueError, match=message):
+        spec.estimator(members).fit(X, Y)
+
+
+def test_fit_reports_members_and_can_be_cancelled() -> None:
+    X, Y = mixed(n=40)
+    seen: list[str] = []
+    Blend().fit(X, Y, progress=lambda stage, fraction: seen.append(stage))
+    assert any(s.startswith("member 1/2 br") for s in seen) and any(s.startswith("member 2/2 rf: trees") for s in seen)
+
+    def cancel(stage: str, fraction: float) -> None:
+        if stage.startswith("member 2/2"):
+            raise JobCancelled("job")
+
+    with pytest.raises(JobCancelled):
+        Blend().fit(X, Y, progress=cancel)
+
+
+# ---------------------------------------------------------------------------- auto with a blend
+def test_auto_blends_complementary_candidates() -> None:
+    X, Y = mixed()
+    result = selection.select(X, Y, "multilabel", candidates=["br", "rf"], cv=5, random_state=0)
+    board = {e.method: e for e in result.leaderboard}
+    assert set(board) == {"br", "rf", "blend"}
+    best = result.best
+    assert best.method == "blend", [(e.method, e.mean("average_precision")) for e in result.leaderboard]
+    assert best.mean("average_precision") > max(
+        board["br"].mean("average_precision"), board["rf"].mean("average_precision")
+    )
+    assert len(best.fold_metrics) == 5 and len(best.fit_seconds) == 5
+    assert {m["method"] for m in best.params["members"]} == {"br", "rf"}
+    rf = next(m for m in best.params["members"] if m["method"] == "rf")
+    assert rf["params"] == {"random_state": 0}  # the members' seeds are recorded
+    row = result.record()["leaderboard"][0]
+    assert row["method"] == "blend" and row["params"] == best.params and row["mean"] is not None
+    model = get_method("blend").build(best.params).fit(X, Y)  # type: ignore[union-attr]
+    labels = model.predict(X)
+    assert labels.any(axis=1).mean() > 0.9 and metrics.macro_f1(Y, labels) > 0.6
+
+
+def test_auto_keeps_a_single_method_when_no_blend_is_better_or_possible() -> None:
+    X, Y = mixed(n=90)
+    by_labels = selection.select(X, Y, "multilabel", candidates=["br", "rf"], metric="hamming_loss", cv=3)
+    assert {e.method for e in by_labels.leaderboard} == {"br", "rf"}  # a label-set metric is not blended
+    alone = selection.select(X, Y, "multilabel", candidates=["rf"], cv=3)
+    assert [e.method for e in alone.leaderboard] == ["rf"]
+    not_blendable = selection.select(X, Y, "multilabel", candidates=["rf", "trans-ovk"], cv=3)
+    assert "blend" not in {e.method for e in not_blendable.leaderboard}
+
+
+def test_auto_on_distributions_may_blend() -> None:
+    rng = np.random.default_rng(1)  # smooth and bumpy parts: neither learner fits both
+    X = rng.random((90, 4))
+    logits = 2 * X @ rng.standard_normal((4, 3)) + 2.5 * np.sin(7 * X[:, :3])
+    D = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3, random_state=0)
+    methods = [e.method for e in result.leaderboard]
+    assert "blend-ldl" in methods and len(methods) == 3
+    entry = next(e for e in result.leaderboard if e.method == "blend-ldl")
+    assert "threshold" not in entry.params and entry.oof_scores is not None
+    np.testing.assert_allclose(entry.oof_scores.sum(axis=1), 1.0)
+
+
+def test_blends_are_neither_default_nor_named_candidates() -> None:
+    assert not {"blend", "blend-ldl"} & set(selection.default_candidates("multilabel", 200, 10, 4, 5))
+    assert not {"blend", "blend-ldl"} & set(selection.default_candidates("distribution", 200, 10, 4, 5))
+    problems = selection.check_auto(selection.AutoParams(candidates=["blend", "br"]), "multilabel")
+    assert problems and "built by auto" in problems[0]
