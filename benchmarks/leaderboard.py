@@ -19,9 +19,18 @@ scales with labels x features; the binned ``mi-filter`` runs everywhere).
     nice .venv/bin/python -m benchmarks.leaderboard                 # everything; resumes
     nice .venv/bin/python -m benchmarks.leaderboard --sets emotions SJAFFE
     nice .venv/bin/python -m benchmarks.leaderboard --tables-only   # rewrite the tables
+    nice .venv/bin/python -m benchmarks.leaderboard --auto-only     # re-run auto only (see below)
 
 Raw results (one JSON file per set and task) go to ``benchmarks/results/leaderboard/`` (not
 committed) and are reused on the next run; the summary tables go to ``benchmarks/leaderboard.md``.
+
+``--auto-only`` re-runs ``auto`` alone (after a change to the selection) without the raw results:
+the single-method figures and the selector table are read back from the committed
+``leaderboard.md`` (``from_table``: three decimals, as printed; only the columns the tables show),
+and each set's raw file is written with them and the new ``auto`` result (a set whose raw file
+already has an ``auto`` of this selection, ``AUTO_VERSION``, is skipped, so it resumes). The label
+distribution methods are cheap and printed with too few decimals for the ratio column, so on those
+sets every method runs again.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from app import metrics, selection
+from app.methods.blend import BLENDS
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.methods.numerics import FeatureScaling
@@ -54,6 +64,8 @@ SELECTORS = ("mi-filter", "mi-filter/binned", "elcfs", "ghc-dr")
 ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
 LDL_SETS = datasets.LDL_SETS
 SELECTION_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
+#: the selection ``auto`` runs: 2 = with ensemble selection (a blend when it beats every candidate)
+AUTO_VERSION = 2
 
 
 def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -100,11 +112,40 @@ def _classify(name: str) -> dict[str, Any]:
         S, P = model.decision_function(Xte), model.predict(Xte)
         out["methods"][method] = {**metrics.multilabel_metrics(Yte, P, S), "fit_seconds": seconds}
         print(f"  {name} {method}: AP {out['methods'][method]['average_precision']:.4f} ({seconds:.1f} s)", flush=True)
+    out["auto"] = _classify_auto(Xtr, Ytr, Xte, Yte, name)
+    return out
+
+
+def _classify_auto(Xtr: np.ndarray, Ytr: np.ndarray, Xte: np.ndarray, Yte: np.ndarray, name: str) -> dict[str, Any]:
     model, auto = _auto(Xtr, Ytr, "multilabel")
     S, P = model.decision_function(Xte), model.predict(Xte)
-    out["auto"] = {**metrics.multilabel_metrics(Yte, P, S), **auto}
-    print(f"  {name} auto -> {auto['picked']}: AP {out['auto']['average_precision']:.4f} ({auto['seconds']:.1f} s)")
-    return out
+    result = {**metrics.multilabel_metrics(Yte, P, S), **auto, **_label_sets(Yte, P)}
+    print(f"  {name} auto -> {auto['picked']}: AP {result['average_precision']:.4f} ({auto['seconds']:.1f} s)")
+    return result
+
+
+def _distribution_auto(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray, Dte: np.ndarray, name: str) -> dict[str, Any]:
+    model, auto = _auto(Xtr, Dtr, "distribution")
+    result = {**metrics.ldl_metrics(Dte, model.predict(Xte)), **auto}
+    print(f"  {name} auto -> {auto['picked']}: Cheb {result['chebyshev']:.4f} ({auto['seconds']:.1f} s)")
+    return result
+
+
+def _picked(method: str, params: dict[str, Any]) -> str:
+    """What auto picked, as the tables show it: a method id, or a blend's members and weights."""
+    if method not in BLENDS:
+        return method
+    total = sum(m["weight"] for m in params["members"])
+    return "blend " + " + ".join(f"{m['method']} {m['weight'] / total:.2f}" for m in params["members"])
+
+
+def _label_sets(Y: np.ndarray, P: np.ndarray) -> dict[str, float]:
+    """Sanity figures of predicted label sets: share of empty sets, mean set size (and the true one)."""
+    return {
+        "empty_share": float(np.mean(P.sum(axis=1) == 0)),
+        "mean_size": float(P.sum(axis=1).mean()),
+        "true_mean_size": float((Y > 0).sum(axis=1).mean()),
+    }
 
 
 def _auto(Xtr: np.ndarray, Ytr: np.ndarray, kind: str) -> tuple[Any, dict[str, Any]]:
@@ -120,7 +161,9 @@ def _auto(Xtr: np.ndarray, Ytr: np.ndarray, kind: str) -> tuple[Any, dict[str, A
         "cpu_seconds": time.process_time() - cpu,
         "load": load,
         "folds": f"{chosen.cv}x{chosen.repeats}",
-        "picked": best.method,
+        "version": AUTO_VERSION,
+        "picked": _picked(best.method, best.params),
+        "picked_params": best.params,
         "candidates": [e.method for e in chosen.leaderboard],
         "cv": {e.method: e.mean(chosen.metric) for e in chosen.leaderboard},
         "cv_std": {e.method: e.std(chosen.metric) for e in chosen.leaderboard},
@@ -138,9 +181,7 @@ def _distribution(name: str) -> dict[str, Any]:
         print(f"  {name} {method}: Cheb {out['methods'][method]['chebyshev']:.4f} ({seconds:.1f} s)", flush=True)
     mean = np.tile(Dtr.mean(axis=0), (len(Dte), 1))
     out["methods"]["training mean"] = {**metrics.ldl_metrics(Dte, mean), "fit_seconds": 0.0}
-    model, auto = _auto(Xtr, Dtr, "distribution")
-    out["auto"] = {**metrics.ldl_metrics(Dte, model.predict(Xte)), **auto}
-    print(f"  {name} auto -> {auto['picked']}: Cheb {out['auto']['chebyshev']:.4f} ({auto['seconds']:.1f} s)")
+    out["auto"] = _distribution_auto(Xtr, Dtr, Xte, Dte, name)
     return out
 
 
@@ -195,6 +236,112 @@ def refresh(methods: list[str], sets: list[str] | None) -> None:
         path.write_text(json.dumps(result, indent=1, default=float))
 
 
+# ------------------------------------------------------------------- auto only, from the table
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _bold(cols: dict[str, str], methods: tuple[str, ...]) -> list[str]:
+    return [m for m in methods if cols.get(m, "").startswith("**")]
+
+
+def _number(cell: str) -> float | None:
+    cell = cell.strip("*")
+    return None if cell == "-" else float(cell)
+
+
+def _tables(text: str) -> dict[str, tuple[list[str], list[list[str]]]]:
+    """Each table of a leaderboard.md by its heading: (header cells, rows of cells)."""
+    found: dict[str, tuple[list[str], list[list[str]]]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("### "):
+            heading = line[4:]
+        elif line.startswith("|") and heading:
+            if heading not in found:
+                found[heading] = (_cells(line), [])
+            elif not line.startswith("|---"):
+                found[heading][1].append(_cells(line))
+    return found
+
+
+def from_table(text: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """The single-method results of a committed leaderboard.md, per task and set, in the raw
+    results' layout (only the figures the tables print; ``auto`` left out)."""
+    tables = _tables(text)
+    out: dict[str, dict[str, dict[str, Any]]] = {"classification": {}, "distribution": {}, "selection": {}}
+
+    def shape(cell: str) -> dict[str, int]:
+        n, d, q = (int(v) for v in cell.split("/"))
+        return {"n": n, "d": d, "q": q, "from_table": True}
+
+    for heading, (head, rows) in tables.items():
+        if heading.startswith("Multi-label classification: average precision"):
+            for row in rows:
+                cols = dict(zip(head, row))
+                out["classification"][row[0]] = shape(cols["n / d / q"]) | {
+                    "bold": {"average_precision": _bold(cols, CLASSIFIERS)},
+                    "methods": {
+                        m: {"average_precision": v} for m in CLASSIFIERS if (v := _number(cols[m])) is not None
+                    },
+                }
+        elif heading.startswith("Label distributions"):
+            for row in rows:
+                cols = dict(zip(head, row))
+                out["distribution"][row[0]] = shape(cols["n / d / c"]) | {
+                    "methods": {
+                        m: {"chebyshev": v} for m in (*LDL, "training mean") if (v := _number(cols[m])) is not None
+                    }
+                }
+        elif heading.startswith("Feature selection"):
+            for row in rows:
+                cols = dict(zip(head, row))
+                out["selection"][row[0]] = {
+                    "from_table": True,
+                    "bold": {"ap20": _bold(cols, ("all features", *SELECTORS))},
+                    "methods": {
+                        m: {"ap20": v} for m in ("all features", *SELECTORS) if (v := _number(cols[m])) is not None
+                    },
+                }
+    for heading, (head, rows) in tables.items():  # the macro-F1 figures join the AP ones
+        if heading.startswith("Multi-label classification: macro-F1"):
+            for row in rows:
+                cols = dict(zip(head, row))
+                if row[0] in out["classification"]:
+                    out["classification"][row[0]]["bold"]["macro_f1"] = _bold(cols, CLASSIFIERS)
+                for m, result in out["classification"].get(row[0], {}).get("methods", {}).items():
+                    if (v := _number(cols[m])) is not None:
+                        result["macro_f1"] = v
+    return out
+
+
+def run_auto_only(sets: list[str] | None, tasks: list[str]) -> None:
+    """Re-run ``auto`` on every set, the single-method figures read from the committed tables."""
+    RAW.mkdir(parents=True, exist_ok=True)
+    committed = from_table(TABLES.read_text())
+    for name, result in committed["selection"].items():
+        path = RAW / f"selection-{name}.json"
+        if not path.exists():
+            path.write_text(json.dumps(result, indent=1))
+    for task in [t for t in tasks if t in ("classification", "distribution")]:
+        for name in [n for n in sets if n in TASKS[task][1]] if sets else TASKS[task][1]:
+            path = RAW / f"{task}-{name}.json"
+            previous = json.loads(path.read_text()) if path.exists() else None
+            if previous is not None and previous.get("auto", {}).get("version") == AUTO_VERSION:
+                continue
+            if name not in committed[task]:
+                print(f"{task} {name}: not in the committed tables, skipped", flush=True)
+                continue
+            print(f"{task} {name} (auto only)", flush=True)
+            with threadpool_limits(limits=1, user_api="blas"):
+                if task == "distribution":  # cheap: every method again, at full precision
+                    result = _distribution(name)
+                else:
+                    result = committed[task][name]
+                    result["auto"] = _classify_auto(*_split(name), name)
+            path.write_text(json.dumps(result, indent=1, default=float))
+
+
 def run(sets: list[str] | None, tasks: list[str]) -> None:
     RAW.mkdir(parents=True, exist_ok=True)
     for task in tasks:
@@ -243,7 +390,8 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
         top = max(ap.values())
         cand = [ap[m] for m in r["auto"]["candidates"] if m in ap]
         best_candidate = max(cand) if cand else top
-        cells = [_fmt(ap.get(m), ap.get(m) == top) for m in CLASSIFIERS]
+        bold = r.get("bold", {}).get("average_precision")  # as printed, for figures read back from the table
+        cells = [_fmt(ap.get(m), m in bold if bold is not None else ap.get(m) == top) for m in CLASSIFIERS]
         auto = r["auto"]
         lines.append(
             f"| {name} | {r['n']} / {r['d']} / {r['q']} | "
@@ -261,8 +409,25 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
     for name, r in results.items():
         f1 = {m: v["macro_f1"] for m, v in r["methods"].items()}
         top = max(f1.values())
-        cells = [_fmt(f1.get(m), f1.get(m) == top) for m in CLASSIFIERS]
+        bold = r.get("bold", {}).get("macro_f1")
+        cells = [_fmt(f1.get(m), m in bold if bold is not None else f1.get(m) == top) for m in CLASSIFIERS]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['auto']['macro_f1']:.3f} |")
+    sized = {name: r["auto"] for name, r in results.items() if "empty_share" in r["auto"]}
+    if sized:
+        lines += [
+            "",
+            "### `auto`'s label sets on the test split (a blend's threshold was chosen on out-of-fold scores)",
+            "",
+            "| set | picked | threshold | macro-F1 | micro-F1 | empty sets | mean set size (true) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, auto in sized.items():
+            threshold = auto.get("picked_params", {}).get("threshold")
+            lines.append(
+                f"| {name} | {auto['picked']} | {'-' if threshold is None else threshold} | {auto['macro_f1']:.3f}"
+                f" | {auto['micro_f1']:.3f} | {100 * auto['empty_share']:.1f}% | {auto['mean_size']:.2f}"
+                f" ({auto['true_mean_size']:.2f}) |"
+            )
     return lines
 
 
@@ -299,7 +464,10 @@ def _selection_table(results: dict[str, dict[str, Any]]) -> list[str]:
     for name, r in results.items():
         ap = {m: v["ap20"] for m, v in r["methods"].items()}
         top = max(v for m, v in ap.items() if m != "all features")
-        cells = [_fmt(ap.get(m), m != "all features" and ap.get(m) == top) for m in cols]
+        bold = r.get("bold", {}).get("ap20")
+        cells = [
+            _fmt(ap.get(m), m in bold if bold is not None else m != "all features" and ap.get(m) == top) for m in cols
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -310,7 +478,8 @@ def write_tables() -> str:
         "",
         "Written by `benchmarks/leaderboard.py` (protocol in its docstring): official splits, features",
         "min-max scaled on the training part, every method at its defaults, `auto` chosen by",
-        "cross-validation on the training part only (`folds`: folds x repeats). Bold = best of the row;",
+        "cross-validation on the training part only (`folds`: folds x repeats), a `blend` of candidates",
+        "(members and weight shares) when its cross-fitted CV beats every one. Bold = best of the row;",
         "`-` = not run (cost). `auto` seconds include the final fit, as wall / CPU seconds (CPU counts every",
         "thread) on a 2-core machine shared with other jobs, with the load average when `auto` started.",
         "",
@@ -337,10 +506,15 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--tables-only", action="store_true")
     parser.add_argument("--refresh", nargs="*", default=[], help="re-measure these classifiers on cached sets")
+    parser.add_argument(
+        "--auto-only", action="store_true", help="re-run auto alone; single methods from the committed tables"
+    )
     args = parser.parse_args()
     if datasets.data_dir() is None:
         raise SystemExit("benchmark data not found: set LABELSERVE_DATA_DIR")
-    if args.refresh:
+    if args.auto_only:
+        run_auto_only(args.sets, args.tasks)
+    elif args.refresh:
         refresh(args.refresh, args.sets)
     elif not args.tables_only:
         run(args.sets, args.tasks)
