@@ -246,6 +246,16 @@ def bound_n_jobs(params: dict[str, Any]) -> None:
         params["n_jobs"] = cpus if requested == -1 or requested > cpus else max(1, requested)
 
 
+def _bounded_member(member: Any) -> Any:
+    """A blend member with ``bound_n_jobs`` applied to its params (anything else as given: the
+    blend's own parameter check refuses it)."""
+    if not isinstance(member, dict) or not isinstance(member.get("params"), dict):
+        return member
+    params = dict(member["params"])
+    bound_n_jobs(params)
+    return {**member, "params": params}
+
+
 def check_rows(X: np.ndarray, rows: int = 8) -> np.ndarray:
     """The training rows the output check predicts: the first ``rows`` and the ``rows`` most extreme.
 
@@ -353,6 +363,8 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
         params = dict(payload.params)
         if "n_jobs" in spec.params.model_fields:
             bound_n_jobs(params)
+        if isinstance(params.get("members"), list):  # a blend: its members' own n_jobs too
+            params["members"] = [_bounded_member(member) for member in params["members"]]
         if "random_state" in spec.params.model_fields and params.get("random_state") is None:
             # An unseeded training records the seed it drew, so every version is reproducible.
             requested = payload.random_state

@@ -107,6 +107,12 @@ def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
     params = {"n_jobs": -1}
     bound_n_jobs(params)
     assert params == {"n_jobs": machine_cpus()}
+    # the members of a blend trained by name are bounded too
+    members = [{"method": "rf", "params": {"n_estimators": 5, "n_jobs": 100_000}, "weight": 1.0}]
+    members.append({"method": "br", "params": {}, "weight": 1.0})
+    job = train(client, "blend", dataset["id"], "mix", members=members)
+    version = client.get(f"/models/mix/versions/{job['model']['version']}").json()
+    assert version["params"]["members"][0]["params"]["n_jobs"] == machine_cpus()
 
 
 def test_corrupt_or_missing_dataset_files_are_409(client: TestClient, settings: Settings):
