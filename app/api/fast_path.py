@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import orjson
-from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import State
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.routes import predict as predict_route
@@ -30,9 +32,25 @@ from app.schemas import PredictRequest
 from app.services.prediction import Predictor, predict_cached
 
 PATH = "/predict"
-INLINE_BYTES = 16 * 1024  # bodies up to this size (about 60 rows of 10 features) stay on the event loop
+#: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
+#: loop, larger ones in a thread of their own
+INLINE_BYTES = 128 * 1024
 _JSON = b"application/json"
 _ROUTE = next(route for route in predict_route.router.routes if getattr(route, "path", None) == PATH)
+
+
+def large_body_limiter(state: State) -> anyio.CapacityLimiter:
+    """The app's one thread for predictions of large bodies (made on first use, in the event loop).
+
+    Handing each large prediction to the shared thread pool let up to 40 threads fight for the
+    GIL: 100-row bodies at 16 connections then served half the rate of answering them on the
+    event loop, with a p99 of 147 ms instead of 10 ms. One thread keeps the loop responsive
+    (the GIL switches every 5 ms) without the fight.
+    """
+    limiter: anyio.CapacityLimiter | None = getattr(state, "large_predictions", None)
+    if limiter is None:
+        limiter = state.large_predictions = anyio.CapacityLimiter(1)
+    return limiter
 
 
 class PredictFastPath:
@@ -56,7 +74,8 @@ class PredictFastPath:
         if len(body) <= INLINE_BYTES:
             answer = _answer(predictor, body)
         else:
-            answer = await run_in_threadpool(_answer, predictor, body)
+            limiter = large_body_limiter(scope["app"].state)
+            answer = await anyio.to_thread.run_sync(_answer, predictor, body, limiter=limiter)
         if answer is None:
             await self.app(scope, _replay(body, receive), send)
             return

@@ -45,7 +45,7 @@ def _bodies(models) -> list[dict | bytes]:
         {"model": "dm", "instances": rows, "include_scores": True},
         {"model": "dist", "instances": Xd[:2].tolist()},
         {"model": "sel", "output": "features", "top_k": 3},
-        {"model": "clf", "instances": np.vstack([X] * 3).tolist()},  # larger than INLINE_BYTES: a worker thread
+        {"model": "clf", "instances": np.vstack([X] * 30).tolist()},  # larger than INLINE_BYTES: a thread
         # errors
         {"model": "clf", "instances": [[1.0, 2.0]]},
         {"model": "clf", "instances": []},
@@ -67,7 +67,7 @@ def _bodies(models) -> list[dict | bytes]:
 
 
 def test_fast_path_and_route_answer_alike(client, models, monkeypatch):
-    assert len(json.dumps({"instances": np.vstack([models["ml"][0]] * 3).tolist()})) > fast_path.INLINE_BYTES
+    assert len(json.dumps({"instances": np.vstack([models["ml"][0]] * 30).tolist()})) > fast_path.INLINE_BYTES
     for body in _bodies(models):
         client.post("/predict", json={"model": "clf", "instances": models["ml"][0][:1].tolist()})  # resolved
         fast, slow = _both(client, monkeypatch, body)

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
+from app.api.fast_path import INLINE_BYTES, large_body_limiter
 from app.db import session_scope
 from app.errors import DomainError
 from app.registry import Served
@@ -26,7 +29,6 @@ from app.services.prediction import Predictor
 
 router = APIRouter(prefix="/v2/models", tags=["inference protocol (v2)"])
 T = TypeVar("T")
-INLINE_BYTES = 16 * 1024
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": text}
     for status, text in (
@@ -130,7 +132,8 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
         if served is not None and len(body) <= INLINE_BYTES:
             out = inference.infer(served, message)
         elif served is not None:
-            out = await run_in_threadpool(inference.infer, served, message)
+            limiter = large_body_limiter(request.app.state)
+            out = await anyio.to_thread.run_sync(inference.infer, served, message, limiter=limiter)
         else:
             out = await _with_session(request, lambda s, p: inference.infer(p.served(s, ref), message))
     except DomainError as exc:
