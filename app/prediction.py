@@ -116,7 +116,7 @@ def rankings(model: Any, X: np.ndarray, label_names: list[str], top_k: int | Non
 
 def distributions(model: Any, X: np.ndarray, label_names: list[str]) -> list[dict[str, Any]]:
     P = np.asarray(model._predict(X), dtype=np.float64)
-    return [{"distribution": dict(zip(label_names, map(float, row)))} for row in P]
+    return [{"distribution": dict(zip(label_names, row))} for row in P.tolist()]
 
 
 def selected_features(model: Any, feature_names: list[str], top_k: int | None) -> list[dict[str, Any]]:
