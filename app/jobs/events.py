@@ -17,21 +17,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger("labelserve.jobs")
 
 
+#: how often a waiter reads the row of a job that this process will not hear about
+UNHEARD_POLL_SECONDS = 0.25
+
+
 class JobEvents:
     """Wakes this process's waiters of a job, from any thread (a future's callback, a subscriber).
 
-    ``fallback``: how often a waiter reads its job's row when it heard nothing.
+    ``fallback``: how often a waiter reads its job's row when it heard nothing. ``hears``: whether
+    this process will be told when a job ends (default: always). The local runner hears only
+    the jobs of its own pool; a waiter on another API process of the same deployment (``serve
+    --workers N`` spreads a client's connections over them) would otherwise learn of the end
+    only at the next fallback read, so for those jobs the row is read every
+    ``UNHEARD_POLL_SECONDS`` (when that is sooner).
     """
 
-    def __init__(self, fallback: float = 2.0) -> None:
+    def __init__(self, fallback: float = 2.0, hears: Callable[[str], bool] | None = None) -> None:
         self.fallback = fallback
+        self._hears = hears
         self._lock = threading.Lock()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
@@ -53,6 +63,12 @@ class JobEvents:
                     waiters.discard(entry)
                     if not waiters:
                         del self._waiters[job_id]
+
+    def interval(self, job_id: str) -> float:
+        """Seconds between reads of ``job_id``'s row while no notification comes."""
+        if self._hears is None or self._hears(job_id):
+            return self.fallback
+        return min(self.fallback, UNHEARD_POLL_SECONDS)
 
     def notify(self, job_id: str) -> None:
         """``job_id`` may have ended: wake its waiters (they read the row to find out)."""

@@ -124,14 +124,19 @@ class LocalRunner:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._url = settings.resolved_database_url
-        self.events = JobEvents(settings.wait_poll_seconds)
         self._lock = threading.Lock()
         self._futures: dict[str, Future[None]] = {}
+        self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here)
         self._retired: list[ProcessPoolExecutor] = []
         self._pool = self._new_pool()
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)
         self._reaper.start()
+
+    def _runs_here(self, job_id: str) -> bool:
+        """Whether this process's pool runs ``job_id`` (its end will be heard at once)."""
+        with self._lock:
+            return job_id in self._futures
 
     def _new_pool(self) -> ProcessPoolExecutor:
         pool = ProcessPoolExecutor(

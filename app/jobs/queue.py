@@ -69,7 +69,8 @@ async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: f
     """The job once it has ended, or as it is when ``timeout`` passes (None: there is no such job).
 
     The row is read when the backend says the job may have ended (``events``), and every
-    ``events.fallback`` seconds in case no one says so: the database stays the source of truth.
+    ``events.interval(job_id)`` seconds in case no one says so: the database stays the source of
+    truth.
     """
     deadline = time.monotonic() + timeout
     with events.listen(job_id) as ended:
@@ -79,7 +80,7 @@ async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: f
             if job is None or job.status in TERMINAL or remaining <= 0:
                 return job
             try:
-                await asyncio.wait_for(ended.wait(), min(events.fallback, remaining))
+                await asyncio.wait_for(ended.wait(), min(events.interval(job_id), remaining))
             except asyncio.TimeoutError:
                 pass
             ended.clear()

@@ -164,3 +164,46 @@ def test_client_wait_sees_the_end_without_polling_and_reports_progress(server: L
         job = client.wait(accepted["job_id"], poll=45.0, on_update=updates.append)
         assert job["status"] == "succeeded" and time.monotonic() - started < 20
         assert updates[-1] == job
+
+
+def test_a_job_this_process_will_not_hear_about_is_read_often(url: str):
+    events = JobEvents(fallback=60.0, hears=lambda job_id: False)  # another process's pool runs it
+    assert events.interval("any") == 0.25 and JobEvents(fallback=60.0).interval("any") == 60.0
+    job_id = running_job(url)
+    thread = finish_later(url, job_id, 0.5, None)  # and nobody here is told
+    started = time.monotonic()
+    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    thread.join()
+    assert job is not None and job.status == JobStatus.SUCCEEDED.value
+    assert time.monotonic() - started < 10  # not the 60 s fallback
+
+
+def test_a_waiter_on_another_api_process_sees_the_end_soon(tmp_path: Path):
+    """Two API processes on one database and store; the job runs in the first one's pool and ends
+    there (cancelled): a waiter on the second hears nothing, and reads the row often."""
+    env = {"LABELSERVE_WAIT_POLL_SECONDS": SLOW_FALLBACK, "LABELSERVE_DATABASE_URL": f"sqlite:///{tmp_path / 'db'}"}
+    first, second = LiveServer(tmp_path, env), LiveServer(tmp_path, env)
+    try:
+        first.start()
+        second.start()
+        with Client(first.url) as owner, Client(second.url) as other:
+            dataset = upload(owner, tmp_path)
+            body = {
+                "method": "elcfs",
+                "dataset_id": dataset,
+                "model_name": "long",
+                "params": {"max_iter": 10_000_000, "tol": 0.0},
+            }
+            job_id = owner.request("POST", "/train", json=body).json()["job_id"]
+            with ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(lambda: other.request("GET", f"/jobs/{job_id}", params={"wait": 30}).json())
+                time.sleep(1.0)
+                owner.cancel_job(job_id)
+                ended = time.monotonic()
+                job = waiting.result(timeout=60)
+            assert job["status"] == "cancelled" and time.monotonic() - ended < 10
+        first.stop()
+        second.stop()
+    finally:
+        first.cleanup()
+        second.cleanup()
