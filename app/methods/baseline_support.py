@@ -89,8 +89,12 @@ class ProbabilityClassifierMixin(MultiLabelClassifierMixin):
     def _decision_function(self, X: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _default_threshold(self) -> float:
+        """The threshold when the caller names none (a blend has a fitted one)."""
+        return 0.5
+
     def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = 0.5 if threshold is None else float(threshold)
+        t = self._default_threshold() if threshold is None else float(threshold)
         return (self._decision_function(X) > t).astype(np.int64)
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -102,7 +106,7 @@ class ProbabilityClassifierMixin(MultiLabelClassifierMixin):
         return self.decision_function(X)
 
     def predict(self, X: Any, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets (n, q): probability > ``threshold`` (default 0.5)."""
+        """0/1 label sets (n, q): probability > ``threshold`` (default 0.5, a blend's fitted one)."""
         return self._predict(check_features(self, X), threshold)
 
 

@@ -36,14 +36,17 @@ from sklearn.base import BaseEstimator
 from app.methods.base import (
     MethodParams,
     MethodSpec,
-    MultiLabelClassifierMixin,
     ProgressFn,
     Task,
-    check_features,
     check_multilabel,
     no_progress,
 )
-from app.methods.baseline_support import DistributionPredictorMixin, check_distributions, check_params
+from app.methods.baseline_support import (
+    DistributionPredictorMixin,
+    ProbabilityClassifierMixin,
+    check_distributions,
+    check_params,
+)
 
 #: classifiers whose ``decision_function`` is a probability per label in [0, 1]
 PROBABILITY_SCORES = frozenset({"br", "ecc", "rf", "mlknn", "dmknn"})
@@ -163,7 +166,7 @@ class _Members:
         self.weights_ = weights / weights.sum()
 
 
-class Blend(_Members, MultiLabelClassifierMixin, BaseEstimator):
+class Blend(_Members, ProbabilityClassifierMixin, BaseEstimator):
     """Weighted mean of the members' label probabilities; parameters as :class:`BlendParams`.
 
     Fitted attributes: ``n_features_in_``, ``members_`` (the fitted member estimators),
@@ -190,21 +193,8 @@ class Blend(_Members, MultiLabelClassifierMixin, BaseEstimator):
             S += weight * member._decision_function(X)
         return S
 
-    def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
-        t = self.threshold if threshold is None else float(threshold)
-        return (self._decision_function(X) > t).astype(np.int64)
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Blended probability of each label (n, q); higher = more relevant."""
-        return self._decision_function(check_features(self, X))
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Same as ``decision_function``: a weighted mean of probabilities."""
-        return self.decision_function(X)
-
-    def predict(self, X: Any, threshold: float | None = None) -> np.ndarray:
-        """0/1 label sets (n, q): blended score > ``threshold`` (default: the fitted rule's)."""
-        return self._predict(check_features(self, X), threshold)
+    def _default_threshold(self) -> float:
+        return float(self.threshold)
 
 
 class BlendLDL(_Members, DistributionPredictorMixin, BaseEstimator):
