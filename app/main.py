@@ -66,7 +66,8 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
                 handler.flush()
 
     # The Swagger UI and ReDoc assets are served by the service itself (from the fastapi-offline
-    # package), so /docs and /redoc work on a host with no route to a CDN.
+    # package), so /docs and /redoc work on a host with no route to a CDN; POST /predict meets
+    # the hot path in front of every middleware below (app.api.fast_path).
     api = FastAPIOffline(
         title="labelserve",
         version=package.__version__,
@@ -78,7 +79,6 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     )
     api.state.settings = settings
     api.state.metrics = Metrics(settings.resolved_database_url)
-    api.add_middleware(PredictFastPath)  # innermost: after the key gate and the upload limit
     api.add_middleware(UploadLimit)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
         api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths, open_prefixes=open_prefixes)
     api.add_middleware(RequestMetrics)
+    api.add_middleware(PredictFastPath)  # outermost: it makes the checks of the layers inside itself
     return api
 
 

@@ -35,7 +35,7 @@ class ApiKeyGate:
         if scope["type"] != "http" or path in self.open_paths or path.startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
-        given = _given_key(scope)
+        given = given_key(scope["headers"])
         if given is None:
             await _reject(send, 401, MISSING, [(b"www-authenticate", b"Bearer")])
         elif not hmac.compare_digest(given, self.expected):
@@ -44,8 +44,9 @@ class ApiKeyGate:
             await self.app(scope, receive, send)
 
 
-def _given_key(scope: Scope) -> bytes | None:
-    headers = dict(scope["headers"])
+def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key a request carries (``X-API-Key``, else a bearer token), or None."""
+    headers = dict(raw_headers)
     if b"x-api-key" in headers:
         return bytes(headers[b"x-api-key"])
     scheme, _, credentials = bytes(headers.get(b"authorization", b"")).partition(b" ")

@@ -11,10 +11,12 @@ import json
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from app.api import fast_path
 from app.api.routes import predict as predict_route
-from tests.helpers import train
+from app.main import create_app
+from tests.helpers import make_multilabel, train, upload_csv
 
 
 @pytest.fixture
@@ -74,21 +76,68 @@ def test_fast_path_and_route_answer_alike(client, models, monkeypatch):
         assert fast == slow, body
 
 
+def _route_is_off(*args: object) -> None:
+    raise AssertionError("the route was called")
+
+
+def _served_count(client: TestClient) -> float:
+    series = 'labelserve_requests_total{method="POST",route="/predict",status="200"} '
+    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(series)]
+    return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
+
+
 def test_cached_references_are_answered_without_the_route(client, models, monkeypatch):
-    """Proof that the fast path answers (the equality above would also hold without it)."""
+    """Proof that the fast path answers (the equality above would also hold without it), and
+    that what it answers is counted once, like any request."""
     X, _ = models["ml"]
     first = client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolves it
     assert first.status_code == 200
-
-    def route_is_off(*args: object) -> None:
-        raise AssertionError("the route was called")
-
-    monkeypatch.setattr(predict_route, "_predict", route_is_off)
+    before = _served_count(client)
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
     for rows in (X[:1], np.vstack([X] * 3)):  # on the event loop, and in a worker thread
         r = client.post("/predict", json={"model": "clf", "instances": rows.tolist()})
         assert r.status_code == 200 and r.json() == json.loads(r.text)
         assert len(r.json()["predictions"]) == len(rows)
-    assert 'labelserve_requests_total{method="POST",route="/predict",status="200"}' in client.get("/metrics").text
+    assert _served_count(client) == before + 2
+
+
+def test_the_upload_limit_holds_in_front_of_the_fast_path(client, models, monkeypatch):
+    """The fast path sits in front of the upload limit: it takes only a declared length within
+    the limit, so a larger body is still refused (413) and one of undeclared length (chunked)
+    goes through the limit and the route."""
+    X, _ = models["ml"]
+    small = {"model": "clf", "instances": X[:2].tolist()}
+    assert client.post("/predict", json=small).status_code == 200  # resolved
+    rows = np.vstack([X] * 200).tolist()  # over the tests' 1 MB limit
+    big = client.post("/predict", json={"model": "clf", "instances": rows})
+    assert big.status_code == 413 and "LABELSERVE_MAX_UPLOAD_MB" in big.json()["detail"]
+
+    def chunks():
+        yield json.dumps(small).encode()
+
+    chunked = client.post("/predict", content=chunks(), headers={"content-type": "application/json"})
+    assert chunked.status_code == 200 and chunked.json() == client.post("/predict", json=small).json()
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    with pytest.raises(AssertionError, match="the route was called"):  # chunked: the route answered
+        client.post("/predict", content=chunks(), headers={"content-type": "application/json"})
+
+
+def test_with_an_api_key_the_fast_path_answers_only_the_right_key(settings, monkeypatch):
+    settings.api_key = "s3cret"
+    with TestClient(create_app(settings), headers={"x-api-key": "s3cret"}) as client:
+        X, Y = make_multilabel()
+        train(client, "mlknn", upload_csv(client, X, Y, "ml")["id"], "clf", k=3)
+        body = {"model": "clf", "instances": X[:1].tolist()}
+        expected = client.post("/predict", json=body).json()  # resolved
+        monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+        assert client.post("/predict", json=body).json() == expected
+        del client.headers["x-api-key"]
+        bearer = client.post("/predict", json=body, headers={"authorization": "Bearer s3cret"})
+        assert bearer.status_code == 200 and bearer.json() == expected
+        missing = client.post("/predict", json=body)
+        assert missing.status_code == 401 and "missing API key" in missing.json()["detail"]
+        wrong = client.post("/predict", json=body, headers={"x-api-key": "s3creT"})
+        assert wrong.status_code == 403 and wrong.json() == {"detail": "invalid API key"}
 
 
 def test_a_new_version_is_seen_at_once(client, models):

@@ -14,7 +14,7 @@ from select import PIPE_BUF
 
 import pytest
 
-from app.observability import BatchedLines, JsonFormatter
+from app.observability import BatchedLines, JsonFormatter, Metrics, access_log, configure_logging, record_request
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,3 +129,46 @@ def test_lines_of_processes_sharing_one_pipe_never_interleave(tmp_path):
     lines = [json.loads(line) for line in data.splitlines()]
     for who in ("a", "b"):
         assert [e["n"] for e in lines if e["who"] == who] == list(range(3000))
+
+
+@pytest.fixture
+def request_log(pipe):
+    """The request log as ``configure_logging`` leaves it, writing to a pipe; restored afterwards."""
+    r, w = pipe
+    saved = access_log.handlers[:], access_log.propagate, access_log.level, logging.getLogger("labelserve").handlers[:]
+    configure_logging("INFO")
+    access_log.handlers[0].fd = w  # type: ignore[attr-defined]
+    yield r
+    access_log.handlers[:], access_log.propagate, access_log.level = saved[0], saved[1], saved[2]
+    logging.getLogger("labelserve").handlers[:] = saved[3]
+
+
+def test_a_request_line_written_directly_is_the_one_logging_writes(request_log, monkeypatch):
+    """``record_request`` skips the logging module when the handler is the default one; the
+    line must be the same, field for field and in order, as the one logging would write."""
+    metrics = Metrics("sqlite://")
+    record_request(metrics, "POST", "/predict", 200, 0.0012345)
+    direct = _read_all(request_log)
+    seen: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        seen.append(record)
+        return True
+
+    access_log.addFilter(keep)  # a filter: now the logging module writes the line
+    try:
+        record_request(metrics, "POST", "/predict", 200, 0.0012345)
+    finally:
+        access_log.removeFilter(keep)
+    via_logging = _read_all(request_log)
+    assert len(seen) == 1 and direct.count(b"\n") == 1 and via_logging.count(b"\n") == 1
+    a, b = json.loads(direct), json.loads(via_logging)
+    assert list(a) == list(b) == ["time", "level", "logger", "message", "method", "route", "status", "duration_ms"]
+    assert {**a, "time": None} == {**b, "time": None}
+    assert a["duration_ms"] == 1.234 and a["logger"] == "labelserve.http" and a["level"] == "INFO"
+
+
+def test_a_quiet_request_log_writes_nothing(request_log):
+    access_log.setLevel(logging.WARNING)
+    record_request(Metrics("sqlite://"), "POST", "/predict", 200, 0.001)
+    assert _read_all(request_log) == b""
