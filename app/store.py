@@ -19,6 +19,7 @@ import errno
 import hashlib
 import io
 import os
+import pickle
 import tempfile
 import threading
 import time
@@ -32,6 +33,7 @@ import joblib
 import numpy as np
 
 from app.errors import Conflict, InsufficientStorage
+from app.registry_token import RegistryToken
 
 DISK_FULL = "the model store's disk is full; free some space (or delete unused datasets and models) and retry"
 
@@ -118,6 +120,11 @@ class VerifiedDatasets:
 VERIFIED = VerifiedDatasets(64 * 1024 * 1024)
 
 
+#: artifact file formats by suffix, the one written first: pickles, and the joblib files that
+#: stores of earlier releases hold (still loaded, never written)
+ARTIFACT_SUFFIXES = (".pkl", ".joblib")
+
+
 class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -125,7 +132,7 @@ class Store:
         self.artifacts = root / "artifacts"
         self.results = root / "results"
         self.registry_token_path = root / "registry.token"
-        self._registry_token_file = str(self.registry_token_path)  # read per prediction: no Path work
+        self._token = RegistryToken(self.registry_token_path)
         for folder in (self.datasets, self.artifacts, self.results):
             folder.mkdir(parents=True, exist_ok=True)
 
@@ -174,13 +181,17 @@ class Store:
 
     # artifacts ----------------------------------------------------------------------------
     def artifact_path(self, sha256: str) -> Path:
-        return self.artifacts / f"{sha256}.joblib"
+        """Where an artifact is written: a pickle (protocol 5) named by its sha256."""
+        return self.artifacts / f"{sha256}{ARTIFACT_SUFFIXES[0]}"
 
     def save_artifact(self, obj: Any) -> str:
-        """Persist ``obj`` durably and return the sha256 of its bytes."""
-        buffer = io.BytesIO()
-        joblib.dump(obj, buffer)  # uncompressed: zlib costs more time than the disk it saves
-        payload = buffer.getvalue()
+        """Persist ``obj`` durably and return the sha256 of its bytes.
+
+        Plain pickle: joblib's pickler and unpickler are pure Python, and for a model holding
+        its training matrix (ML-kNN on scene, 2.9 MB) took 2.9 ms to write and 0.8 ms to read,
+        against 1.2 ms and 0.15 ms; nothing joblib adds (memory maps, compression) is used here.
+        """
+        payload = pickle.dumps(obj, protocol=5)
         sha256 = hashlib.sha256(payload).hexdigest()
         path = self.artifact_path(sha256)
         if not path.exists():
@@ -188,49 +199,34 @@ class Store:
         return sha256
 
     def load_artifact(self, sha256: str) -> Any:
-        payload = self.artifact_path(sha256).read_bytes()
-        actual = hashlib.sha256(payload).hexdigest()
-        if actual != sha256:
-            raise ArtifactIntegrityError(
-                f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
-            )
-        return joblib.load(io.BytesIO(payload))
+        """The artifact with this sha256, verified; a joblib file of an earlier store loads too."""
+        for suffix in ARTIFACT_SUFFIXES:
+            try:
+                payload = (self.artifacts / f"{sha256}{suffix}").read_bytes()
+            except FileNotFoundError:
+                continue
+            actual = hashlib.sha256(payload).hexdigest()
+            if actual != sha256:
+                raise ArtifactIntegrityError(
+                    f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
+                )
+            return pickle.loads(payload) if suffix == ".pkl" else joblib.load(io.BytesIO(payload))
+        raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
 
     def delete_artifact(self, sha256: str) -> None:
-        self.artifact_path(sha256).unlink(missing_ok=True)
+        for suffix in ARTIFACT_SUFFIXES:
+            (self.artifacts / f"{sha256}{suffix}").unlink(missing_ok=True)
 
-    # registry change notices --------------------------------------------------------------
-    # Every process that serves predictions keeps resolved references (``name``, ``name@alias``)
-    # in memory; each change to the registry writes a new random token here after its commit,
-    # and a reader trusts its resolutions only while the token it read before resolving is still
-    # the one on disk. The store is shared by the API processes and the workers (artifacts live
-    # here), so this reaches every process without a database round trip per prediction.
+    # registry change notices (see ``app.registry_token``) ---------------------------------
+    # The store is shared by the API processes and the workers (artifacts live here), so a
+    # token in it reaches every process without a database round trip per prediction.
     def registry_token(self) -> bytes:
         """The current registry token (empty before the first change)."""
-        try:
-            fd = os.open(self._registry_token_file, os.O_RDONLY)
-        except FileNotFoundError:
-            return b""
-        try:
-            return os.read(fd, 64)  # tokens are 32 bytes; three system calls, no file object
-        finally:
-            os.close(fd)
+        return self._token.read()
 
     def registry_changed(self) -> None:
-        """Publish a registry change (call it after the change is committed).
-
-        A fresh random token, so concurrent writers cannot lose each other's notice; written by
-        rename so a reader sees the old or the new token, never a torn one. No fsync: after a
-        crash every process starts with empty caches anyway.
-        """
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".registry.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(16).hex().encode())
-            os.replace(tmp, self.registry_token_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Publish a registry change (call it after the change is committed)."""
+        self._token.publish()
 
     # batch prediction results -------------------------------------------------------------
     def result_path(self, job_id: str, fmt: str) -> Path:
@@ -250,13 +246,13 @@ class Store:
         """
         cutoff = time.time() - grace_seconds
         keep = {self.dataset_path(s).name for s in referenced_datasets} | {
-            self.artifact_path(s).name for s in referenced_artifacts
+            f"{s}{suffix}" for s in referenced_artifacts for suffix in ARTIFACT_SUFFIXES
         }
         removed = []
-        for folder, suffix in ((self.datasets, ".npz"), (self.artifacts, ".joblib")):
+        for folder, suffixes in ((self.datasets, (".npz",)), (self.artifacts, ARTIFACT_SUFFIXES)):
             for path in folder.iterdir():
                 temporary = path.name.startswith(".") and path.name.endswith(".tmp")
-                orphan = path.suffix == suffix and path.name not in keep
+                orphan = path.suffix in suffixes and path.name not in keep
                 try:
                     if (temporary or orphan) and path.stat().st_mtime < cutoff:
                         path.unlink()

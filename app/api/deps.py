@@ -19,7 +19,10 @@ from app.services.paging import PageParams
 from app.store import Store
 
 
-def settings_dep(request: Request) -> Settings:
+# The getters of app state are ``async``: FastAPI runs a plain ``def`` dependency in a worker
+# thread, a hop per dependency per request for an attribute read. The session stays ``def``:
+# opening and closing it may wait on the database, which must not block the event loop.
+async def settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -28,19 +31,19 @@ def session_dep(request: Request) -> Iterator[Session]:
         yield session
 
 
-def store_dep(request: Request) -> Store:
+async def store_dep(request: Request) -> Store:
     return request.app.state.store
 
 
-def runner_dep(request: Request) -> JobRunner:
+async def runner_dep(request: Request) -> JobRunner:
     return request.app.state.runner
 
 
-def cache_dep(request: Request) -> ModelCache:
+async def cache_dep(request: Request) -> ModelCache:
     return request.app.state.model_cache
 
 
-def metrics_dep(request: Request) -> Metrics:
+async def metrics_dep(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
@@ -79,7 +82,7 @@ CacheDep = Annotated[ModelCache, Depends(cache_dep)]
 MetricsDep = Annotated[Metrics, Depends(metrics_dep)]
 
 
-def page_params(
+async def page_params(
     limit: Annotated[int, Query(ge=1, le=1000, description="page size")] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_DB_INT, description="items to skip")] = 0,
 ) -> PageParams:

@@ -32,10 +32,10 @@ def test_deleting_versions_and_models(client, settings, multilabel_dataset):
     model = client.get("/models/m").json()
     assert model["latest_version"] == 1 and model["aliases"] == {}
     assert client.get("/models/m/versions/2").status_code == 404
-    assert len(list((settings.model_dir / "artifacts").glob("*.joblib"))) == 1
+    assert len(list((settings.model_dir / "artifacts").glob("*.pkl"))) == 1
     assert client.delete("/models/m").status_code == 204
     assert client.get("/models/m").status_code == 404
-    assert list((settings.model_dir / "artifacts").glob("*.joblib")) == []
+    assert list((settings.model_dir / "artifacts").glob("*.pkl")) == []
     assert client.delete("/models/m").status_code == 404
     # a dataset's (forced) deletion keeps the lineage of models trained on it
     train(client, "mlknn", multilabel_dataset["id"], "n", k=3)

@@ -1,15 +1,19 @@
-"""The file store's dataset reads: verified once per process while the file is unchanged."""
+"""The file store: dataset reads verified once per process while the file is unchanged; artifacts
+in either format, verified before loading."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 
 from app import store as store_module
-from app.store import DatasetUnavailable, Store, VerifiedDatasets
+from app.store import ArtifactIntegrityError, DatasetUnavailable, Store, VerifiedDatasets
 
 
 @pytest.fixture
@@ -75,3 +79,24 @@ def test_the_budget_keeps_the_most_recently_used():
     assert kept == [0, 2, 3]
     cache.put(("big", 0, 0, 0), np.zeros((100, 100)), np.zeros((0, 1)))  # over the whole budget: not kept
     assert cache.get(("big", 0, 0, 0)) is None and cache.get(("3", 0, 0, 0)) is not None
+
+
+def test_artifacts_are_pickles_and_joblib_files_of_earlier_stores_still_load(store):
+    model = {"weights": np.arange(6.0).reshape(2, 3), "name": "m"}
+    sha = store.save_artifact(model)
+    assert store.artifact_path(sha).suffix == ".pkl" and store.artifact_path(sha).exists()
+    loaded = store.load_artifact(sha)
+    assert loaded["name"] == "m" and np.array_equal(loaded["weights"], model["weights"])
+    buffer = io.BytesIO()
+    joblib.dump(model, buffer)  # what the store wrote before it wrote pickles
+    old = hashlib.sha256(buffer.getvalue()).hexdigest()
+    (store.artifacts / f"{old}.joblib").write_bytes(buffer.getvalue())
+    assert np.array_equal(store.load_artifact(old)["weights"], model["weights"])
+    (store.artifacts / f"{old}.joblib").write_bytes(buffer.getvalue()[:-4] + b"oops")
+    with pytest.raises(ArtifactIntegrityError):
+        store.load_artifact(old)
+    store.delete_artifact(old)
+    store.delete_artifact(sha)
+    assert list(store.artifacts.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        store.load_artifact(sha)

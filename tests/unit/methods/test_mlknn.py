@@ -228,7 +228,8 @@ def test_blocked_search_and_single_rows_match(monkeypatch, d):
     X, Y = make_data(rng, 150, d, 3, "duplicates")
     Q = make_data(rng, 20, d, 3, "duplicates")[0]
     full_loo, full_q = ExactKNN(X).kneighbors(None, 5), ExactKNN(X).kneighbors(Q, 5)
-    monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 1000)  # blocks of 6 query rows
+    monkeypatch.setattr(mod, "_BLOCK_ENTRIES", 1000)  # blocks of 6 rows (leave-one-out)
+    monkeypatch.setattr(mod, "_QUERY_BLOCK_ENTRIES", 1000)  # and of new rows
     np.testing.assert_array_equal(ExactKNN(X).kneighbors(None, 5), full_loo)
     np.testing.assert_array_equal(ExactKNN(X).kneighbors(Q, 5), full_q)
     np.testing.assert_array_equal(full_loo, brute_knn(X, X, 5, loo=True))
