@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import Mount, Route
 
 import app as package
+from app.allocator import keep_freed_memory
 from app.api import errors
 from app.api.auth import ApiKeyGate
 from app.api.fast_path import PredictFastPath
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
+        keep_freed_memory()
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
         api.state.store = Store(settings.model_dir)

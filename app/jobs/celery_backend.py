@@ -68,6 +68,7 @@ import threading
 from celery import Celery
 from pydantic import Field
 
+from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
 from app.db import session_scope
 from app.jobs import transitions
@@ -259,6 +260,7 @@ def run_worker(concurrency: int) -> None:
     """Start a Celery worker (prefork pool of ``concurrency`` processes) with the environment's settings."""
     settings = celery_settings(get_settings())
     configure_logging(settings.log_level)
+    keep_freed_memory()  # before the pool forks: its processes inherit the setting
     _preload_methods()
     celery = make_celery(settings)
     celery.worker_main(

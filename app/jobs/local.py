@@ -38,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from app.allocator import keep_freed_memory
 from app.config import Settings
 from app.db import session_scope
 from app.jobs import transitions
@@ -66,8 +67,10 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
 
 
 def _init_pool_process(api_pid: int, log_level: str) -> None:
-    """Pool process initializer: log JSON lines as the API does, and never outlive the service."""
+    """Pool process initializer: log JSON lines as the API does, keep freed memory for reuse
+    (``app.allocator``), and never outlive the service."""
     configure_logging(log_level)
+    keep_freed_memory()
     _die_with_parent(api_pid)
 
 
