@@ -170,15 +170,15 @@ def test_job_errors_show_the_services_reasons_only():
 
 def test_a_model_that_breaks_its_output_contract_is_refused():
     # ldlkm fitted on +-1e308 predicted NaN distributions ("null" in JSON) and was registered
-    class Broken:
-        def predict(self, X):
+    class Broken:  # the private twin is what the service predicts with (app.prediction)
+        def _predict(self, X):
             return np.full((X.shape[0], 3), np.nan)
 
     with pytest.raises(InvalidInput, match="not registered"):
         check_outputs("distribution", Broken(), np.zeros((5, 2)))
 
     class Fine:
-        def predict(self, X):
+        def _predict(self, X):
             return np.full((X.shape[0], 4), 0.25)
 
     check_outputs("distribution", Fine(), np.zeros((5, 2)))
