@@ -86,7 +86,7 @@ def record_request(metrics: Metrics, method: str, route: str, status: int, secon
 
     The one place both ``RequestMetrics`` and the prediction hot path (which answers in front of
     it) record a request, so the two cannot drift. The log costs one ``isEnabledFor`` check
-    when INFO is off, and one record otherwise: its fields are values the metrics need anyway.
+    when INFO is off, and one line otherwise: its fields are values the metrics need anyway.
     """
     metrics.observe_request(method, route, status, seconds)
     if not access_log.isEnabledFor(logging.INFO):
@@ -106,8 +106,8 @@ def _own_batch() -> BatchedLines | None:
     """The request log's handler when it is the one ``configure_logging`` installs, else None.
 
     Then a line can go straight to the batch: the same bytes the logging module would produce,
-    without the ``LogRecord``, its dictionary walk and the handler's lock (together two thirds of
-    a request line's cost, which is paid on every prediction).
+    without the ``LogRecord``, its dictionary walk and the logging module's dispatch (together
+    two thirds of a request line's cost, which is paid on every prediction).
     """
     handlers = access_log.handlers
     if len(handlers) != 1 or access_log.filters or access_log.propagate:

@@ -1,11 +1,11 @@
-"""The prediction hot path: ``POST /predict`` answered in front of the whole middleware stack.
+"""The prediction hot path: ``POST /predict`` answered in front of the app's own middlewares.
 
 For a one-row prediction the model's own work is tens of microseconds, while FastAPI's request
-machinery costs several times that: its middleware layers (error handling, body limit, our
-metrics, key gate and upload limit: each a coroutine and a wrapped ``send``), route matching
-(linear over every route), dependency solving and JSON decoding (``json.loads``: about 20
-microseconds per kilobyte of numbers). ``FastPathAPI`` puts ``PredictFastPath`` outside all of
-them. It takes a ``POST /predict`` with a JSON body whose declared length is within the upload
+machinery costs several times that: the middlewares (our metrics, key gate and upload limit:
+each a coroutine and a wrapped ``send``), route matching (linear over every route), dependency
+solving and JSON decoding (``json.loads``: about 20 microseconds per kilobyte of numbers).
+``PredictFastPath`` is the outermost of the app's middlewares (only FastAPI's own error,
+telemetry and body-limit layers are outside it). It takes a ``POST /predict`` with a JSON body whose declared length is within the upload
 limit and, when the server has an API key, the right key; decodes it with orjson (ten times
 faster; anything orjson refuses goes to the route, whose ``json.loads`` then decides), validates
 it as the route does (``PredictRequest.model_validate``) and answers it when
