@@ -155,3 +155,68 @@ def test_a_new_version_is_seen_at_once(client, models):
     assert client.post("/predict", json=body).json()["model"]["version"] == 1
     scores = client.post("/predict", json={**body, "include_scores": True}).json()["predictions"][0]["scores"]
     assert np.isfinite(scores["label0"])
+
+
+def _v2_bodies(models) -> list[tuple[str, dict | bytes]]:
+    X, _ = models["ml"]
+    Xd, _ = models["ldl"]
+
+    def tensor(A: np.ndarray, **extra: object) -> dict:
+        return {"name": "input-0", "shape": list(A.shape), "datatype": "FP64", "data": A.ravel().tolist(), **extra}
+
+    rows = X[:3]
+    return [
+        ("clf", {"inputs": [tensor(rows)]}),
+        ("clf", {"inputs": [tensor(rows)], "outputs": [{"name": "labels"}], "parameters": {"threshold": 0.2}}),
+        ("clf/versions/1", {"inputs": [tensor(rows)], "id": "r-1"}),
+        ("dm", {"inputs": [tensor(rows)]}),
+        ("dist", {"inputs": [tensor(Xd[:2])]}),
+        ("sel", {"inputs": []}),
+        ("clf", {"inputs": [tensor(np.vstack([X] * 30))]}),  # larger than INLINE_BYTES: a thread
+        # errors
+        ("clf", {"inputs": [tensor(rows[:, :2])]}),
+        ("clf", {"inputs": [tensor(rows)], "outputs": [{"name": "distribution"}]}),
+        ("clf", {"inputs": [tensor(rows)], "parameters": {"threshold": "high"}}),
+        ("clf", {"inputs": [{**tensor(rows), "name": "x"}]}),
+        ("clf", {"inputs": [tensor(rows)], "colour": "red"}),
+        ("nope", {"inputs": [tensor(rows)]}),
+        ("clf/versions/9", {"inputs": [tensor(rows)]}),
+        ("clf@prod/versions/1", {"inputs": [tensor(rows)]}),
+        (
+            "clf",
+            b'{"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": [NaN, 1, 2, 3, 4, 5]}]}',
+        ),
+        ("clf", b'{"inputs": '),
+    ]
+
+
+def test_v2_inference_fast_path_and_route_answer_alike(client, models, monkeypatch):
+    """The V2 inference paths are answered in front of FastAPI's router too, with the answers
+    (and the protocol's error shape, from the route) the route gives."""
+    assert client.put("/models/clf/aliases/prod", json={"version": 1}).status_code == 200
+    headers = {"content-type": "application/json"}
+    for name, body in _v2_bodies(models):
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        for ref in ("clf", "dm", "dist", "sel", "clf@1"):  # resolved in this process
+            assert client.get(f"/v2/models/{ref}/ready").status_code == 200
+        fast = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
+        with monkeypatch.context() as patch:
+            patch.setattr(fast_path, "_infer", lambda predictor, body, name, version: None)
+            slow = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
+        assert (fast.status_code, fast.json()) == (slow.status_code, slow.json()), (name, body)
+
+
+def test_cached_v2_inference_is_answered_without_the_router(client, models, monkeypatch):
+    from app.api.routes import v2
+
+    X, _ = models["ml"]
+    body = {"inputs": [{"name": "input-0", "shape": [1, X.shape[1]], "datatype": "FP64", "data": X[0].tolist()}]}
+    for path in ("/v2/models/clf/infer", "/v2/models/clf/versions/1/infer"):
+        expected = client.post(path, json=body)  # resolves the reference
+        assert expected.status_code == 200
+        with monkeypatch.context() as patch:
+            patch.setattr(v2, "_infer", _route_is_off)
+            assert client.post(path, json=body).json() == expected.json()
+    metrics = client.get("/metrics").text
+    assert 'labelserve_requests_total{method="POST",route="/v2/models/{name}/infer",status="200"} 2.0' in metrics
+    assert 'route="/v2/models/{name}/versions/{version}/infer",status="200"} 2.0' in metrics

@@ -3,8 +3,9 @@ readiness and inference, beside the native routes (its health routes are in ``op
 
 The protocol has its own error body, ``{"error": "..."}``, so these routes read and check their
 input themselves instead of leaving it to FastAPI (whose errors have the native shape); the
-request schema is still declared for the OpenAPI document. A cached reference with a small
-body is answered on the event loop, as ``/predict`` does (``app.api.fast_path``).
+request schema is still declared for the OpenAPI document. An inference with a JSON body and a
+resolved reference is answered before it gets here (``app.api.fast_path``); the route answers
+the others, and every error, with a cached reference still on the event loop.
 """
 
 from __future__ import annotations
