@@ -129,16 +129,20 @@ def test_train_wait_returns_when_the_pool_process_is_done(server: LiveServer, tm
             assert time.monotonic() - started < 20, f"attempt {attempt}: waited for the fallback poll"
 
 
+def long_training(dataset: str) -> dict:
+    """A training that runs until it is cancelled (ELCFS with no convergence)."""
+    return {
+        "method": "elcfs",
+        "dataset_id": dataset,
+        "model_name": "long",
+        "params": {"max_iter": 10_000_000, "tol": 0.0},
+    }
+
+
 def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
-        body = {
-            "method": "elcfs",
-            "dataset_id": dataset,
-            "model_name": "long",
-            "params": {"max_iter": 10_000_000, "tol": 0.0},
-        }
-        job_id = client.request("POST", "/train", json=body).json()["job_id"]
+        job_id = client.request("POST", "/train", json=long_training(dataset)).json()["job_id"]
         started = time.monotonic()
         held = client.request("GET", f"/jobs/{job_id}", params={"wait": 1.0}).json()
         assert held["status"] in ("queued", "running") and time.monotonic() - started >= 1.0
@@ -188,13 +192,7 @@ def test_a_waiter_on_another_api_process_sees_the_end_soon(tmp_path: Path):
         second.start()
         with Client(first.url) as owner, Client(second.url) as other:
             dataset = upload(owner, tmp_path)
-            body = {
-                "method": "elcfs",
-                "dataset_id": dataset,
-                "model_name": "long",
-                "params": {"max_iter": 10_000_000, "tol": 0.0},
-            }
-            job_id = owner.request("POST", "/train", json=body).json()["job_id"]
+            job_id = owner.request("POST", "/train", json=long_training(dataset)).json()["job_id"]
             with ThreadPoolExecutor(1) as pool:
                 waiting = pool.submit(lambda: other.request("GET", f"/jobs/{job_id}", params={"wait": 30}).json())
                 time.sleep(1.0)
