@@ -9,22 +9,21 @@ import pytest
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
+from app.methods.aa_knn import AAKNN
 from app.methods.base import InvalidParameterError, MethodEstimator, MethodParams
+from app.methods.blend import Blend
+from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog, method_module_names
 from app.methods.dmknn import DMKNN
+from app.methods.ecc import EnsembleClassifierChains
 from app.methods.elcfs import ELCFS
 from app.methods.ghc_dr import GHCDR
 from app.methods.ldlkm import LDLKM
-from app.methods.mlknn import MLkNN
-from app.methods.trans_ovk import TransOVK
-
-from app.methods.aa_knn import AAKNN
-from app.methods.blend import Blend
-from app.methods.br import BinaryRelevance
-from app.methods.ecc import EnsembleClassifierChains
 from app.methods.mi_filter import MIFilter
+from app.methods.mlknn import MLkNN
 from app.methods.rf import RandomForest
 from app.methods.sa_maxent import SAMaxEnt
+from app.methods.trans_ovk import TransOVK
 
 #: Every method of the catalog keeps the contract (the template fit of MethodEstimator).
 ALL = list(catalog().values())
