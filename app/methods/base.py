@@ -203,13 +203,17 @@ class MethodSpec:
     def default_output(self) -> Output:
         return self.outputs[0]
 
-    def build(self, params: Mapping[str, Any]) -> Any:
+    def build(self, params: MethodParams | Mapping[str, Any]) -> Any:
         """An unfitted estimator with these constructor arguments (the others at their defaults).
 
-        Nothing is validated here: the caller checked ``params`` against ``self.params`` once (at
-        submit) and ``fit`` checks them again, as scikit-learn's contract asks.
+        Nothing is validated here: the caller checked the parameters against ``self.params``
+        once (at submit) and ``fit`` checks them again, as scikit-learn's contract asks. Pass
+        the validated declaration (or its ``model_dump``), so that the estimator gets the
+        coerced values (``max_features=1`` is the fraction 1.0, not one feature); a plain
+        mapping is taken as given.
         """
-        return self.estimator(**params)
+        values = params.model_dump() if isinstance(params, MethodParams) else params
+        return self.estimator(**values)
 
 
 # --------------------------------------------------------------------------- input validation

@@ -26,7 +26,6 @@ scikit-learn requires, and are not a recommendation. A blend is never one of ``a
 
 from __future__ import annotations
 
-import copy
 from typing import Any, ClassVar
 
 import numpy as np
@@ -145,7 +144,7 @@ class _Members:
                 )
 
             progress(f"member {i + 1}/{len(declared)} {member.method}", i / len(declared))
-            fitted.append(spec.build(copy.deepcopy(member.params)).fit(X, Y, progress=inner))
+            fitted.append(spec.build(spec.params.model_validate(member.params)).fit(X, Y, progress=inner))
         progress("members", 1.0)
         weights = np.array([m.weight for m in declared], dtype=np.float64)
         self.members_ = fitted

@@ -90,3 +90,13 @@ def test_artifacts_of_the_earlier_baselines_still_predict(method):
     else:
         np.testing.assert_array_equal(loaded.decision_function(X), model.decision_function(X))
         np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_build_does_not_validate_and_takes_the_validated_declaration():
+    spec = catalog()["rf"]
+    unchecked = spec.build({"n_estimators": 0})  # refused by fit, not by build
+    with pytest.raises(InvalidParameterError, match="n_estimators"):
+        unchecked.fit(*make_multilabel(n=20, d=3, q=2, seed=0))
+    built = spec.build(spec.params.model_validate({"max_features": 1}))
+    assert built.max_features == 1.0 and isinstance(built.max_features, float)  # the fraction, not one feature
+    assert built.get_params() == spec.build(spec.params()).get_params() | {"max_features": 1.0}
