@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import InvalidParameterError, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import DistributionPredictorMixin, MinMaxOption
 from app.methods.mlknn import ExactKNN
 
@@ -41,7 +41,9 @@ class AAKNN(DistributionPredictorMixin, MinMaxOption, MethodEstimator):
 
     def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
         if self.k > X.shape[0]:
-            raise ValueError(f"k={self.k} exceeds the number of training samples {X.shape[0]}")
+            raise InvalidParameterError.bound(
+                self, "k", f"k={self.k} exceeds the number of training samples {X.shape[0]}"
+            )
 
     def _fit(self, Xs: np.ndarray, D: np.ndarray, progress: ProgressFn) -> None:
         progress("index", 0.0)

@@ -107,6 +107,12 @@ class InvalidParameterError(ValueError):
         details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
         super().__init__(f"invalid {estimator} parameter {details}")
 
+    @classmethod
+    def bound(cls, estimator: object, name: str, message: str) -> InvalidParameterError:
+        """``name`` outside a bound that only the training data sets (``k`` at most n - 1), which
+        the declaration cannot state; raised by ``_check_data_params``."""
+        return cls(type(estimator).__name__, [{"loc": (name,), "msg": message, "type": "data_bound"}])
+
 
 def validate_params(model: type[MethodParams], values: dict[str, Any], estimator: str) -> MethodParams:
     """``values`` checked against ``model``; raises :class:`InvalidParameterError`."""
@@ -155,7 +161,8 @@ class MethodEstimator(BaseEstimator):
         raise NotImplementedError
 
     def _check_data_params(self, X: Any, Y: np.ndarray) -> None:
-        """Parameter bounds that depend on the data (``k`` at most n - 1, ...); none by default."""
+        """Parameter bounds that depend on the data (``k`` at most n - 1, ...), raised as
+        :meth:`InvalidParameterError.bound`; none by default."""
 
     def _fit_scaling(self, X: Any) -> FeatureScaling | None:
         """The feature scaling fitted on the training rows, kept as ``scaling_`` and applied to

@@ -32,7 +32,14 @@ import numpy as np
 from pydantic import Field
 from sklearn.cluster import KMeans
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin
+from app.methods.base import (
+    InvalidParameterError,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    RankedSelectorMixin,
+)
 from app.methods.fit_warnings import ConvergenceWarning, warn_if_constant
 from app.methods.numerics import FeatureScaling
 
@@ -191,6 +198,11 @@ class ELCFS(RankedSelectorMixin, MethodEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
+        k = Y.shape[1] if self.n_clusters is None else self.n_clusters
+        if k > X.shape[0]:
+            raise InvalidParameterError.bound(
+                self, "n_clusters", f"n_clusters={k} exceeds the number of samples {X.shape[0]}"
+            )
         if not self.scale and (X < 0).any():
             raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
 
@@ -249,8 +261,6 @@ class ELCFS(RankedSelectorMixin, MethodEstimator):
         """K-means on the scaled features; centres' features and labels are member means."""
         n = Xs.shape[0]
         k = Y.shape[1] if self.n_clusters is None else self.n_clusters
-        if k > n:
-            raise ValueError(f"n_clusters={k} exceeds the number of samples {n}")
         km = KMeans(n_clusters=k, init="k-means++", n_init=self.kmeans_n_init, random_state=self.random_state)
         assign = km.fit_predict(Xs)
         # Member means (eqs. (1), (2)); clusters that ended empty are dropped.

@@ -27,6 +27,7 @@ from sklearn.utils.validation import validate_data
 
 from app.methods.base import (
     DistributionLearnerMixin,
+    InvalidParameterError,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -288,9 +289,11 @@ class LDLKM(DistributionLearnerMixin, MethodEstimator):
     def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
         k = int(self.k)
         if k > 1 and not _has_k_distinct_rows(X, k):
-            raise ValueError(
+            raise InvalidParameterError.bound(
+                self,
+                "k",
                 f"k={k} exceeds the number of distinct training rows (n_samples = {X.shape[0]}); "
-                "empty clusters could not be avoided"
+                "empty clusters could not be avoided",
             )
 
     def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:

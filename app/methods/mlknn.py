@@ -37,6 +37,7 @@ from pydantic import Field
 from sklearn.neighbors import KDTree
 
 from app.methods.base import (
+    InvalidParameterError,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -409,7 +410,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     def _check_k(self, m: int) -> None:
         """The one data-dependent bound: K <= m - 1 (a sample is never its own neighbour)."""
         if not self.k <= m - 1:
-            raise ValueError(f"k must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
+            raise InvalidParameterError.bound(self, "k", f"must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
 
     # -------------------------------------------------------------- prediction
     def kneighbors(self, X: np.ndarray) -> np.ndarray:

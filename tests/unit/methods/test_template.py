@@ -100,3 +100,19 @@ def test_build_does_not_validate_and_takes_the_validated_declaration():
     built = spec.build(spec.params.model_validate({"max_features": 1}))
     assert built.max_features == 1.0 and isinstance(built.max_features, float)  # the fraction, not one feature
     assert built.get_params() == spec.build(spec.params()).get_params() | {"max_features": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("mlknn", {"k": 40}, "k"),
+        ("dmknn", {"k": 40}, "k"),
+        ("aa-knn", {"k": 41}, "k"),
+        ("elcfs", {"n_clusters": 41}, "n_clusters"),
+    ],
+)
+def test_bounds_set_by_the_data_raise_the_parameter_error_too(method, params, name):
+    spec = catalog()[method]
+    with pytest.raises(InvalidParameterError) as raised:
+        spec.build(params).fit(*_data(spec))
+    assert raised.value.param == name and str(params[name]) in str(raised.value)
