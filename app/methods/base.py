@@ -136,12 +136,15 @@ class MethodEstimator(BaseEstimator):
 
     _params_model: ClassVar[type[MethodParams]]
     #: ``fit`` takes ``scipy.sparse`` CSR ``X`` as it is (tagged ``input_tags.sparse``). The
-    #: other methods reject sparse ``X`` as scikit-learn requires of them; the service hands
-    #: them a dense copy through :func:`fit_input`, the one place that densifies.
+    #: other methods reject sparse ``X``, as scikit-learn's checks require of a dense estimator;
+    #: code holding sparse data (the job's dataset loader) gets what a method takes from
+    #: :func:`fit_input`, the one place that densifies.
     accepts_sparse: ClassVar[bool] = False
 
     def fit(self: _Estimator, X: Any, Y: Any, progress: ProgressFn | None = None) -> _Estimator:
-        """Check the parameters and the data, scale the features, then fit; returns self."""
+        """Check the parameters, the data and the bounds the data sets, fit the scaling (and
+        record the constant labels, for a classifier that ``predicts_constant_labels``), then
+        call ``_fit`` on the scaled features; returns self."""
         self._validated_params()
         X, Y = self._check_fit_data(X, Y)
         self._check_data_params(X, Y)
@@ -181,7 +184,8 @@ class MethodEstimator(BaseEstimator):
 
 def fit_input(estimator: MethodEstimator | type[MethodEstimator], X: Any) -> Any:
     """``X`` as ``estimator``'s ``fit`` takes it: CSR kept for a method that ``accepts_sparse``,
-    a dense float64 copy for the others (the one place the service densifies features)."""
+    a dense copy for the others. The one place that densifies features for a method, by its own
+    declaration; a loader of sparse datasets calls it instead of deciding per method."""
     if not sparse.issparse(X):
         return X
     return X.tocsr() if estimator.accepts_sparse else X.toarray()
