@@ -6,28 +6,36 @@ when fitting, the chain's own 0/1 predictions when predicting). The ensemble fit
 scikit-learn ``ClassifierChain``s in random orders (chain i seeded ``random_state + i``) and
 averages their probabilities; the label set is every label with mean probability > 0.5.
 
-scikit-learn's chain fails on a label that is constant in the training data (its logistic
-regression sees one class). Such labels are left out of the chains, where they would be a
-constant extra feature that moves nothing, and predicted with their constant.
+A label that is constant in the training data has no logistic regression (it sees one class).
+Such labels are left out of the chains, where they would be a constant extra feature that moves
+nothing, and predicted with their constant.
+
+Fitting is scikit-learn's ``ClassifierChain`` (``cv=None``) unrolled: the chain's order is
+``RandomState(seed).permutation`` of the varying labels, as scikit-learn draws it, and link t is
+a ``LogisticRegression`` on the features plus the true labels before it. Given the true labels
+a chain's m links are independent problems, fitted side by side by ``n_jobs`` threads (one
+chain after the other, so one chain's n x (d + m) matrix is held at a time), on CSR copies when
+the features are sparse
+(``app.methods.per_label``; one BLAS thread each, for the reason given in ``app.methods.br``).
 
 Prediction replays the chains in NumPy from the fitted coefficients: one matrix product for the
-feature part of every link, then a loop over the links for the label part. Fitting uses one BLAS thread, for the reason given
-in ``app.methods.br``.
+feature part of every link, then a loop over the links for the label part.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy import sparse
 from scipy.special import expit
-from sklearn.linear_model import LogisticRegression
-from sklearn.multioutput import ClassifierChain
-from threadpoolctl import threadpool_limits
 
 from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
+from app.methods.per_label import Fitted, Problem, design_matrix, fit_logistic
 
 
 class ECCParams(MethodParams):
@@ -38,19 +46,22 @@ class ECCParams(MethodParams):
         "minmax", description="Scale features to [0, 1] on the training set first (part of the model)."
     )
     random_state: int | None = Field(0, description="Chain i's label order is seeded random_state + i.")
+    n_jobs: int | None = Field(
+        None, description="Threads fitting links side by side (None = 1, -1 = all cores); results do not depend on it."
+    )
 
 
 class _Chain:
     """One fitted chain as plain arrays: link t predicts label ``order[t]`` (among the varying labels)."""
 
-    def __init__(self, chain: ClassifierChain, d: int) -> None:
-        m = len(chain.estimators_)
-        self.order = np.asarray(chain.order_, dtype=np.intp)
-        self.Wx = np.vstack([est.coef_[0, :d] for est in chain.estimators_])  # (m, d)
+    def __init__(self, order: np.ndarray, links: Sequence[Fitted], d: int) -> None:
+        m = len(links)
+        self.order = np.asarray(order, dtype=np.intp)
+        self.Wx = np.vstack([link.coef[:d] for link in links])  # (m, d)
         self.Wy = np.zeros((m, m))  # link t's weights on the predictions of links 0..t-1
-        for t, est in enumerate(chain.estimators_):
-            self.Wy[t, :t] = est.coef_[0, d:]
-        self.b = np.array([est.intercept_[0] for est in chain.estimators_])
+        for t, link in enumerate(links):
+            self.Wy[t, :t] = link.coef[d:]
+        self.b = np.array([link.intercept for link in links])
 
     def proba(self, Xs: np.ndarray) -> np.ndarray:
         """Probabilities (n, m) of the varying labels, in label (not chain) order."""
@@ -84,12 +95,14 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         max_iter: int = 1000,
         scale: Literal["none", "minmax"] = "minmax",
         random_state: int | None = 0,
+        n_jobs: int | None = None,
     ) -> None:
         self.n_chains = n_chains
         self.C = C
         self.max_iter = max_iter
         self.scale = scale
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         seeds = (
@@ -98,21 +111,34 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
             else self.random_state + np.arange(self.n_chains)
         )
         self.chains_: list[_Chain] = []
-        iterations = [0]
+        self.n_iter_ = 0
         varying = ~self.constant_
+        progress("chains", 0.0)
         if varying.any():
             Yv = Y[:, varying]
-            with threadpool_limits(limits=1, user_api="blas"):
-                for i, seed in enumerate(seeds):
-                    progress("chains", i / self.n_chains)
-                    chain = ClassifierChain(
-                        LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
-                    )
-                    chain.fit(Xs, Yv)
-                    self.chains_.append(_Chain(chain, Xs.shape[1]))
-                    iterations.extend(int(est.n_iter_[0]) for est in chain.estimators_)
+            m, d = Yv.shape[1], Xs.shape[1]
+            design = design_matrix(Xs)
+            for i, seed in enumerate(seeds):  # one chain's matrix at a time: n x (d + m) each
+                order = np.random.RandomState(int(seed)).permutation(m)
+                labels = Yv[:, order]
+                chained = (
+                    sparse.hstack([design, sparse.csr_matrix(labels)], format="csr")
+                    if sparse.issparse(design)
+                    else np.hstack([design, labels])
+                )
+                links = fit_logistic(  # link t: the features and the true labels order[:t]
+                    [Problem(chained, d + t, labels[:, t]) for t in range(m)],
+                    C=self.C,
+                    max_iter=self.max_iter,
+                    n_jobs=self.n_jobs,
+                    report=partial(self._report_chain, progress, i),
+                )
+                self.chains_.append(_Chain(order, links, d))
+                self.n_iter_ = max([self.n_iter_] + [link.n_iter for link in links])
         progress("chains", 1.0)
-        self.n_iter_ = max(iterations)
+
+    def _report_chain(self, progress: ProgressFn, chain: int, fraction: float) -> None:
+        progress("chains", (chain + fraction) / self.n_chains)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Artifacts fitted before the template ``fit`` stored ``varying_`` instead of ``constant_``."""
