@@ -16,10 +16,22 @@ more rows (forests, nearest neighbours; on SJAFFE aa-knn ranked behind sa-maxent
 training rows and ahead with 153), and one split of a few hundred rows is noisy (birds: the
 ranking of rf, ecc and br changed with the shuffle seed; 30 folds average that out).
 
-Candidates. By default every classifier (or every label distribution learner) whose expected cost
-fits ``budget_seconds``; methods marked expensive are tried only when named. The expected cost of
-one fit is a rough model in n, d and q per method (``_COST``), fitted to timings of one fit on a
-shared 2-core machine; the candidates' cross-validation cost is ``cv`` times that.
+Candidates. By default every classifier (or every label distribution learner) whose predicted
+cross-validation cost fits ``budget_seconds`` of this machine; methods marked expensive are tried
+only when named. A candidate's cost is measured, not guessed (``pilot_costs``): a pilot fold (fit
+on ``PILOT_SHARE`` of a fold's training rows, score a held-out part in the folds' proportion) is
+timed here and now, then extrapolated to a fold with the method's growth exponent in n
+(``GROWTH``, measured by ``benchmarks/scaling.py``); d and q are the dataset's own in the pilot,
+so they need no model. The candidates are taken cheapest first while the predicted total fits
+what the pilots left of the budget, so a cheap candidate whose pilot says it fits is never left
+out for a dearer one. A constant model fitted to a loaded machine's wall times priced ``br`` on
+bibtex 10x too high and left it out (issue 23). What did not fit is listed in the version's
+``selection`` with its prediction; every row there has its predicted and measured seconds.
+
+Twins. For a ranking metric (``RANKING_METRICS``) a ``dmknn`` entry whose ranking is ML-kNN's
+posterior on the same neighbours (its defaults) is provably tied with the ``mlknn`` entry of the
+same k, s and scaling: it is evaluated once, as ``mlknn``, and its leaderboard row says so
+(``same_ranking_as``) and carries the twin's ranking metrics.
 
 Grids (``tune=True``): every combination of the method's grid in ``GRIDS`` is one more entry of
 the leaderboard. They are small on purpose (at most 4 points) because each point costs ``cv``
@@ -36,7 +48,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +84,35 @@ _RESAMPLING_SHARE = 0.25
 #: methods tried only when named: their cost grows too fast with the data for a default sweep
 EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
 
+#: Growth exponent in the training rows n of one fold's seconds (fit, then score the held-out
+#: part, both growing with n): a fold on n rows costs ``pilot seconds * (n / pilot rows) ** GROWTH``.
+#: Least-squares slopes of log CPU seconds on log n, tmc2007-500 prefixes of 1,000-8,000 rows
+#: (``benchmarks/scaling.py``, docs/scaling.md); the LDL methods' and the selectors' from their cost
+#: studies (sa-maxent and ldlkm linear in n, aa-knn and the kernel methods quadratic and more).
+GROWTH: dict[str, float] = {
+    "br": 1.3,
+    "ecc": 1.3,
+    "rf": 1.3,
+    "mlknn": 1.9,
+    "dmknn": 1.9,
+    "trans-ovk": 3.0,
+    "aa-knn": 2.0,
+    "sa-maxent": 1.0,
+    "ldlkm": 1.0,
+    "mi-filter": 1.9,  # scored by ML-kNN fits on its top features
+    "elcfs": 1.9,
+    "ghc-dr": 2.0,
+}
+#: the exponent of a method ``GROWTH`` does not list (between the linear and the quadratic ones)
+DEFAULT_GROWTH = 1.5
+#: a pilot fits this share of a fold's training rows (at least ``PILOT_MIN_ROWS`` of them): large
+#: enough that fixed costs do not dominate the timing, small enough to cost about
+#: ``PILOT_SHARE ** GROWTH / cv`` of the cross-validation (1.5% for br at 5 folds)
+PILOT_SHARE = 0.2
+PILOT_MIN_ROWS = 500
+#: metrics computed from each sample's label ranking alone (equal rankings, equal values)
+RANKING_METRICS = frozenset({"ranking_loss", "one_error", "coverage", "average_precision"})
+
 #: documented grids for ``tune=True`` (every combination is evaluated)
 GRIDS: dict[str, dict[str, list[Any]]] = {
     "br": {"C": [0.1, 1.0, 10.0]},
@@ -89,31 +130,6 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
 }
 
 
-def _cost(method: str, n: int, d: int, q: int) -> float:
-    """Expected seconds of one fit on n x d data with q labels (rough, from measured fits)."""
-    size = n * d * q
-    models: dict[str, Callable[[], float]] = {
-        "br": lambda: 3.8 * size / (1600 * 462 * 26),
-        "ecc": lambda: 10.0 * size / (1600 * 462 * 26),
-        "rf": lambda: 26.0 * (n / 1600) ** 1.2 * math.sqrt(d / 462) * (q / 26) ** 0.5,
-        "mlknn": lambda: 0.5 * (n / 1600) ** 2 * (d / 462) + 0.01 * q,
-        "dmknn": lambda: 0.7 * (n / 1600) ** 2 * (d / 462) + 0.02 * q,
-        "trans-ovk": lambda: 5.0 * (n / 400) ** 3 * (d / 72),
-        "aa-knn": lambda: 0.05 + 1.1 * (n / 6200) ** 2 * (d / 1869),
-        "sa-maxent": lambda: max(1.0, 58.0 * size / (6200 * 1869 * 5)),
-        "ldlkm": lambda: 0.05 + 3.7 * (n * d) / (6200 * 1869),
-        "mi-filter": lambda: 0.2 * size / (1600 * 462 * 26),  # the binned estimator used in sweeps
-        "elcfs": lambda: 2.0 * (d / 300) ** 2 * (q / 6),
-        "ghc-dr": lambda: 3.0 * (n / 1200) ** 2 * (d / 300),
-    }
-    return float(models[method]()) if method in models else 1.0
-
-
-def expected_cost(method: str, n: int, d: int, q: int) -> float:
-    """Expected seconds of one fit of ``method`` (a rough model; 1 s for unknown methods)."""
-    return _cost(method, n, d, q)
-
-
 def task_of(kind: str) -> str:
     """The method task that fits a dataset kind (and is ranked in a selection)."""
     return "distribution" if kind == "distribution" else "multilabel"
@@ -127,27 +143,27 @@ def metric_names(task: str) -> tuple[str, ...]:
     return metrics.LDL_METRICS if task == "distribution" else metrics.MULTILABEL_METRICS
 
 
-def default_candidates(
-    kind: str, n: int, d: int, q: int, cv: int, *, tasks: Sequence[str] | None = None, budget: float | None = None
-) -> list[str]:
-    """Methods of the kind's tasks, not expensive, whose expected cross-validation cost fits the
-    budget (cheapest first while the running total fits; the cheapest always runs)."""
+def candidate_pool(kind: str, tasks: Sequence[str] | None = None) -> list[str]:
+    """The methods a default selection may try: the kind's tasks, neither expensive nor a blend."""
     tasks = tuple(tasks or (task_of(kind),))
-    budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
-    pool = [
+    return sorted(
         spec.id
         for spec in catalog().values()
         if spec.task in tasks and spec.dataset_kind == kind and spec.id not in EXPENSIVE and spec.id not in BLENDS
-    ]
-    pool.sort(key=lambda m: expected_cost(m, n, d, q))
+    )
+
+
+def within_budget(costs: Mapping[str, float], budget: float) -> list[str]:
+    """The methods to cross-validate given each one's predicted seconds: cheapest first while the
+    running total fits ``budget`` (a dearer one that does not fit never displaces a cheaper one
+    that does; the cheapest always runs), in name order."""
     chosen: list[str] = []
     total = 0.0
-    for method in pool:
-        cost = cv * expected_cost(method, n, d, q)
-        if chosen and total + cost > budget:
+    for method in sorted(costs, key=lambda m: (costs[m], m)):
+        if chosen and total + costs[method] > budget:
             continue
         chosen.append(method)
-        total += cost
+        total += costs[method]
     return sorted(chosen)
 
 
@@ -194,6 +210,101 @@ def folds(
     return [(np.asarray(tr), np.asarray(te)) for tr, te in splitter.split(np.zeros((n, 1)), (Y > 0).astype(int))]
 
 
+# ----------------------------------------------------------------------------------- costs
+class _PilotStopped(Exception):
+    """Raised from a pilot's progress once its extrapolation is already past the budget."""
+
+
+class _PilotWatch:
+    """A pilot's progress callback: passes reports on (cancellation), stops a pilot past ``limit`` s."""
+
+    def __init__(self, label: str, limit: float, progress: ProgressFn) -> None:
+        self.label, self.limit, self.progress = label, limit, progress
+        self.started = time.perf_counter()
+        self.reached = 0.0
+        self.fraction = 1.0
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        self.progress(f"{self.label}: {stage}", 0.0)
+        self.reached = max(self.reached, min(max(fraction, 0.0), 1.0))
+        if time.perf_counter() - self.started > self.limit and self.reached < 1.0:
+            raise _PilotStopped
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a candidate's pilot fold measured, and the fold cost it predicts."""
+
+    method: str
+    pilot_rows: int
+    pilot_seconds: float
+    growth: float
+    #: the pilot was stopped at this fraction of its fit (its extrapolation was past the budget),
+    #: so ``pilot_seconds / fraction`` stands for the whole pilot: a lower bound
+    fraction: float = 1.0
+
+    def fold_seconds(self, train_rows: int) -> float:
+        """Predicted seconds of one fold that fits ``train_rows`` rows."""
+        whole = self.pilot_seconds / max(self.fraction, 1e-3)
+        return whole * max(1.0, train_rows / self.pilot_rows) ** self.growth
+
+    def seconds(self, n: int, cv: int, repeats: int = 1) -> float:
+        """Predicted seconds of the cross-validation of one entry on n samples."""
+        return cv * repeats * self.fold_seconds(n - -(-n // cv))
+
+
+def pilot_split(n: int, cv: int, random_state: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) rows of a pilot fold: ``PILOT_SHARE`` of a fold's training rows (at least
+    ``PILOT_MIN_ROWS``, at most all of them) and a held-out part in the folds' proportion."""
+    train = n - -(-n // cv)
+    rows = min(train, max(PILOT_MIN_ROWS, int(PILOT_SHARE * train)))
+    held = max(1, min(n - rows, round(rows / (cv - 1))))
+    order = np.random.default_rng(random_state).permutation(n)
+    return np.sort(order[:rows]), np.sort(order[rows : rows + held])
+
+
+def pilot_costs(
+    X: np.ndarray,
+    Y: np.ndarray,
+    entries: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    cv: int,
+    budget: float | None = None,
+    random_state: int | None = 0,
+    progress: ProgressFn | None = None,
+) -> dict[str, Cost]:
+    """Each entry's method timed on one pilot fold (``pilot_split``) on this machine now.
+
+    A pilot whose extrapolated cross-validation passes ``budget`` while it runs is stopped at the
+    method's next progress report (its ``Cost`` then has the fraction it reached): the method
+    cannot fit, and finishing the pilot would only spend the budget. A pilot that fails (a
+    parameter the subsample cannot take) keeps the time it took: the cross-validation will say
+    whether the method fits the real folds. ``JobCancelled`` from ``progress`` stops everything.
+    """
+    progress = progress or no_progress
+    n = X.shape[0]
+    tr, te = pilot_split(n, cv, random_state)
+    costs: dict[str, Cost] = {}
+    for method, params in entries:
+        spec = get_method(method)
+        if spec is None:
+            raise ValueError(f"unknown method '{method}'")
+        growth = GROWTH.get(method, DEFAULT_GROWTH)
+        limit = math.inf if budget is None else budget / (cv * max(1.0, (n - -(-n // cv)) / tr.size) ** growth)
+        watch = _PilotWatch(f"pilot: {method}", limit, progress)
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                _fit_and_score(spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch)
+        except _PilotStopped:
+            watch.fraction = max(watch.reached, 1e-3)
+        except (JobCancelled, MemoryError):
+            raise
+        except Exception:  # noqa: BLE001 - the cross-validation reports the method's failure
+            log.info("pilot of %s failed", method, exc_info=True)
+        costs[method] = Cost(method, int(tr.size), time.perf_counter() - watch.started, growth, watch.fraction)
+    return costs
+
+
 # ---------------------------------------------------------------------------------- results
 @dataclass
 class Entry:
@@ -203,6 +314,12 @@ class Entry:
     params: dict[str, Any]
     fold_metrics: list[dict[str, float]] = field(default_factory=list)
     fit_seconds: list[float] = field(default_factory=list)
+    #: seconds of each fold: fit, predict the held-out part, score it
+    fold_seconds: list[float] = field(default_factory=list)
+    #: the pilot's prediction of the cross-validation's seconds (None: not priced)
+    predicted_seconds: float | None = None
+    #: the entry whose ranking this one provably shares (evaluated once, as that entry)
+    same_ranking_as: str | None = None
     #: out-of-fold predictions of the last repeat: scores (classifiers), distributions (LDL); None
     #: for selectors
     oof_scores: np.ndarray | None = None
@@ -301,11 +418,7 @@ def cross_validate(
             spec = get_method(method)
             if spec is None:
                 raise ValueError(f"unknown method '{method}'")
-            entry = Entry(method=method, params=_seeded(spec, params, random_state))
-            if spec.task != "selection":
-                entry.oof_all = np.zeros((max(1, len(splits) // cv), *Y.shape))
-                entry.oof_scores = entry.oof_all[-1]
-                entry.oof_labels = np.zeros(Y.shape, dtype=np.int8) if spec.task == "multilabel" else None
+            entry = _entry(spec, method, _seeded(spec, params, random_state), Y, max(1, len(splits) // cv))
             for f, (tr, te) in enumerate(splits):
                 step = e * len(splits) + f
                 label = f"{method} ({e + 1}/{len(entries)}) fold {f + 1}/{len(splits)}"
@@ -331,6 +444,16 @@ def cross_validate(
     return results
 
 
+def _entry(spec: MethodSpec, method: str, params: dict[str, Any], Y: np.ndarray, repeats: int) -> Entry:
+    """An empty entry with room for the out-of-fold predictions of ``repeats`` repeats."""
+    entry = Entry(method=method, params=dict(params))
+    if spec.task != "selection":
+        entry.oof_all = np.zeros((repeats, *Y.shape))
+        entry.oof_scores = entry.oof_all[-1]
+        entry.oof_labels = np.zeros(Y.shape, dtype=np.int8) if spec.task == "multilabel" else None
+    return entry
+
+
 def _fit_and_score(
     spec: MethodSpec,
     entry: Entry,
@@ -340,6 +463,22 @@ def _fit_and_score(
     te: np.ndarray,
     progress: ProgressFn,
     repeat: int = 0,
+) -> dict[str, float]:
+    started = time.perf_counter()
+    scores = _score_fold(spec, entry, X, Y, tr, te, progress, repeat)
+    entry.fold_seconds.append(time.perf_counter() - started)
+    return scores
+
+
+def _score_fold(
+    spec: MethodSpec,
+    entry: Entry,
+    X: np.ndarray,
+    Y: np.ndarray,
+    tr: np.ndarray,
+    te: np.ndarray,
+    progress: ProgressFn,
+    repeat: int,
 ) -> dict[str, float]:
     estimator = spec.build(entry.params)
     started = time.perf_counter()
@@ -373,6 +512,10 @@ class Selection:
     cv: int
     leaderboard: list[Entry]
     repeats: int = 1
+    #: methods left out on cost, with their predicted cross-validation seconds
+    left_out: dict[str, float] = field(default_factory=dict)
+    #: seconds the pilots took
+    pilot_seconds: float = 0.0
 
     @property
     def best(self) -> Entry:
@@ -390,11 +533,23 @@ class Selection:
                     "params": e.params,
                     "mean": _finite(e.mean(self.metric)),
                     "std": _finite(e.std(self.metric)),
+                    "predicted_seconds": _rounded(e.predicted_seconds),
+                    "measured_seconds": _rounded(sum(e.fold_seconds)) if e.fold_seconds else None,
+                    **({"same_ranking_as": e.same_ranking_as} if e.same_ranking_as else {}),
                     **({"error": e.error} if e.error else {}),
                 }
                 for e in self.leaderboard
             ],
+            "left_out": [
+                {"method": m, "predicted_seconds": _rounded(seconds)}
+                for m, seconds in sorted(self.left_out.items(), key=lambda item: item[1])
+            ],
+            "pilot_seconds": _rounded(self.pilot_seconds),
         }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None or not math.isfinite(seconds) else round(seconds, 3)
 
 
 @dataclass
@@ -424,6 +579,107 @@ class Comparison:
         }
 
 
+@dataclass
+class Plan:
+    """What a selection or comparison cross-validates, and what its pilots predicted."""
+
+    entries: list[tuple[str, dict[str, Any]]]
+    costs: dict[str, Cost]
+    #: methods left out on cost, with their predicted cross-validation seconds
+    left_out: dict[str, float]
+    #: (entry, the entry of ``entries`` whose ranking it provably shares)
+    twins: list[tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]]
+    pilot_seconds: float
+
+
+def _prepared(method: str, params: dict[str, Any], random_state: int | None, n_jobs: int | None) -> dict[str, Any]:
+    """An entry's parameters as cross-validation fits them: seeded, and ``n_jobs`` where declared."""
+    spec = get_method(method)
+    if spec is None:
+        raise ValueError(f"unknown method '{method}'")
+    prepared = _seeded(spec, params, random_state)
+    if n_jobs is not None and "n_jobs" in spec.params.model_fields and prepared.get("n_jobs") is None:
+        prepared["n_jobs"] = n_jobs
+    return prepared
+
+
+def ranking_twin(
+    entry: tuple[str, dict[str, Any]], others: Sequence[tuple[str, dict[str, Any]]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The ``mlknn`` entry of ``others`` whose label ranking the ``dmknn`` ``entry`` provably shares.
+
+    DMKNN ranks by the ML-kNN posteriors of its label model (``ranking="posterior"``), an ML-kNN
+    with its k and s on its scaled features, with leave-one-out training neighbours: the same
+    ranking as ``mlknn`` with those k and s and the same scaling (min-max maps a constant feature
+    to 0 in both), on the same neighbour search. Any other reading is not provably the same.
+    """
+    method, params = entry
+    if method != "dmknn":
+        return None
+    dm = get_method("dmknn")
+    ml = get_method("mlknn")
+    if dm is None or ml is None:
+        return None
+    d = dm.params.model_validate(params).model_dump()
+    if d.get("ranking") != "posterior" or d.get("include_self_in_training_neighbours"):
+        return None
+    for other in others:
+        if other[0] != "mlknn":
+            continue
+        m = ml.params.model_validate(other[1]).model_dump()
+        same_search = all(d.get(key) == m.get(key) for key in ("neighbors",) if key in d or key in m)
+        same_scaling = {"minmax": "minmax", "none": "none"}.get(d["normalization"]) == m["scale"]
+        if d["k"] == m["k"] and d["s"] == m["s"] and same_scaling and same_search:
+            return other
+    return None
+
+
+def plan(
+    X: np.ndarray,
+    Y: np.ndarray,
+    entries: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    named: bool,
+    metric: str | None = None,
+    cv: int = 5,
+    budget: float | None = None,
+    random_state: int | None = 0,
+    progress: ProgressFn | None = None,
+) -> Plan:
+    """The entries to cross-validate, priced by their pilots.
+
+    For a ranking ``metric`` the ranking twins (``ranking_twin``) are set aside, to be reported
+    with their twin's result. Every other method is piloted once (its first entry); unless the
+    candidates were ``named``, the methods whose predicted cross-validation (all their entries)
+    does not fit what the pilots left of ``budget`` are left out, cheapest first
+    (``within_budget``).
+    """
+    budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
+    twins = []
+    kept = list(entries)
+    if metric in RANKING_METRICS:
+        for entry in entries:
+            twin = ranking_twin(entry, [e for e in entries if e is not entry])
+            if twin is not None:
+                twins.append((entry, twin))
+                kept.remove(entry)
+    started = time.perf_counter()
+    first = {m: p for m, p in reversed(kept)}
+    costs = pilot_costs(
+        X, Y, list(first.items()), cv=cv, budget=None if named else budget, random_state=random_state, progress=progress
+    )
+    pilot_seconds = time.perf_counter() - started
+    n = X.shape[0]
+    per_method = {m: costs[m].seconds(n, cv) * sum(1 for e in kept if e[0] == m) for m in costs}
+    left_out: dict[str, float] = {}
+    if not named:
+        chosen = set(within_budget(per_method, max(0.0, budget - pilot_seconds)))
+        left_out = {m: per_method[m] for m in per_method if m not in chosen}
+        kept = [e for e in kept if e[0] in chosen]
+        twins = [(entry, twin) for entry, twin in twins if twin in kept]
+    return Plan(kept, costs, left_out, twins, pilot_seconds)
+
+
 def compare(
     X: np.ndarray,
     Y: np.ndarray,
@@ -436,31 +692,16 @@ def compare(
     budget: float | None = None,
     progress: ProgressFn | None = None,
 ) -> Comparison:
-    """Cross-validate ``methods`` (default: the kind's methods within budget, selectors included for
-    multi-label data) at their defaults and rank them by ``metric``."""
+    """Cross-validate ``methods`` (default: the kind's methods whose pilots say they fit the
+    budget, selectors included for multi-label data) at their defaults and rank them by ``metric``."""
     metric = metric or default_metric(kind)
     tasks = ("multilabel", "selection") if kind == "multilabel" else ("distribution",)
-    n, d, q = X.shape[0], X.shape[1], Y.shape[1]
-    chosen = list(methods) if methods else default_candidates(kind, n, d, q, cv, tasks=tasks, budget=budget)
+    chosen = list(methods) if methods else candidate_pool(kind, tasks)
     entries = [(m, {"estimator": "binned"} if m == "mi-filter" and not methods else {}) for m in chosen]
+    if not methods:
+        entries = plan(X, Y, entries, named=False, cv=cv, budget=budget, random_state=random_state).entries
     results = cross_validate(X, Y, kind, entries, cv=cv, random_state=random_state, progress=progress)
     return Comparison(metric=metric, cv=cv, metric_names=metric_names(task_of(kind)), leaderboard=rank(results, metric))
-
-
-def plan(
-    kind: str,
-    shape: tuple[int, int, int],
-    *,
-    candidates: Sequence[str] | None = None,
-    cv: int = 5,
-    tune: bool = False,
-    tasks: Sequence[str] | None = None,
-    budget: float | None = None,
-) -> list[tuple[str, dict[str, Any]]]:
-    """The (method, params) entries a selection or comparison evaluates."""
-    n, d, q = shape
-    methods = list(candidates) if candidates else default_candidates(kind, n, d, q, cv, tasks=tasks, budget=budget)
-    return [(m, p) for m in methods for p in (grid(m) if tune else [{}])]
 
 
 def select(
@@ -475,32 +716,70 @@ def select(
     tune: bool = False,
     random_state: int | None = 0,
     budget: float | None = None,
+    n_jobs: int | None = None,
     progress: ProgressFn | None = None,
 ) -> Selection:
-    """Rank the candidates of ``plan`` by cross-validated ``metric`` (default: the kind's).
+    """Rank the candidates by cross-validated ``metric`` (default: the kind's).
 
-    ``cv`` and ``repeats`` default to ``resampling`` (10 folds, repeated, on small datasets; 5
-    otherwise); the candidates are those that fit the budget at 5 folds, so the extra folds of a
-    small dataset never cost a candidate.
+    The candidates (default: ``candidate_pool``) are priced and chosen by ``plan`` at 5 folds (or
+    the ``cv`` named), so the extra folds of a small dataset never cost a candidate; ``cv`` and
+    ``repeats`` then default to ``resampling`` (10 folds, repeated, on small datasets; 5
+    otherwise). ``n_jobs`` is given to the candidates that declare it (the job's cores).
     """
     metric = metric or default_metric(kind)
-    shape = (X.shape[0], X.shape[1], Y.shape[1])
-    entries = plan(kind, shape, candidates=candidates, cv=cv or 5, tune=tune, budget=budget)
+    progress = progress or no_progress
+    n = X.shape[0]
+    methods = list(candidates) if candidates else candidate_pool(kind)
+    entries = [(m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else [{}])]
+    chosen = plan(
+        X,
+        Y,
+        entries,
+        named=bool(candidates),
+        metric=metric,
+        cv=cv or 5,
+        budget=budget,
+        random_state=random_state,
+        progress=progress,
+    )
     if cv is None or repeats is None:
-        per_fit = sum(expected_cost(m, *shape) for m, _ in entries)
-        auto_cv, auto_repeats = resampling(shape[0], per_fit, budget)
+        per_fit = sum(chosen.costs[m].fold_seconds(n - -(-n // 5)) for m, _ in chosen.entries)
+        auto_cv, auto_repeats = resampling(n, per_fit, budget)
         if cv is None:
-            cv = min(auto_cv, shape[0])
+            cv = min(auto_cv, n)
         repeats = repeats or (auto_repeats if cv == auto_cv else 1)
     splits = folds(Y, kind, cv, random_state, repeats)
     results = cross_validate(
-        X, Y, kind, entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress, splits=splits
+        X, Y, kind, chosen.entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress, splits=splits
     )
+    for entry in results:
+        entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv, repeats)
     mixed = blend_entry(results, Y, kind, metric, splits, cv)
-    ranked = rank(results + ([mixed] if mixed is not None else []), metric)
+    twins = [_twin_entry(entry, twin, chosen.entries, results) for entry, twin in chosen.twins]
+    ranked = rank(results + ([mixed] if mixed is not None else []) + twins, metric)
     if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
         raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
-    return Selection(metric=metric, cv=cv, repeats=repeats, leaderboard=ranked)
+    return Selection(
+        metric=metric,
+        cv=cv,
+        repeats=repeats,
+        leaderboard=ranked,
+        left_out=chosen.left_out,
+        pilot_seconds=chosen.pilot_seconds,
+    )
+
+
+def _twin_entry(
+    entry: tuple[str, dict[str, Any]],
+    twin: tuple[str, dict[str, Any]],
+    evaluated: Sequence[tuple[str, dict[str, Any]]],
+    results: Sequence[Entry],
+) -> Entry:
+    """The leaderboard row of an entry evaluated as its ranking twin: the twin's ranking metrics."""
+    source = results[list(evaluated).index(twin)]
+    row = Entry(method=entry[0], params=dict(entry[1]), same_ranking_as=source.method, error=source.error)
+    row.fold_metrics = [{m: v for m, v in fold.items() if m in RANKING_METRICS} for fold in source.fold_metrics]
+    return row
 
 
 def blend_entry(

@@ -353,6 +353,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
             tune=request.tune,
             random_state=seed,
             budget=request.budget_seconds,
+            n_jobs=machine_cpus(),
             progress=_scaled(progress, 0.0, 0.9, "selection: "),
         )
         record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}

@@ -193,7 +193,7 @@ def test_auto_on_distributions_may_blend() -> None:
 
 
 def test_blends_are_neither_default_nor_named_candidates() -> None:
-    assert not {"blend", "blend-ldl"} & set(selection.default_candidates("multilabel", 200, 10, 4, 5))
-    assert not {"blend", "blend-ldl"} & set(selection.default_candidates("distribution", 200, 10, 4, 5))
+    assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("multilabel"))
+    assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("distribution"))
     problems = selection.check_auto(selection.AutoParams(candidates=["blend", "br"]), "multilabel")
     assert problems and "built by auto" in problems[0]

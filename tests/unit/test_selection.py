@@ -24,14 +24,75 @@ def test_folds_are_stratified_partitions() -> None:
         selection.folds(Y, "multilabel", 1, 0)
 
 
-def test_default_candidates_follow_kind_cost_and_expense() -> None:
-    ml = selection.default_candidates("multilabel", 200, 10, 4, 5)
+def test_candidate_pool_follows_kind_and_expense() -> None:
+    ml = selection.candidate_pool("multilabel")
     assert {"br", "ecc", "rf", "mlknn", "dmknn"} <= set(ml)
     assert "trans-ovk" not in ml and "mi-filter" not in ml and "elcfs" not in ml
-    assert set(selection.default_candidates("distribution", 200, 10, 4, 5)) == {"aa-knn", "ldlkm", "sa-maxent"}
-    tight = selection.default_candidates("multilabel", 2000, 600, 30, 5, budget=10.0)
-    assert tight and "ecc" not in tight and "rf" not in tight  # too dear for 10 s; the cheapest remains
-    assert selection.default_candidates("multilabel", 10**6, 10**4, 100, 5, budget=0.0)  # never empty
+    assert set(selection.candidate_pool("distribution")) == {"aa-knn", "ldlkm", "sa-maxent"}
+    assert "mi-filter" in selection.candidate_pool("multilabel", ("multilabel", "selection"))
+
+
+def test_within_budget_takes_the_cheapest_first_and_never_none() -> None:
+    costs = {"br": 5.0, "rf": 500.0, "mlknn": 50.0, "ecc": 90.0}
+    assert selection.within_budget(costs, 150.0) == ["br", "ecc", "mlknn"]
+    assert selection.within_budget(costs, 100.0) == ["br", "mlknn"]  # ecc no longer fits after them
+    assert selection.within_budget({"rf": 90.0, "br": 20.0}, 100.0) == ["br"]  # br never displaced
+    assert selection.within_budget(costs, 0.0) == ["br"]  # the cheapest always runs
+
+
+def test_a_cost_extrapolates_its_pilot_with_the_growth_exponent() -> None:
+    cost = selection.Cost("br", pilot_rows=100, pilot_seconds=1.0, growth=2.0)
+    assert cost.fold_seconds(400) == pytest.approx(16.0)
+    assert cost.fold_seconds(50) == pytest.approx(1.0)  # never below the pilot itself
+    assert cost.seconds(500, 5) == pytest.approx(5 * 16.0)  # 5 folds of 400 training rows
+    assert cost.seconds(500, 5, repeats=2) == pytest.approx(10 * 16.0)
+    stopped = selection.Cost("rf", pilot_rows=100, pilot_seconds=1.0, growth=1.0, fraction=0.25)
+    assert stopped.fold_seconds(100) == pytest.approx(4.0)  # a quarter of the pilot took 1 s
+
+
+def test_pilot_split_takes_a_share_of_a_fold_in_the_folds_proportion() -> None:
+    tr, te = selection.pilot_split(10_000, 5, 0)
+    assert (tr.size, te.size) == (1600, 400) and not set(tr) & set(te)
+    tr, te = selection.pilot_split(300, 5, 0)  # small: the pilot is a whole fold
+    assert (tr.size, te.size) == (240, 60)
+
+
+def test_plan_leaves_out_what_its_pilot_prices_over_the_budget() -> None:
+    X, Y = make_multilabel(n=300, d=8, q=3)
+    entries = [("br", {}), ("rf", {"random_state": 0})]
+    chosen = selection.plan(X, Y, entries, named=False, cv=5, budget=1e-6)
+    assert [m for m, _ in chosen.entries] == ["br"]  # the cheaper pilot; the cheapest always runs
+    assert set(chosen.left_out) == {"rf"} and chosen.left_out["rf"] > 1e-6
+    assert chosen.costs["rf"].fraction < 1.0  # stopped once past the budget, not fitted to the end
+    named = selection.plan(X, Y, entries, named=True, cv=5, budget=1e-6)
+    assert [m for m, _ in named.entries] == ["br", "rf"] and not named.left_out
+    assert named.costs["rf"].fraction == 1.0 and named.costs["rf"].pilot_rows == 240
+
+
+def test_dmknn_is_evaluated_once_as_its_ranking_twin_for_a_ranking_metric() -> None:
+    X, Y = make_multilabel(n=120, d=6, q=4)
+    both = selection.cross_validate(X, Y, "multilabel", [("mlknn", {}), ("dmknn", {})], cv=3)
+    for metric in selection.RANKING_METRICS:  # the twins' rankings are the same, so are these
+        assert both[0].mean(metric) == both[1].mean(metric)
+    assert selection.ranking_twin(("dmknn", {}), [("mlknn", {})]) == ("mlknn", {})
+    assert selection.ranking_twin(("dmknn", {"k": 5}), [("mlknn", {})]) is None
+    assert selection.ranking_twin(("dmknn", {"ranking": "predicted_first"}), [("mlknn", {})]) is None
+    result = selection.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], cv=3)
+    rows = {row["method"]: row for row in result.record()["leaderboard"]}
+    assert rows["dmknn"]["same_ranking_as"] == "mlknn" and rows["dmknn"]["measured_seconds"] is None
+    assert rows["dmknn"]["mean"] == rows["mlknn"]["mean"] == both[0].mean("average_precision")
+    by_labels = selection.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], metric="micro_f1", cv=3)
+    assert all(e.same_ranking_as is None and e.fold_seconds for e in by_labels.leaderboard if e.method != "blend")
+
+
+def test_the_record_has_predicted_and_measured_seconds_and_what_was_left_out() -> None:
+    X, Y = make_multilabel(n=150, d=6, q=3)
+    record = selection.select(X, Y, "multilabel", cv=3, budget=1e-6).record()
+    rows = [row for row in record["leaderboard"] if row["method"] != "blend"]
+    assert len(rows) == 1 and rows[0]["predicted_seconds"] > 0 and rows[0]["measured_seconds"] > 0
+    assert record["left_out"] and all(row["predicted_seconds"] > 0 for row in record["left_out"])
+    assert {row["method"] for row in record["left_out"]} | {rows[0]["method"]} >= {"br", "rf", "ecc", "mlknn"}
+    assert record["pilot_seconds"] > 0
 
 
 def test_grid_is_the_product_of_the_documented_axes() -> None:
