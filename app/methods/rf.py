@@ -8,13 +8,23 @@ with that constant.
 
 The forest is grown in batches of trees with ``warm_start`` so that a job can report progress
 and be cancelled between batches; with a fixed ``random_state`` the trees are the ones a single
-``fit`` grows (tested). Prediction calls each tree's low-level ``tree_.predict`` directly (what
-``predict_proba`` does after its per-call checks and thread pool).
+``fit`` grows (tested).
+
+Prediction of a few rows (up to ``_FLAT_ROWS``, what a request usually holds) walks every tree at
+once: the trees' node arrays are concatenated once (``_FlatForest``, built on the first such
+prediction and not pickled) and the rows descend all trees together, one level per step (a few
+NumPy operations on (rows, trees) arrays per level, at most the forest's depth), instead of one
+``tree_.predict`` call per tree: one row took 0.17 ms instead of 13.8 ms (200 trees of depth 28,
+docs/scaling.md). A row goes left where ``x <= threshold`` with ``x`` rounded to float32 first,
+as scikit-learn's trees decide, so the scores are those of ``predict_proba`` (tested). Larger
+batches call each tree's compiled ``tree_.predict`` (what ``predict_proba`` does after its
+per-call checks and thread pool): from about 30 rows on, the compiled walk of one tree over all
+rows beats the gathers of the flat walk.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -25,6 +35,65 @@ from app.methods.baseline_support import ProbabilityClassifierMixin
 
 #: trees grown between two progress reports
 _BATCH = 25
+#: largest number of (row, tree, label) leaf scores gathered at once by the flat walk
+_GATHER = 2**22
+#: batches of at most this many rows take the flat walk of every tree at once
+_FLAT_ROWS = 32
+
+
+class _FlatForest:
+    """The nodes of every tree in one set of arrays; a leaf points to itself (threshold +inf), so
+    ``depth`` steps take every row to its leaf in every tree."""
+
+    def __init__(self, trees: list[Any], positive: np.ndarray) -> None:
+        sizes = [tree.tree_.node_count for tree in trees]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.roots = offsets
+        self.depth = max(tree.tree_.max_depth for tree in trees)
+        features, thresholds, lefts, rights, leaf_rows, leaf_scores = [], [], [], [], [], []
+        has = positive >= 0
+        cols = np.where(has, positive, 0)
+        n_leaves = 0
+        for tree, offset in zip(trees, offsets):
+            t = tree.tree_
+            nodes = np.arange(t.node_count) + offset
+            leaf = t.children_left < 0
+            features.append(np.where(leaf, 0, t.feature))
+            thresholds.append(np.where(leaf, np.inf, t.threshold))
+            lefts.append(np.where(leaf, nodes, t.children_left + offset))
+            rights.append(np.where(leaf, nodes, t.children_right + offset))
+            value = t.value[leaf]  # (leaves, q, classes): class fractions or counts
+            value = value / value.sum(axis=2, keepdims=True)
+            scores = np.take_along_axis(value, cols[None, :, None], axis=2)[:, :, 0]
+            scores[:, ~has] = 0.0
+            leaf_scores.append(scores)
+            rows = np.full(t.node_count, -1, dtype=np.intp)
+            rows[leaf] = np.arange(n_leaves, n_leaves + int(leaf.sum()))
+            n_leaves += int(leaf.sum())
+            leaf_rows.append(rows)
+        self.feature = np.concatenate(features).astype(np.intp)
+        self.threshold = np.concatenate(thresholds)
+        self.left = np.concatenate(lefts).astype(np.intp)
+        self.right = np.concatenate(rights).astype(np.intp)
+        self.leaf_row = np.concatenate(leaf_rows)
+        self.leaf_scores = np.concatenate(leaf_scores)  # (leaves of all trees, q)
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """Mean leaf score of each label over the trees (n, q)."""
+        n, q, T = X.shape[0], self.leaf_scores.shape[1], self.roots.shape[0]
+        X32 = np.asarray(X, dtype=np.float32).astype(np.float64)  # the trees' own rounding
+        out = np.empty((n, q))
+        step = max(1, _GATHER // max(1, T * q))
+        for start in range(0, n, step):
+            block = X32[start : start + step]
+            rows = np.arange(block.shape[0])[:, None]
+            node = np.repeat(self.roots[None, :], block.shape[0], axis=0)
+            for _ in range(self.depth):
+                node = np.where(
+                    block[rows, self.feature[node]] <= self.threshold[node], self.left[node], self.right[node]
+                )
+            out[start : start + step] = self.leaf_scores[self.leaf_row[node]].sum(axis=1) / T
+        return out
 
 
 class RFParams(MethodParams):
@@ -87,6 +156,11 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
     # ----------------------------------------------------------------------- prediction
     def _predict_scores(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf frequency of each label (n, q) for a float64 (n, d) array already validated."""
+        if X.shape[0] <= _FLAT_ROWS:
+            flat = self.__dict__.get("_flat")
+            if flat is None:
+                flat = self._flat = _FlatForest(self.forest_.estimators_, self.positive_)
+            return flat.scores(X)
         X32 = np.ascontiguousarray(X, dtype=np.float32)
         q = self.positive_.shape[0]
         total = np.zeros((X.shape[0], q))
@@ -100,6 +174,12 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         total /= len(self.forest_.estimators_)
         total[:, ~has] = 0.0
         return total
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The flat node arrays are rebuilt on the first prediction, not stored in the artifact."""
+        state = dict(super().__getstate__())
+        state.pop("_flat", None)
+        return state
 
 
 SPEC = MethodSpec(

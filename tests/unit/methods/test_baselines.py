@@ -72,6 +72,35 @@ def test_rf_batches_grow_the_trees_of_one_fit() -> None:
     np.testing.assert_allclose(ours.decision_function(Xte), expected, atol=1e-12)
 
 
+def test_rf_flat_walk_of_a_few_rows_gives_predict_proba() -> None:
+    X, Y, Xte = _data(n=300, d=6)
+    Xte = np.vstack([Xte, np.random.default_rng(5).random((20, 6)) * 10])  # 60 rows: both paths
+    ours = RandomForest(n_estimators=30, random_state=1).fit(X, Y)
+    ref = RandomForestClassifier(n_estimators=30, random_state=1).fit(X, Y)
+    expected = np.stack([p[:, 1] for p in ref.predict_proba(Xte)], axis=1)
+    few = np.vstack([ours._predict_scores(Xte[i : i + 1]) for i in range(Xte.shape[0])])  # flat walk
+    np.testing.assert_allclose(few, expected, atol=1e-12)
+    np.testing.assert_allclose(ours._predict_scores(Xte), expected, atol=1e-12)  # per-tree calls
+    reloaded = pickle.loads(pickle.dumps(ours))
+    assert "_flat" not in reloaded.__dict__  # rebuilt on demand, never stored
+    np.testing.assert_allclose(reloaded._predict_scores(Xte[:3]), expected[:3], atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["br", "ecc"])
+def test_per_label_fits_do_not_depend_on_threads_or_sparsity(method: str) -> None:
+    X, Y, Xte = _data(n=200, d=30)
+    sparse_X = X * (np.random.default_rng(2).random(X.shape) < 0.05)  # under SPARSE_DENSITY: CSR fits
+    spec = get_method(method)
+    assert spec is not None
+    for data in (X, sparse_X):
+        one = spec.build({"n_jobs": 1}).fit(data, Y).decision_function(Xte)
+        two = spec.build({"n_jobs": 2}).fit(data, Y).decision_function(Xte)
+        np.testing.assert_array_equal(one, two)
+    dense = LogisticRegression(max_iter=1000).fit(MinMaxScaler().fit_transform(sparse_X), Y[:, 0])
+    br = BinaryRelevance(n_jobs=2).fit(sparse_X, Y)
+    np.testing.assert_allclose(br.coef_[0], dense.coef_[0], atol=1e-6)  # the same L-BFGS model on CSR
+
+
 @pytest.mark.parametrize("estimator", ["knn", "binned"])
 def test_mi_filter_sums_label_mutual_information(estimator: str) -> None:
     X, Y, _ = _data(d=10)
