@@ -359,9 +359,9 @@ def parse_arff(
     content: bytes, *, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits | None = None
 ) -> ParsedDataset:
     limits = limits or DatasetLimits()
-    lines = data_lines(content)
-    if lines.sparse:
-        return _parse_sparse(content, lines, labels_file, options, limits)
+    layout = data_lines(content)
+    if layout.sparse:
+        return _parse_sparse(content, layout, labels_file, options, limits)
     warnings: list[str] = []
     found: dict[str, list[int]] = {}
 

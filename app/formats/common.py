@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -78,7 +78,8 @@ class ParseOptions(BaseModel):
         return value
 
 
-Features = np.ndarray | sp.csr_matrix
+#: a feature table: dense float64, or CSR for sparse files
+Features: TypeAlias = np.ndarray | sp.csr_matrix
 
 
 @dataclass
@@ -119,7 +120,7 @@ class ParsedDataset:
     def dense(self) -> ParsedDataset:
         """The same dataset with dense float64 ``X`` and ``Y`` (for code that needs dense arrays:
         the benchmarks' loaders, until every method takes CSR)."""
-        X = self.X.toarray() if sp.issparse(self.X) else self.X
+        X = self.X if isinstance(self.X, np.ndarray) else self.X.toarray()
         return replace(self, X=np.ascontiguousarray(X, dtype=np.float64), Y=self.Y.astype(np.float64))
 
 

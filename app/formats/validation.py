@@ -172,7 +172,7 @@ def finalize(
     arrive already built (inline training data).
     """
     if X.ndim == 2 and Y.ndim == 2:
-        nnz = int(X.nnz) if sp.issparse(X) else None
+        nnz = None if isinstance(X, np.ndarray) else int(X.nnz)
         check_dimensions(limits or DatasetLimits(), X.shape[0], X.shape[1], Y.shape[1], nnz)
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64)
