@@ -174,9 +174,7 @@ def test_sparse_and_dense_arff_of_the_same_table_agree():
     head += "".join(f"@attribute l{k} {{0,1}}\n" for k in range(5)) + "@data\n"
     table = np.hstack([X, Y])
     dense = head + "".join(",".join(str(v) for v in row) + "\n" for row in table)
-    sparse = head + "".join(
-        "{" + ",".join(f"{j} {v}" for j, v in enumerate(row) if v) + "}\n" for row in table
-    )
+    sparse = head + "".join("{" + ",".join(f"{j} {v}" for j, v in enumerate(row) if v) + "}\n" for row in table)
     a, b = parse(dense, "d.arff", label_count=5), parse(sparse, "s.arff", label_count=5)
     assert isinstance(a.X, np.ndarray) and scipy.sparse.isspmatrix_csr(b.X)
     np.testing.assert_array_equal(a.X, b.X.toarray())
