@@ -12,6 +12,7 @@ import platform
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -201,6 +202,10 @@ class ModelCache:
     (else every request would pay its load). One load per key at a time: concurrent first
     requests for the same version wait for one load rather than each reading its own copy.
 
+    Whoever keeps references to served models (``services.prediction.ResolvedRefs``) registers
+    with ``on_evict`` and drops them when a model is evicted: a model pinned elsewhere would stay
+    in memory whatever the bound.
+
     The artifact's sha256 is verified on every load (in ``Store.load_artifact``); failures are
     not cached, so a repaired store is picked up on the next request.
     """
@@ -214,6 +219,16 @@ class ModelCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[VersionKey, threading.Lock] = {}
+        self._listeners: list[Callable[[Served], None]] = []
+
+    def on_evict(self, listener: Callable[[Served], None]) -> None:
+        """Call ``listener`` with every model the cache lets go of (evicted or cleared)."""
+        self._listeners.append(listener)
+
+    def _evicted(self, models: list[Served]) -> None:
+        for served in models:
+            for listener in self._listeners:
+                listener(served)
 
     @property
     def bytes_held(self) -> int:
@@ -231,13 +246,17 @@ class ModelCache:
             self._entries.move_to_end(key)
             return entry[0]
 
-    def _make_room(self, incoming: int) -> None:
-        """Evict least recently used entries until one of ``incoming`` bytes fits (under the lock)."""
+    def _make_room(self, incoming: int) -> list[Served]:
+        """Evict least recently used entries until one of ``incoming`` bytes fits (under the
+        lock); the evicted models, for the listeners (called outside the lock)."""
+        evicted = []
         while self._entries and (
             len(self._entries) >= self.size or (self.max_bytes is not None and self._bytes + incoming > self.max_bytes)
         ):
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self._bytes -= evicted
+            _, (served, nbytes) = self._entries.popitem(last=False)
+            self._bytes -= nbytes
+            evicted.append(served)
+        return evicted
 
     def get(self, key: VersionKey) -> tuple[Served, bool]:
         """The loaded version and whether it came from the cache."""
@@ -254,7 +273,8 @@ class ModelCache:
                 row = self._version_row(key)
                 nbytes = self._store.artifact_size(row.artifact_sha256)
                 with self._lock:
-                    self._make_room(nbytes)
+                    evicted = self._make_room(nbytes)
+                self._evicted(evicted)
                 served = Served(
                     name=row.model_name,
                     version=row.version,
@@ -264,9 +284,10 @@ class ModelCache:
                     model=self._store.load_artifact(row.artifact_sha256),
                 )
                 with self._lock:
-                    self._make_room(nbytes)  # another version may have come in meanwhile
+                    evicted = self._make_room(nbytes)  # another version may have come in meanwhile
                     self._entries[key] = (served, nbytes)
                     self._bytes += nbytes
+                self._evicted(evicted)
             finally:
                 with self._lock:
                     self._loading.pop(key, None)
@@ -282,5 +303,7 @@ class ModelCache:
 
     def clear(self) -> None:
         with self._lock:
+            evicted = [served for served, _ in self._entries.values()]
             self._entries.clear()
             self._bytes = 0
+        self._evicted(evicted)

@@ -50,7 +50,7 @@ from operator import itemgetter
 import arff
 import numpy as np
 
-from .arff_sparse import DataLines, SparseColumns, data_lines, missing_error
+from .arff_sparse import DataLines, SparseColumns, data_lines, missing_error, simple_columns
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
 from .limits import DatasetLimits
 from .validation import finalize
@@ -236,11 +236,12 @@ def _decode_sparse(
     limits: DatasetLimits,
     check_header: Callable[[dict], None],
     n_labels: Callable[[], int],
-) -> dict:
-    """Header and COO triplets of a sparse file, retrying as Latin-1 when it is not UTF-8.
+) -> tuple[dict, SparseColumns]:
+    """Header and stored values of a sparse file, retrying as Latin-1 when it is not UTF-8.
 
     The header is decoded alone first, so the limits see it (and a bound on the stored values:
-    each is at most one comma or one row) before liac-arff builds a Python object per value.
+    each is at most one comma or one row) before any value is read. Plain rows are read by
+    ``arff_sparse.simple_columns``; any other file by liac-arff's COO reader.
     """
     for encoding in ("utf-8-sig", "latin-1"):
         decoder = arff.ArffDecoder()
@@ -253,8 +254,13 @@ def _decode_sparse(
             check_header(header)
             n_rows = len(lines.rows)
             limits.check_sparse(n_rows, content.count(b",", lines.header_end) + n_rows, n_labels(), "up to ")
-            decoder = arff.ArffDecoder()
-            obj = decoder.decode(_lines(content, encoding), encode_nominal=True, return_type=arff.COO)
+            attributes = header["attributes"]
+            dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+            columns = simple_columns(content, lines, attributes) if encoding == "utf-8-sig" else None
+            if columns is None:
+                decoder = arff.ArffDecoder()
+                obj = decoder.decode(_lines(content, encoding), encode_nominal=True, return_type=arff.COO)
+                columns = SparseColumns.from_coo(obj["data"], n_rows, dropped)
         except UnicodeDecodeError:
             continue
         except (DatasetFormatError, MemoryError):
@@ -264,7 +270,7 @@ def _decode_sparse(
             raise DatasetFormatError(f"ARFF {where}: {_describe(exc, decoder._current_line)}") from exc
         if encoding == "latin-1":
             warnings.append("the file is not valid UTF-8; it was read as Latin-1")
-        return obj
+        return header, columns
     raise AssertionError("latin-1 decodes any byte string")
 
 
@@ -300,8 +306,8 @@ def _parse_sparse(
         limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
         found["labels"] = label_idx
 
-    obj = _decode_sparse(content, lines, warnings, limits, check_header, lambda: len(found["labels"]))
-    attributes = obj["attributes"]
+    header, columns = _decode_sparse(content, lines, warnings, limits, check_header, lambda: len(found["labels"]))
+    attributes = header["attributes"]
     names = [normalise_name(name) for name, _ in attributes]
     label_idx = found["labels"]
     label_set = set(label_idx)
@@ -312,7 +318,6 @@ def _parse_sparse(
     if dropped:
         warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
     n_rows = len(lines.rows)
-    columns = SparseColumns.from_coo(obj["data"], n_rows, dropped)
     missing = columns.first_missing()
     if missing is not None:
         raise missing_error(missing[0], names[missing[1]], int(lines.rows[missing[0]]))

@@ -105,3 +105,15 @@ def test_a_failed_load_is_not_cached(monkeypatch):
         cache.get(key(0))
     monkeypatch.setattr(store, "load_artifact", real)
     assert cache.get(key(0))[1] is False and len(cache) == 1
+
+
+def test_eviction_listeners_hear_of_every_model_let_go(monkeypatch):
+    store = FakeStore({f"a{i}": 600 * MB for i in range(3)})
+    cache = make_cache(store, monkeypatch)
+    gone: list[object] = []
+    cache.on_evict(lambda served: gone.append(served.model))
+    cache.get(key(0))
+    cache.get(key(1))  # 1200 MB would not fit: 0 goes
+    assert gone == [{"model": "a0"}]
+    cache.clear()
+    assert gone == [{"model": "a0"}, {"model": "a1"}] and cache.bytes_held == 0
