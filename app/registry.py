@@ -21,6 +21,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.allocator import release_freed_memory
 from app.db import session_scope
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
@@ -226,9 +227,14 @@ class ModelCache:
         self._listeners.append(listener)
 
     def _evicted(self, models: list[Served]) -> None:
+        """Tell the listeners, drop the last references, and return the memory to the system."""
+        if not models:
+            return
         for served in models:
             for listener in self._listeners:
                 listener(served)
+        models.clear()
+        release_freed_memory()
 
     @property
     def bytes_held(self) -> int:

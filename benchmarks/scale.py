@@ -24,7 +24,7 @@ sparse read; RSS growth during the upload under 150 MB; four forests served with
 with a 1000 MB cache.
 
 Run: ``.venv/bin/python -m benchmarks.scale [--repeats 3] [--cache-mb 1000] [--trees 25]
-[--skip-forests]``. Needs ``../shared/data`` (the upload part is skipped without it). Every
+[--skip-forests] [--skip-uploads]``. Needs ``../shared/data`` (the upload part is skipped without it). Every
 process it starts is stopped on exit.
 """
 
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", type=int, default=400, help="labels of the served forest")
     ap.add_argument("--rows", type=int, default=2000, help="training rows of the served forest")
     ap.add_argument("--skip-forests", action="store_true")
+    ap.add_argument("--skip-uploads", action="store_true")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="labelserve-scale-"))
     procs = Processes(tmp)
@@ -196,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         env |= {"LABELSERVE_MODEL_DIR": str(tmp / "models"), "LABELSERVE_DATABASE_URL": url}
         env.pop("LABELSERVE_API_KEY", None)
         subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, check=True, capture_output=True)
-        if bd.data_dir() is not None:
+        if args.skip_uploads:
+            pass
+        elif bd.data_dir() is not None:
             command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
             base, pid = procs.start("uploads", command, env, "/ready")
             uploads = measure_uploads(base, pid, args.repeats)

@@ -156,6 +156,21 @@ def test_sparse_arff_omitted_nominal_whose_first_value_is_not_zero():
     np.testing.assert_array_equal(ds.Y, [[0], [1], [0]])
 
 
+def test_sparse_arff_quoted_values_read_by_liac_arff_agree_with_plain_rows():
+    head = "@relation s\n@attribute a {'x y',z}\n@attribute b numeric\n@attribute l {0,1}\n@data\n"
+    quoted = parse(head + "{0 'x y',1 2}\n{0 z,2 1}\n", "s.arff", label_count=1)  # liac-arff's COO reader
+    plain = parse(head + "{1 2}\n{0 z,2 1}\n", "s.arff", label_count=1)  # the regular-expression reader
+    np.testing.assert_array_equal(quoted.X.toarray(), [[0, 2], [1, 0]])
+    np.testing.assert_array_equal(quoted.X.toarray(), plain.X.toarray())
+    np.testing.assert_array_equal(quoted.Y, plain.Y)
+
+
+def test_sparse_arff_errors_worded_by_liac_arff_with_their_line():
+    head = "@relation s\n@attribute a {x,z}\n@attribute l {0,1}\n@data\n"
+    rejects("ARFF data: .*w.*line 6", head + "{0 x}\n{0 w,1 1}\n", "s.arff", label_count=1)
+    rejects("ARFF data: .*line 5", head + "{7 1}\n", "s.arff", label_count=1)
+
+
 def test_sparse_arff_missing_value_names_its_line():
     text = "@relation s\n@attribute a numeric\n@attribute l {0,1}\n@data\n{0 1}\n% c\n{0 ?,1 1}\n"
     rejects("missing value '\\?' for attribute 'a' at data row 2 \\(line 7\\)", text, "s.arff", label_count=1)
