@@ -227,7 +227,9 @@ class ModelCache:
         self._listeners.append(listener)
 
     def _evicted(self, models: list[Served]) -> None:
-        """Tell the listeners, drop the last references, and return the memory to the system."""
+        """Tell the listeners, drop the last references, and return the memory to the system
+        (the processes keep freed memory for reuse, ``app.allocator``: an evicted model's
+        hundreds of megabytes would otherwise stay resident)."""
         if not models:
             return
         for served in models:
@@ -294,6 +296,7 @@ class ModelCache:
                     self._entries[key] = (served, nbytes)
                     self._bytes += nbytes
                 self._evicted(evicted)
+                release_freed_memory()  # what unpickling freed (the arrays copied into the trees)
             finally:
                 with self._lock:
                     self._loading.pop(key, None)

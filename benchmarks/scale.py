@@ -159,12 +159,16 @@ def register_forests(database_url: str, store: Store, model: object, d: int, q: 
     return sizes
 
 
-def serve_forests(procs: Processes, env: dict[str, str], cache_mb: float, d: int, copies: int) -> tuple[int, int, str]:
-    """Start the API with the cache bound, predict with each forest twice round: peak RSS, final RSS, hits."""
+def serve_forests(
+    procs: Processes, env: dict[str, str], cache_mb: float, d: int, copies: int
+) -> tuple[int, int, int, str]:
+    """Start the API with the cache bound, predict with each forest twice round: RSS at start,
+    peak RSS, final RSS, cache hits."""
     command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
     base, pid = procs.start(
         f"forests-{cache_mb:g}", command, env | {"LABELSERVE_MODEL_CACHE_MB": str(cache_mb)}, "/ready"
     )
+    start = rss(pid)
     reset_peak(pid)
     body = {"instances": np.random.default_rng(1).random((5, d)).tolist()}
     for _ in range(2):
@@ -176,7 +180,7 @@ def serve_forests(procs: Processes, env: dict[str, str], cache_mb: float, d: int
     metrics = httpx.get(base + "/metrics", timeout=30).text
     hits = next((line.split()[-1] for line in metrics.splitlines() if 'lookups_total{result="hit"}' in line), "?")
     procs.stop()
-    return peak, now, hits
+    return start, peak, now, hits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,11 +234,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"\nServing {copies} forests ({args.trees} trees, {args.rows} rows x {d} features x {q} labels, fitted in "
                 f"{fit_s:.0f} s; artifacts {', '.join(f'{s / MB:.0f}' for s in sizes)} MiB)\n"
             )
-            print("| LABELSERVE_MODEL_CACHE_MB | API peak RSS | API RSS after | cache hits (of 8 requests) |")
-            print("|---|---|---|---|")
+            print("| LABELSERVE_MODEL_CACHE_MB | API RSS at start | API peak RSS | API RSS after | cache hits (of 8) |")
+            print("|---|---|---|---|---|")
             for cache_mb in (args.cache_mb, 100 * args.cache_mb):
-                peak, now, hits = serve_forests(procs, env, cache_mb, d, copies)
-                print(f"| {cache_mb:g} | {peak / MB:,.0f} MB | {now / MB:,.0f} MB | {hits} |")
+                start_rss, peak, now, hits = serve_forests(procs, env, cache_mb, d, copies)
+                print(
+                    f"| {cache_mb:g} | {start_rss / MB:,.0f} MB | {peak / MB:,.0f} MB | {now / MB:,.0f} MB | {hits} |"
+                )
         return 0
     finally:
         procs.stop()
