@@ -263,9 +263,10 @@ def _short(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f", … (+{len(names) - limit})" if len(names) > limit else "")
 
 
-def _when(timestamp: str | None) -> str:
-    """A listing's timestamp to the minute (``2026-12-02 06:18``): the full one is in ``show`` and --json."""
-    return "" if not timestamp else timestamp.replace("T", " ")[:16]
+def _when(timestamp: str | None, *, day: bool = False) -> str:
+    """A listing's timestamp to the minute (``2026-12-02 06:18``), or the ``day`` (datasets and
+    models, so that their listing fits 80 columns); the full one is in ``show`` and --json."""
+    return "" if not timestamp else timestamp.replace("T", " ")[: 10 if day else 16]
 
 
 def _option(option: UploadOption) -> inspect.Parameter:
@@ -330,7 +331,15 @@ def datasets_list(
     with connect(ctx) as client:
         page = client.datasets(limit, offset)
     rows = [
-        [d["id"], d["name"], d["kind"], d["n_samples"], d["n_features"], d["n_labels"], _when(d["created_at"])]
+        [
+            d["id"],
+            d["name"],
+            d["kind"],
+            d["n_samples"],
+            d["n_features"],
+            d["n_labels"],
+            _when(d["created_at"], day=True),
+        ]
         for d in page["items"]
     ]
     columns = ["id", "name", "kind", "samples", "features", "labels", "created"]
@@ -672,7 +681,13 @@ def models_list(
         latest = model["versions"][-1] if model["versions"] else {}
         aliases = ", ".join(f"{alias}={version}" for alias, version in model["aliases"].items())
         rows.append(
-            [model["name"], model["latest_version"], latest.get("method"), aliases, _when(latest.get("created_at"))]
+            [
+                model["name"],
+                model["latest_version"],
+                latest.get("method"),
+                aliases,
+                _when(latest.get("created_at"), day=True),
+            ]
         )
     columns = ["name", "latest", "method", "aliases", "created"]
     emit(page, as_json, lambda: page_table("models", columns, rows, page))
