@@ -79,13 +79,13 @@ def console(stderr: bool = False) -> Console:
 
 
 def say(message: str) -> None:
-    """A line on stderr (what happened, warnings), never read as rich markup."""
-    console(stderr=True).print(message, markup=False)
+    """A line on stderr (what happened, warnings, errors): plain text, no rich needed."""
+    print(message, file=sys.stderr)
 
 
 def show(text: str) -> None:
-    """A line on stdout, never read as rich markup."""
-    console().print(text, markup=False)
+    """A line on stdout."""
+    print(text)
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the server's JSON instead of a table.")]

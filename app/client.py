@@ -38,6 +38,8 @@ from app.upload_options import UPLOAD_OPTIONS, form_values
 # httpx (and NumPy, in client_arrays) are imported when first needed: the command line imports
 # this module, and a ``labelserve --help`` should not pay for them
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
     import numpy as np
 
@@ -72,6 +74,20 @@ def describe_detail(detail: Json) -> str:
     return str(detail)
 
 
+def _tls(url: str) -> ssl.SSLContext | bool:
+    """The TLS verification of a client of ``url``: httpx's default (the CA bundle) for https.
+
+    For a plain-http server the context is never used (the client follows no redirects), and
+    loading the CA bundle is a fifth of a CLI call's start-up: a context that verifies against no
+    CA at all (so it would fail, never trust, were it ever used) costs nothing.
+    """
+    if url.startswith("http://"):
+        import ssl
+
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
+
+
 class Client:
     """One connection pool to one labelserve server; use it as a context manager or call ``close``.
 
@@ -95,7 +111,7 @@ class Client:
             headers = {"User-Agent": f"labelserve-client/{package.__version__}"}
             if key:
                 headers["X-API-Key"] = key
-            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=_tls(self.url))
         self.http = http
 
     def __enter__(self) -> Client:
