@@ -224,16 +224,18 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     if not sys.stdout.isatty():
         plain_table(title, columns, cells)
         return
+    from rich.console import Console
     from rich.table import Table
 
     view = Table(title=title, title_justify="left")
     for column in columns:
         # ids are what a user copies into the next command: never wrapped
-        no_wrap = display["wide"] or column == "id"
-        view.add_column(column, overflow="fold", no_wrap=no_wrap, min_width=len(column))
+        view.add_column(column, overflow="fold", no_wrap=display["wide"] or column == "id", min_width=len(column))
     for row in cells:
         view.add_row(*row)
-    console().print(view, crop=not display["wide"])
+    # --wide: a console wider than any table, so that no cell is folded (or cropped by no_wrap)
+    wide = Console(width=1_000_000, highlight=False, soft_wrap=False) if display["wide"] else None
+    (wide or console()).print(view)
 
 
 def plain_table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:

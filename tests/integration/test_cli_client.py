@@ -7,7 +7,10 @@ script would see them.
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -482,3 +485,29 @@ def test_client_takes_pandas_frames(server: str, trained: dict[str, dict]) -> No
         job = client.train("mlknn", None, "cli-frames", data=(frame, labels))
         assert client.wait(job["job_id"])["status"] == "succeeded"
         assert client.model_version("cli-frames")["label_names"] == ["sun", "rain", "snow"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tables_on_a_terminal_fit_its_width_unless_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the boxed table folds cells to its width; --wide folds and crops nothing."""
+    long_name = "a-dataset-name-much-longer-than-its-column-could-be-at-sixty-columns"
+    rows = [["0123456789abcdef", long_name, "multilabel"]]
+    monkeypatch.setenv("COLUMNS", "60")
+    for wide in (False, True):
+        screen = Terminal()
+        monkeypatch.setattr(sys, "stdout", screen)
+        monkeypatch.setitem(cli_module.display, "wide", wide)
+        cli_module.console.cache_clear()
+        cli_module.table("datasets", ["id", "name", "kind"], rows)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())  # colours and styles
+        lines = text.splitlines()
+        assert "│" in text and any("0123456789abcdef" in line for line in lines)  # ids never folded
+        if wide:
+            assert any(long_name in line for line in lines) and max(map(len, lines)) > 60
+        else:
+            assert max(map(len, lines)) <= 60 and not any(long_name in line for line in lines)
+    cli_module.console.cache_clear()
