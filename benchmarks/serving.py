@@ -217,9 +217,9 @@ def lua_string(data: bytes) -> str:
 
 def wrk(url: str, body: Body, seconds: int, scripts: Path, pid: int) -> Result:
     """One wrk run (1 thread, 16 connections) POSTing ``body``; fails on any non-2xx response or socket error."""
-    script = scripts / f"post-{abs(hash(body))}.lua"
     headers = {"Content-Type": "application/json"} if isinstance(body, bytes) else body[1]
     content = body if isinstance(body, bytes) else body[0]
+    script = scripts / f"post-{abs(hash((content, *headers.items())))}.lua"
     script.write_text(
         'wrk.method = "POST"\n'
         + "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items())

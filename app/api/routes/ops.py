@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from sqlalchemy import text
 
-from app.db import session_scope
 from app import __version__
+from app.db import session_scope
 from app.schemas_v2 import BINARY_EXTENSION, Live, Ready, ServerMetadata
 from app.services.maintenance import low_on_space
 

@@ -66,6 +66,15 @@ _INFER_BODY = {
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
     },
 }
+#: an inference's answers: JSON (``InferResponse``), or with binary outputs the JSON header and their bytes
+INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    200: {
+        "description": "the outputs; with binary outputs asked, the JSON header (its length in the "
+        "`Inference-Header-Content-Length` header) followed by their raw bytes",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+}
 _PARAMETERS = {"name": "the model name, or name@alias", "version": "a version number of the model"}
 
 
@@ -181,7 +190,9 @@ async def version_ready(request: Request) -> Response:
     return await _model_ready(request, *_path(request))
 
 
-@router.post("/{name}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_openapi("name", body=True))
+@router.post(
+    "/{name}/infer", response_model=InferResponse, responses=INFER_RESPONSES, openapi_extra=_openapi("name", body=True)
+)
 async def model_infer(request: Request) -> Response:
     """Inference on the latest version (or `name@alias`): the same numbers as `POST /predict`."""
     return await _infer(request, *_path(request))
@@ -190,7 +201,7 @@ async def model_infer(request: Request) -> Response:
 @router.post(
     "/{name}/versions/{version}/infer",
     response_model=InferResponse,
-    responses=ERRORS,
+    responses=INFER_RESPONSES,
     openapi_extra=_openapi("name", "version", body=True),
 )
 async def version_infer(request: Request) -> Response:
