@@ -145,7 +145,7 @@ def write(result: inference.Inference, decoded: Decoded) -> Framed:
     outputs: list[dict[str, Any]] = []
     raw: list[bytes] = []
     for name, datatype, array in result.outputs:
-        tensor: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+        tensor: dict[str, Any] = {"name": name, "shape": list(array.shape), "datatype": datatype}
         flat = np.ascontiguousarray(array).ravel()
         if decoded.binary(name):
             data = flat.astype(_LAYOUT[datatype], copy=False).tobytes()
