@@ -7,6 +7,7 @@ dataset, whether each named method fits its kind, and the metric.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -130,10 +131,10 @@ def _version_facts(
     session: Session, row: ModelVersion, evaluated: Dataset, X: np.ndarray, Y: np.ndarray
 ) -> list[tuple[str, str]]:
     """The report header: the version, what it was trained on (lineage) and what it is evaluated on."""
-    esc = reports.chart_text
+    esc = html.escape
     trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
     trained_on = (
-        f"{esc(trained.name, 200)} (<code>{esc(trained.id)}</code>, n = {trained.n_samples}, "
+        f"{esc(trained.name)} (<code>{esc(trained.id)}</code>, n = {trained.n_samples}, "
         f"d = {trained.n_features}, q = {trained.n_labels})"
         if trained is not None
         else f"deleted dataset <code>{esc(row.dataset_id or '?')}</code>"
@@ -141,14 +142,14 @@ def _version_facts(
     data = reports.DatasetFacts.of(evaluated.name, evaluated.id, X, Y, multilabel=evaluated.kind == "multilabel")
     libraries = ", ".join(f"{k} {v}" for k, v in sorted(row.library_versions.items()))
     return [
-        ("version", f"{esc(row.model_name, 200)} v{row.version}, method {esc(row.method)}, "
-         f"params {esc(reports.params_text(row.params), 400)}"),
+        ("version", f"{esc(row.model_name)} v{row.version}, method {esc(row.method)}, "
+         f"params {esc(reports.params_text(row.params))}"),
         ("trained on", trained_on),
         ("training sha256", f"<code>{esc(row.dataset_sha256)}</code>"),
-        ("evaluated on", f"{esc(data.name, 200)} (<code>{esc(evaluated.id)}</code>)"),
+        ("evaluated on", f"{esc(data.name)} (<code>{esc(evaluated.id)}</code>)"),
         ("evaluated size", esc(f"n = {data.n}, d = {data.d}, q = {data.q}"
                               + (f", label cardinality {data.cardinality:.2f}" if data.cardinality is not None else ""))),
-        ("libraries", esc(libraries, 400)),
+        ("libraries", esc(libraries)),
     ]  # fmt: skip
 
 

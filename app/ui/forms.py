@@ -31,6 +31,9 @@ class ParamField:
     minimum: float | None = None
     maximum: float | None = None
     optional: bool = False
+    #: the bounds themselves are excluded (pydantic's gt / lt)
+    open_low: bool = False
+    open_high: bool = False
 
     @property
     def default_text(self) -> str:
@@ -40,8 +43,8 @@ class ParamField:
 
     @property
     def range_text(self) -> str:
-        low = "" if self.minimum is None else f"≥ {self.minimum:g}"
-        high = "" if self.maximum is None else f"≤ {self.maximum:g}"
+        low = "" if self.minimum is None else f"{'>' if self.open_low else '≥'} {self.minimum:g}"
+        high = "" if self.maximum is None else f"{'<' if self.open_high else '≤'} {self.maximum:g}"
         return ", ".join(p for p in (low, high) if p)
 
 
@@ -83,6 +86,8 @@ def param_fields(schema: Mapping[str, Any]) -> list[ParamField]:
                 minimum=low,
                 maximum=high,
                 optional=optional,
+                open_low="exclusiveMinimum" in shape,
+                open_high="exclusiveMaximum" in shape,
             )
         )
     return fields

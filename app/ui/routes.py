@@ -24,7 +24,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
-from app import __version__
+from app import __version__, reports
 from app.errors import DomainError, InvalidInput
 from app.jobs.base import JobStatus
 from app.metrics import LOWER_IS_BETTER
@@ -232,7 +232,9 @@ def version_page(request: Request, name: str, number: int) -> HTMLResponse:
         found, aliases = data.version(request.app.state, name, number)
     except DomainError as exc:
         return failure(request, exc)
-    leaderboard = (found.selection or {}).get("leaderboard", [])
+    leaderboard = [
+        {**e, "shown": _params_shown(e.get("params", {}))} for e in (found.selection or {}).get("leaderboard", [])
+    ]
     members = found.params.get("members", []) if found.method in ("blend", "blend-ldl") else []
     total = sum(float(m.get("weight", 1.0)) for m in members) or 1.0
     shares = sorted(
@@ -585,6 +587,15 @@ def _shown(answer: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- helpers
 async def _threaded(function: Any, *args: Any) -> Any:
     return await run_in_threadpool(function, *args)
+
+
+def _params_shown(params: dict[str, Any]) -> str:
+    """A leaderboard entry's parameters; a blend's members as their shares (``br 60%, rf 40%``)."""
+    members = params.get("members")
+    if isinstance(members, list) and members:
+        total = sum(float(m.get("weight", 1.0)) for m in members) or 1.0
+        return ", ".join(f"{m.get('method')} {100 * float(m.get('weight', 1.0)) / total:.0f}%" for m in members)
+    return reports.params_text(params)
 
 
 def _check(value: str, pattern: str, field: str) -> None:
