@@ -42,6 +42,8 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bo
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
 th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child, td.text { text-align: left; }
+table.board td:nth-child(2), table.board td:nth-child(3), table.board th:nth-child(2), table.board th:nth-child(3) { text-align: left; }
+table.board td { white-space: nowrap; }
 thead th { background: #f6f8fa; }
 tr.best { background: #dafbe1; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2em 1em; font-size: 0.9em; }
@@ -148,7 +150,9 @@ def _chart(fig: go.Figure, height: int = 420) -> str:
     ) + "</div>"  # fmt: skip
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], best_row: int | None = 0, caption: str = "") -> str:
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], best_row: int | None = 0, caption: str = "", css: str = ""
+) -> str:
     """An HTML table; ``header`` is plain text (escaped here), ``rows`` already-escaped HTML cells."""
     head = "".join(f'<th scope="col">{_esc(h)}</th>' for h in header)
     body = "".join(
@@ -156,7 +160,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], best_row: int | 
         for i, row in enumerate(rows)
     )
     cap = f"<caption class=note>{_esc(caption)}</caption>" if caption else ""
-    return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    attribute = f' class="{css}"' if css else ""
+    return (
+        f'<div class="scroll"><table{attribute}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )
 
 
 def csv_text(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -325,7 +332,7 @@ def leaderboard_rows(leaderboard: Sequence[Any], metric_names: Sequence[str]) ->
 
 
 def _leaderboard_table(entries: Sequence[Any], metric_names: Sequence[str], metric: str) -> str:
-    header = ["#", "method", "parameters", *[f"{direction(m)} (mean ± std)" for m in metric_names], "fit seconds"]
+    header = ["#", "method", "parameters", *[direction(m) for m in metric_names], "fit seconds"]
     rows = []
     for i, entry in enumerate(entries, 1):
         cells = [str(i), _esc(entry.method), _esc(params_text(entry.params))]
@@ -333,7 +340,7 @@ def _leaderboard_table(entries: Sequence[Any], metric_names: Sequence[str], metr
             cells.append(f"{_num(entry.mean(name))} ± {_num(entry.std(name))}")
         cells.append(_num(float(np.mean(entry.fit_seconds)) if entry.fit_seconds else None, 2))
         rows.append(cells)
-    return table(header, rows, caption=f"ranked by {direction(metric)}; best first")
+    return table(header, rows, caption=f"mean ± std over folds, ranked by {direction(metric)}; best first", css="board")
 
 
 def compare_report(

@@ -144,9 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.database == "postgresql":
-            from tests.helpers import throwaway_postgres
-
             from app.db import migrate
+            from tests.helpers import throwaway_postgres
 
             context = throwaway_postgres(args.postgres_url)
             url = context.__enter__()

@@ -522,7 +522,10 @@ def _predict_context(request: Request, **extra: Any) -> dict[str, Any]:
         "models": data.model_names(request.app.state),
         "datasets": data.dataset_choices(request.app.state),
         "outputs": ["labels", "ranking", "distribution", "features"],
-        "values": {"model": request.query_params.get("model", "")},
+        "values": {
+            "model": request.query_params.get("model", ""),
+            "dataset_id": request.query_params.get("dataset_id", ""),
+        },
         **extra,
     }
 

@@ -45,7 +45,8 @@ def test_compare_report_has_a_traceable_header_directions_and_a_csv() -> None:
     cardinality = float(np.mean(Y.sum(axis=1)))
     assert "n = 60 rows, d = 8 features, q = 3 labels" in page and f"label cardinality {cardinality:.2f}" in page
     assert "3-fold cross-validation, 1 repeat, seed 17" in page and "labelserve " in page and " UTC" in page
-    assert "average_precision ↑ (mean ± std)" in page and "hamming_loss ↓ (mean ± std)" in page
+    assert '<th scope="col">average_precision ↑</th>' in page and '<th scope="col">hamming_loss ↓</th>' in page
+    assert "mean ± std over folds, ranked by hamming_loss ↓" in page
     assert "data &lt;x&gt;" in page and "Failed" in page and "mlknn (k=99)" in page
     assert "Feature selectors" not in page
     # the leaderboard downloads from the page itself, as CSV with one row per entry
@@ -98,7 +99,7 @@ def test_selectors_have_their_own_section_and_a_curve_to_all_features() -> None:
     assert assert_self_contained(page) == 3  # classifier bars, heat map, selector curve
     classifiers, selectors = page.split("<h2>Feature selectors</h2>")
     assert "mi-filter (estimator=binned)" not in classifiers.split("<h2>Classifiers</h2>")[1].split("<script")[0]
-    assert "mi-filter" in selectors and "br" not in selectors.split("<table>")[1].split("</table>")[0]
+    assert "mi-filter" in selectors and "br" not in selectors.split('<table class="board">')[1].split("</table>")[0]
     entry = next(e for e in board if e.method == "mi-filter")
     assert min(entry.curve) == 0.05 and max(entry.curve) == 1.0
     assert "all features" in selectors  # the reference line's annotation
