@@ -249,3 +249,8 @@ def versions_trained_on(session: Session, dataset_id: str, limit: int) -> list[V
         .limit(limit)
     )
     return [version_out(v) for v in session.scalars(query)]
+
+
+def model_names(session: Session, limit: int) -> list[str]:
+    """The first ``limit`` model names in name order (a form's choices: no version is loaded)."""
+    return list(session.scalars(select(Model.name).order_by(Model.name).limit(limit)))

@@ -129,7 +129,8 @@ def delete_model(state: State, name: str) -> None:
 
 
 def model_names(state: State) -> list[str]:
-    return [m.name for m in list_models(state, 0, CHOICES).items]
+    with _read(state) as session:
+        return registry.model_names(session, CHOICES)
 
 
 # -------------------------------------------------------------------------------------- jobs
