@@ -105,6 +105,7 @@ def check_page(page, shots: Path, name: str) -> None:
         page.keyboard.press("Tab")
         seen.add(page.evaluate("document.activeElement.outerHTML.slice(0, 60)"))
     assert len(seen) >= 6, (name, seen)  # focus moves through the menu and on
+    page.evaluate("document.activeElement.blur()")
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
