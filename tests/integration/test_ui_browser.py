@@ -178,6 +178,7 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     assert "Selection leaderboard" in text and dataset_id in text
     check_page(page, shots, "version")
     page.get_by_role("link", name=f"Report on {dataset_id}").click()
+    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     assert "Per label: confusion counts" in page.inner_text("body")
     for width in WIDTHS:
@@ -192,13 +193,14 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
         assert r.json()["status"] == "succeeded", r.text
     page.goto("/ui/models/ui-auto/versions/1")
     page.get_by_label("Alias", exact=True).fill("prod")
-    page.get_by_role("button", name="Set or move alias").click()
-    page.wait_for_url("**/ui/models/ui-auto/versions/1")
+    with page.expect_navigation():  # back to the same address: wait for the new page, not the URL
+        page.get_by_role("button", name="Set or move alias").click()
+    assert "prod" in page.locator("dl.facts").inner_text()
     page.goto("/ui/models/ui-auto")
     page.get_by_label("Alias", exact=True).fill("prod")
     page.get_by_label("Version", exact=True).fill("2")
-    page.get_by_role("button", name="Set or move alias").click()
-    page.wait_for_url("**/ui/models/ui-auto")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Set or move alias").click()
     assert "prod → v2" in page.inner_text("main")
     check_page(page, shots, "model")
     page.goto("/ui/models")
@@ -228,8 +230,8 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
             time.sleep(0.1)
     page.goto("/ui/jobs")
     check_page(page, shots, "jobs")
-    page.get_by_role("button", name=f"cancel job {long_id}").click()
-    page.wait_for_url("**/ui/jobs")
+    with page.expect_navigation():
+        page.get_by_role("button", name=f"cancel job {long_id}").click()
     with api(server) as client:
         assert client.get(f"/jobs/{long_id}").json()["status"] == "cancelled"
     assert page.locator(f'.progress[data-job="{long_id}"]').get_attribute("data-status") == "cancelled"
@@ -246,6 +248,7 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     page.wait_for_url("**/ui/jobs/*")
     page.get_by_role("link", name="Open the report").wait_for(timeout=240_000)
     page.get_by_role("link", name="Open the report").click()
+    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     body = page.inner_text("body")
     assert "Feature selectors" in body and "average_precision ↑" in body
