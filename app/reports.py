@@ -47,7 +47,8 @@ table.board td { white-space: nowrap; }
 thead th { background: #f6f8fa; }
 tr.best { background: #dafbe1; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2em 1em; font-size: 0.9em; }
-dl.facts dt { color: #57606a; } dl.facts dd { margin: 0; }
+dl.facts dt { color: #57606a; } dl.facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+@media (max-width: 640px) { body { padding: 0.8em; } dl.facts { grid-template-columns: 1fr; } dl.facts dd { margin-bottom: 0.3em; } }
 .note { color: #57606a; font-size: 0.9em; }
 .scroll { overflow-x: auto; }
 .chart { width: 100%; }

@@ -183,6 +183,7 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     assert "Per label: confusion counts" in page.inner_text("body")
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)  # plotly redraws its charts for the new width
         page.screenshot(path=str(shots / f"version-report-{width}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 900})
     assert page.failed == []
@@ -254,5 +255,6 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     assert "Feature selectors" in body and "average_precision ↑" in body
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)
         page.screenshot(path=str(shots / f"compare-report-{width}.png"), full_page=True)
     assert page.failed == []
