@@ -33,6 +33,7 @@ from app.schemas import CompareRequest, JobOut, PredictRequest, TrainRequest
 from app.selection import metric_names
 from app.services.datasets import Upload
 from app.ui import data, forms, session
+from app.upload_options import PARSE_OPTIONS, UPLOAD_OPTIONS
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -59,6 +60,8 @@ templates.env.filters["num"] = _num
 templates.env.filters["pct"] = lambda v: f"{100 * float(v):.0f}%"
 templates.env.filters["q"] = lambda v: quote(str(v), safe="")
 templates.env.globals["version"] = __version__
+templates.env.globals["upload_options"] = UPLOAD_OPTIONS
+templates.env.globals["int_type"] = int
 
 
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
@@ -153,7 +156,8 @@ def overview(request: Request) -> HTMLResponse:
 def datasets_page(request: Request) -> HTMLResponse:
     offset = _offset(request)
     found = data.list_datasets(request.app.state, offset, PAGE)
-    return render(request, "datasets.html", {"title": "Datasets", "page": found, "offset": offset, "limit": PAGE})
+    context = {"title": "Datasets", "page": found, "offset": offset, "limit": PAGE}
+    return render(request, "datasets.html", context)
 
 
 @router.post("/datasets")
@@ -172,20 +176,18 @@ async def upload(request: Request) -> Response:
             {"title": "Datasets", "page": found, "offset": 0, "limit": PAGE, "error": error},
             422,
         )
-    count = _text(form, "label_count")
+    try:
+        options = _upload_options(form)
+    except InvalidInput as exc:
+        found = data.list_datasets(request.app.state, 0, PAGE)
+        context = {"title": "Datasets", "page": found, "offset": 0, "limit": PAGE, "error": str(exc)}
+        return render(request, "datasets.html", context, 422)
     request_upload = Upload(
         content=await file.read(),
         filename=file.filename,
         labels_file=await labels.read() if isinstance(labels, UploadFile) and labels.filename else None,
         name=_text(form, "name") or None,
-        options={
-            "format": _text(form, "format") or "auto",
-            "label_count": int(count) if count.isdigit() else None,
-            "label_location": "end",
-            "label_columns": _text(form, "label_columns") or None,
-            "n_features": None,
-            "part": "train",
-        },
+        options=options,
     )
     try:
         row, _ = await _threaded(data.upload_dataset, request.app.state, request_upload)
@@ -194,6 +196,22 @@ async def upload(request: Request) -> Response:
         context = {"title": "Datasets", "page": found, "offset": 0, "limit": PAGE, "error": str(exc)}
         return render(request, "datasets.html", context, exc.status_code)
     return _see(f"/ui/datasets/{row.id}")
+
+
+def _upload_options(form: FormData) -> dict[str, Any]:
+    """The parse options of ``app.upload_options`` from the form (empty fields: their defaults)."""
+    options: dict[str, Any] = {}
+    for option in PARSE_OPTIONS:
+        text = _text(form, option.name)
+        if not text:
+            options[option.name] = option.default
+        elif option.kind is int:
+            if not text.isdigit() or len(text) > 12:
+                raise InvalidInput(f"{option.name}: give a whole number", loc=("body", option.name))
+            options[option.name] = int(text)
+        else:
+            options[option.name] = text
+    return options
 
 
 @router.get("/datasets/{dataset_id}")

@@ -69,7 +69,6 @@ def job_result(job_id: JobId, session: SessionDep, store: StoreDep) -> FileRespo
 
 @router.get(
     "/{job_id}/report",
-    response_class=HTMLResponse,
     responses=responses(
         404,
         409,
