@@ -135,7 +135,7 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     page.goto("/ui/datasets")
     check_page(page, shots, "datasets")
     page.get_by_label("File (ARFF, CSV, LIBSVM or MAT)").set_input_files(str(data_file))
-    page.get_by_label("label_count").fill("4")
+    page.locator("#label_count").fill("4")  # labelled "label_count ..." by its declaration
     page.get_by_role("button", name="Upload").click()
     page.wait_for_url("**/ui/datasets/*")
     assert "n = 120 rows, d = 6 features, q = 4 labels" in page.inner_text("main")
