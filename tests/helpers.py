@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
@@ -161,3 +163,48 @@ def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 1
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# ------------------------------------------------------------------------------- HTML pages
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value is not None:
+                self.refs.append((tag, name, value))
+
+
+def assert_self_contained(page: str) -> int:
+    """A report that opens offline: no ``src``/``href`` but data: URIs and in-page anchors, no
+    script loaded from a file, no http(s) URL outside the inlined scripts. Returns its chart count."""
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<!--labelserve:plotly-->" not in page, "plotly's bundle was not inlined"
+    collector = _Collector()
+    collector.feed(page)
+    for _, _, value in collector.refs:
+        assert value.startswith("data:") or value.startswith("#"), value
+    assert "link" not in collector.tags
+    outside_scripts = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+    assert not re.search(r"https?://", outside_scripts)
+    charts = page.count('<div class="chart">')
+    assert page.count("Plotly.newPlot(") == charts
+    return charts
+
+
+def chromium_launch_args() -> list[str]:
+    """Headless Debian chromium with every host name but 127.0.0.1 unresolvable (the docs and UI tests)."""
+    return [
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-default-apps",
+        "--disable-sync",
+        "--no-first-run",
+    ]
