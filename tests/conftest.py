@@ -1,8 +1,9 @@
 """Shared fixtures: generated datasets and API clients over SQLite and PostgreSQL.
 
-Every API test runs once per database backend (``db`` parameter). The PostgreSQL run creates a
-throw-away database on the server named by ``LABELSERVE_TEST_POSTGRES_URL`` (default: the local
-server, user postgres) and skips when no server answers.
+Every API test runs once per database backend (the ``database_url`` parameter). The PostgreSQL run
+(marked ``postgres``) creates a throw-away database on the server named by
+``LABELSERVE_TEST_POSTGRES_URL`` (default: the local server, user postgres) and skips when no
+server answers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy import create_engine, text
 from app.config import Settings
 from app.db import migrate
 from app.main import create_app
-from tests.helpers import make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
+from tests.helpers import BACKENDS, make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -56,7 +57,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """API tests (those using ``database_url``) run on SQLite and on PostgreSQL."""
     if "database_url" in metafunc.fixturenames:
-        metafunc.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+        metafunc.parametrize("database_url", BACKENDS, indirect=True)
 
 
 @pytest.fixture

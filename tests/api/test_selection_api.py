@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers import make_mixed_multilabel, make_multilabel, upload_csv, wait_status
-from tests.unit.test_reports import assert_self_contained
+from tests.helpers import assert_self_contained, make_mixed_multilabel, make_multilabel, upload_csv, wait_status
 
 
 def _auto(client, dataset_id: str, name: str, **params: object):

@@ -19,9 +19,7 @@ from app.jobs import transitions
 from app.jobs.work import JobProgress, check_rows
 from app.methods.base import JobCancelled
 from app.orm import Job
-from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
-from tests.integration.live_server import LiveServer
-from tests.integration.test_job_waiting import running_job
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job, train, upload_csv, wait_status
 
 
 def json_lines(text: str) -> list[dict]:

@@ -18,10 +18,8 @@ from app.db import migrate, session_scope
 from app.jobs import transitions
 from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents
-from app.jobs.payloads import TrainPayload
 from app.jobs.queue import wait_for
-from tests.helpers import csv_bytes, make_multilabel
-from tests.integration.live_server import LiveServer
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job
 
 SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
 
@@ -30,15 +28,6 @@ SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
 def url(database_url: str) -> str:
     migrate(database_url)
     return database_url
-
-
-def running_job(url: str) -> str:
-    with session_scope(url) as session:
-        job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
-        job_id = job.id
-    with session_scope(url) as session:
-        assert transitions.claim(session, job_id, "host:1") is not None
-    return job_id
 
 
 def finish_later(url: str, job_id: str, delay: float, events: JobEvents | None) -> threading.Thread:

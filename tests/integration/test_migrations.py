@@ -18,12 +18,12 @@ from app.config import Settings
 from app.db import SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
 from app.main import create_app
 from app.orm import Base
-from tests.helpers import throwaway_postgres
+from tests.helpers import BACKENDS, throwaway_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database with nothing in it, not even Alembic's version table."""
     if request.param == "sqlite":

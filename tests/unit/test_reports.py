@@ -2,38 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from html.parser import HTMLParser
-
 import numpy as np
 
 from app import reports, selection
-from tests.helpers import make_distribution, make_multilabel
-
-
-class _Collector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.refs: list[tuple[str, str, str]] = []
-        self.tags: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        for name, value in attrs:
-            if name in ("src", "href") and value is not None:
-                self.refs.append((tag, name, value))
-
-
-def assert_self_contained(page: str) -> _Collector:
-    """No http(s) URL anywhere; every src/href is an embedded data: URI or an in-page anchor."""
-    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    assert not re.search(r"https?://", page)
-    collector = _Collector()
-    collector.feed(page)
-    for _, _, value in collector.refs:
-        assert value.startswith("data:image/png;base64,") or value.startswith("#"), value
-    assert "script" not in collector.tags and "link" not in collector.tags
-    return collector
+from tests.helpers import assert_self_contained, make_distribution, make_multilabel
 
 
 def test_compare_report_of_classifiers_and_selectors() -> None:
