@@ -54,6 +54,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Benchmark data and browsers are slow wherever they are used: out of the quick subset."""
+    for item in items:
+        if item.get_closest_marker("realdata") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """API tests (those using ``database_url``) run on SQLite and on PostgreSQL."""
     if "database_url" in metafunc.fixturenames:

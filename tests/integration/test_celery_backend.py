@@ -33,7 +33,7 @@ from app.orm import Job, ModelVersion
 from tests.helpers import long_job, make_multilabel, throwaway_postgres, train, upload_csv, wait_status
 
 # a Redis broker and a PostgreSQL database shared by the API and the worker processes
-pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres]
 
 REDIS_URL = os.environ.get("LABELSERVE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 ROOT = Path(__file__).resolve().parents[1]

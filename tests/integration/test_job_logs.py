@@ -51,6 +51,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
         live.cleanup()
 
 
+@pytest.mark.slow
 def test_pool_processes_log_json_lines_with_the_job_id(server: LiveServer, tmp_path: Path):
     X, Y = make_multilabel(n=60)
     good = tmp_path / "good.csv"

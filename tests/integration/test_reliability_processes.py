@@ -21,6 +21,9 @@ from sqlalchemy.orm import Session
 from app.orm import Job
 from tests.helpers import LiveServer, csv_bytes, make_multilabel
 
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 # uvicorn re-raises the signal it stopped on once it has shut down cleanly
 CLEAN_EXIT = (0, -signal.SIGTERM)
 # quick liveness so that orphan detection happens within a test's patience
