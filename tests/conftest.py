@@ -8,6 +8,7 @@ server answers.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +17,35 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
+import app.main
 from app.config import Settings
 from app.db import migrate
 from app.main import create_app
+from app.observability import access_log, configure_logging
 from tests.helpers import BACKENDS, make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+@pytest.fixture(autouse=True)
+def app_logs_to_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process apps log through pytest's log capture (shown in a failing test's report), not
+    on file descriptor 2: the request log writes its batch up to 50 ms after a request, which can
+    be after pytest stopped capturing the test, and the JSON line lands among pytest's own.
+
+    Subprocess servers log to files of their own (``LiveServer.log``); ``tests/unit/test_logging.py``
+    checks the real handlers (it calls ``configure_logging`` itself).
+    """
+
+    def configure(level: str) -> None:
+        configure_logging(level)
+        for logger in (logging.getLogger("labelserve"), access_log):
+            logger.handlers[:] = []
+            logger.propagate = True
+
+    monkeypatch.setattr(app.main, "configure_logging", configure)
 
 
 @pytest.fixture(scope="session")
