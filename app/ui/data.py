@@ -69,7 +69,7 @@ class DatasetView:
 
 def dataset_view(state: State, dataset_id: str) -> DatasetView:
     with _read(state) as session:
-        row = datasets.show_dataset(session, dataset_id)
+        row = datasets.show_dataset(session, state.store, dataset_id)
         versions = registry.versions_trained_on(session, dataset_id, DATASET_VERSIONS)
     _, Y = state.store.load_dataset(row.sha256)
     counts = np.asarray(Y).sum(axis=0)
