@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import Mount, Route
 
 import app as package
+from app import ui
 from app.allocator import keep_freed_memory
 from app.api import errors
 from app.api.auth import ApiKeyGate
@@ -46,7 +47,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
         api.state.store = Store(settings.model_dir)
-        api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
+        api.state.model_cache = ModelCache(
+            api.state.store,
+            settings.resolved_database_url,
+            settings.model_cache_size,
+            max_bytes=int(settings.model_cache_mb * 1024 * 1024),
+        )
         api.state.runner = make_runner(settings)
         api.state.runner.recover()
         api.state.predictor = Predictor(
@@ -84,12 +90,17 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     api.add_middleware(UploadLimit)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
+    # Open: the operations routes, and the documentation (the openapi.json, the docs pages
+    # FastAPIOffline registers outside the schema, and the mount serving their assets), listed
+    # before the dashboard's routes (also outside the schema) are added.
+    open_paths = [getattr(route, "path", "") for route in ops.router.routes]
+    open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+    open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+    ui.install(api)
     if settings.api_key:
-        # Open: the operations routes, and the documentation (the openapi.json, the docs pages
-        # FastAPIOffline registers outside the schema, and the mount serving their assets).
-        open_paths = [getattr(route, "path", "") for route in ops.router.routes]
-        open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
-        open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+        # the dashboard's own gate is its login page (and its assets): app.ui.session
+        open_paths += ["/", "/ui/login"]
+        open_prefixes += [f"{ui.STATIC_PATH}/"]
         api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths, open_prefixes=open_prefixes)
     api.add_middleware(RequestMetrics)
     api.add_middleware(PredictFastPath)  # outermost: it makes the checks of the layers inside itself

@@ -11,8 +11,11 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Iterable
+from http.cookies import CookieError, SimpleCookie
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.ui.session import KEY_COOKIE, is_ui_path
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
 INVALID = "invalid API key"
@@ -20,7 +23,9 @@ INVALID = "invalid API key"
 
 class ApiKeyGate:
     """Demand ``api_key`` on every HTTP path except ``open_paths`` and paths under ``open_prefixes``
-    (operations, docs pages and their assets)."""
+    (operations, docs pages and their assets, the dashboard's login page and assets). On the
+    dashboard's ``/ui`` paths the key may also come from its HttpOnly cookie (``app.ui.session``);
+    a page asked for without it is redirected to ``/ui/login``."""
 
     def __init__(
         self, app: ASGIApp, api_key: str, open_paths: Iterable[str], open_prefixes: Iterable[str] = ()
@@ -36,6 +41,12 @@ class ApiKeyGate:
             await self.app(scope, receive, send)
             return
         given = given_key(scope["headers"])
+        if given is None and is_ui_path(path):
+            # the dashboard's pages: the key from the HttpOnly cookie /ui/login set, else the login page
+            given = ui_cookie_key(scope["headers"])
+            if given is None or not hmac.compare_digest(given, self.expected):
+                await _to_login(send)
+                return
         if given is None:
             await _reject(send, 401, MISSING, [(b"www-authenticate", b"Bearer")])
         elif not hmac.compare_digest(given, self.expected):
@@ -53,6 +64,30 @@ def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
     if scheme.lower() == b"bearer" and credentials.strip():
         return credentials.strip()
     return None
+
+
+def ui_cookie_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key the dashboard's cookie carries (only ever read on ``/ui`` paths)."""
+    cookies = SimpleCookie()
+    for name, value in raw_headers:
+        if name == b"cookie":
+            try:
+                cookies.load(value.decode("latin-1"))
+            except CookieError:
+                return None
+    morsel = cookies.get(KEY_COOKIE)
+    return morsel.value.encode() if morsel is not None and morsel.value else None
+
+
+async def _to_login(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", b"/ui/login"), (b"content-length", b"0"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _reject(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:

@@ -30,6 +30,7 @@ import functools
 import hmac
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -39,12 +40,12 @@ from fastapi.routing import APIRoute
 from starlette.datastructures import State
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api import v2_binary
 from app.api.auth import given_key
 from app.api.routes import predict as predict_route
 from app.config import Settings
 from app.observability import record_request
 from app.schemas import PredictRequest
-from app.schemas_v2 import InferRequest
 from app.services import inference
 from app.services.prediction import Predictor, predict_cached
 
@@ -53,6 +54,8 @@ PATH = "/predict"
 #: loop, larger ones in a thread of their own
 INLINE_BYTES = 128 * 1024
 _JSON = b"application/json"
+#: what a path answers: a JSON body, or a body and its content headers (a V2 inference's framing)
+Answer = bytes | tuple[bytes, list[tuple[bytes, bytes]]]
 _ROUTE = next(r for r in predict_route.router.routes if isinstance(r, APIRoute) and r.path == PATH)
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
@@ -87,7 +90,7 @@ class PredictFastPath:
             return
         start = time.perf_counter()
         state: State = scope["app"].state
-        if not _takes(scope["headers"], state.settings):
+        if not _takes(scope["headers"], state.settings, json_only=infer is None):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -100,10 +103,12 @@ class PredictFastPath:
                 break
         body = b"".join(chunks)
         predictor: Predictor = state.predictor
+        work: Callable[[Predictor, bytes], Answer | None]
         if infer is None:
             work, route = _answer, _ROUTE
         else:
-            work, route = functools.partial(_infer, name=infer[1], version=infer[2]), _v2_routes()[infer[2] is not None]
+            v2 = functools.partial(_infer, name=infer[1], version=infer[2], header_length=_header_length(scope))
+            work, route = v2, _v2_routes()[infer[2] is not None]
         if len(body) <= INLINE_BYTES:
             answer = work(predictor, body)
         else:
@@ -112,19 +117,21 @@ class PredictFastPath:
             await self.app(scope, _replay(body, receive), send)
             return
         scope["route"] = route  # the route template, for the metrics, the log and FastAPI's telemetry
+        content, headers = (answer, [(b"content-type", _JSON)]) if isinstance(answer, bytes) else answer
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [(b"content-length", str(len(answer)).encode()), (b"content-type", _JSON)],
+                "headers": [(b"content-length", str(len(content)).encode()), *headers],
             }
         )
-        await send({"type": "http.response.body", "body": answer})
+        await send({"type": "http.response.body", "body": content})
         record_request(state.metrics, "POST", route.path, 200, time.perf_counter() - start)
 
 
-def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
-    """A JSON body of declared length within the upload limit and, if the server has a key, the
+def _takes(headers: list[tuple[bytes, bytes]], settings: Settings, json_only: bool = True) -> bool:
+    """A body of declared length within the upload limit (JSON, when ``json_only``: the V2 routes
+    read any body themselves, and Triton's clients send none) and, if the server has a key, the
     right key: the checks the key gate and the upload limit would make, short of answering."""
     content_type = length = None
     for name, value in headers:
@@ -132,7 +139,7 @@ def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
             content_type = value
         elif name == b"content-length":
             length = value
-    if content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON:
+    if json_only and (content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON):
         return False
     if length is None or not length.isdigit() or int(length) > int(settings.max_upload_mb * 1024 * 1024):
         return False
@@ -150,16 +157,27 @@ def _answer(predictor: Predictor, body: bytes) -> bytes | None:
         return None
 
 
-def _infer(predictor: Predictor, body: bytes, name: str, version: str | None) -> bytes | None:
-    """A V2 inference's response body, as the route gives it for a resolved reference, or None."""
+def _infer(
+    predictor: Predictor, body: bytes, name: str, version: str | None, header_length: str | None
+) -> Answer | None:
+    """A V2 inference's response body and headers, as the route gives them for a resolved
+    reference (JSON or binary tensor data), or None."""
     try:
         _, served = predictor.refs.get(inference.reference(name, version))
         if served is None:
             return None
-        message = InferRequest.model_validate(orjson.loads(body))
-        return inference.infer(served, message).model_dump_json(exclude_none=True).encode()
+        framed = v2_binary.answer(served, body, header_length)
+        return framed.body, framed.headers()
     except Exception:  # any error: the route answers it, in the protocol's shape
         return None
+
+
+def _header_length(scope: Scope) -> str | None:
+    """The ``Inference-Header-Content-Length`` of a request (the binary data extension), if any."""
+    for name, value in scope["headers"]:
+        if name == v2_binary.HEADER_LENGTH:
+            return value.decode("latin-1")
+    return None
 
 
 @functools.cache
