@@ -3,7 +3,8 @@
 Issue 23, item 4. Each (method, n) point runs in a fresh child process (``fork``), so that its
 peak resident memory (``ru_maxrss``) is its own: the child loads nothing but the rows it fits.
 Rows are the first n of tmc2007-500's training split (``../shared/data/multilabel/tmc2007``;
-n = 2,000 .. 21,519); ``--q-growth`` fits bibtex on its first q labels instead. Per point:
+n = 2,000 .. 21,519); ``--q-growth`` fits bibtex on its first q labels instead, ``--generated`` a generated sparse set of
+13,000 rows x 500 features (3% non-zero) x 1,000 labels (1-5% positives each). Per point:
 
 * ``fit_s`` wall seconds of ``fit`` and ``cpu_s`` its process CPU seconds (all threads): on a
   machine shared with other jobs the CPU seconds are what the method costs, the wall seconds
@@ -56,6 +57,17 @@ def bibtex(part: str = "train") -> tuple[np.ndarray, np.ndarray]:
     return ds.X, ds.Y
 
 
+def generated(n: int = 13_000, d: int = 500, q: int = 1_000, density: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
+    """A sparse set of the issue's size: ``density`` of the features non-zero (positive values),
+    each label a noisy threshold of a random sparse linear score, 1-5% positives per label."""
+    rng = np.random.default_rng(0)
+    X = rng.random((n, d)) * (rng.random((n, d)) < density)
+    W = rng.standard_normal((d, q)) * (rng.random((d, q)) < 0.05)
+    Z = X @ W + 0.1 * rng.standard_normal((n, q))
+    cut = np.quantile(Z, 1.0 - rng.uniform(0.01, 0.05, q), axis=0)
+    return X, (Z > cut).astype(np.float64)
+
+
 def _point(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray, out: Any) -> None:
     """One fit in this (child) process; its measurements sent through ``out``."""
     spec = get_method(method)
@@ -106,13 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=["br", "ecc", "rf"])
     parser.add_argument("--sizes", nargs="+", type=int, default=list(DEFAULT_SIZES))
     parser.add_argument("--q-growth", nargs="*", type=int, help="bibtex label counts instead of tmc2007 rows")
+    parser.add_argument("--generated", action="store_true", help="one point: the generated 13,000 x 500 x 1,000 set")
     parser.add_argument("--fit-from", type=int, default=5000, help="smallest size the exponent is fitted from")
     parser.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the methods that take it")
     args = parser.parse_args(argv)
     if data_dir() is None:
         print("benchmark data not found (../shared/data): skipped")
         return 0
-    if args.q_growth is not None:
+    if args.generated:
+        X, Y = generated()
+        sizes = [X.shape[0]]
+        axis = "n"
+    elif args.q_growth is not None:
         X, Y = bibtex()
         sizes = args.q_growth or [20, 40, 80, 159]
         axis = "q"
