@@ -86,24 +86,25 @@ EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
 
 #: Growth exponent in the training rows n of one fold's seconds (fit, then score the held-out
 #: part, both growing with n): a fold on n rows costs ``pilot seconds * (n / pilot rows) ** GROWTH``.
-#: The classifiers': least-squares slopes of log CPU seconds on log n over tmc2007-500 prefixes of
-#: 1,000-8,000 rows (``benchmarks/scaling.py``, docs/scaling.md), the range a pilot extrapolates
-#: over (a factor of 5); fixed costs make them lower than the large-n slopes (BR's per-label
-#: overhead, the forest's n log n). The LDL methods and selectors are not measured yet: their
+#: The classifiers': least-squares slopes of log CPU seconds of one fold (``_fit_and_score``) on
+#: log n over tmc2007-500 prefixes of 500-4,000 training rows (``benchmarks/scaling.py --folds``,
+#: docs/scaling.md), the range a pilot extrapolates over (a factor of up to 5). Fixed costs make
+#: them lower than the large-n slopes (BR's per-label overhead; ML-kNN's all-pairs product takes
+#: over from about 2,000 rows). The LDL methods and selectors are not measured yet: their
 #: exponents are those of the cost models they had before (quadratic neighbour and kernel
 #: methods, linear sa-maxent and ldlkm; the selectors are scored by ML-kNN fits).
 GROWTH: dict[str, float] = {
-    "br": 0.6,
-    "ecc": 0.7,
-    "rf": 0.9,
-    "mlknn": 1.7,
-    "dmknn": 1.8,
+    "br": 0.4,
+    "ecc": 0.5,
+    "rf": 0.8,
+    "mlknn": 1.25,
+    "dmknn": 1.45,
     "trans-ovk": 3.0,
     "aa-knn": 2.0,
     "sa-maxent": 1.0,
     "ldlkm": 1.0,
-    "mi-filter": 1.7,
-    "elcfs": 1.7,
+    "mi-filter": 1.25,
+    "elcfs": 1.25,
     "ghc-dr": 2.0,
 }
 #: the exponent of a method ``GROWTH`` does not list (between the linear and the quadratic ones)
@@ -113,6 +114,11 @@ DEFAULT_GROWTH = 1.5
 #: ``PILOT_SHARE ** GROWTH / cv`` of the cross-validation (1.5% for br at 5 folds)
 PILOT_SHARE = 0.2
 PILOT_MIN_ROWS = 500
+#: a pilot shorter than ``PILOT_REPEAT_SECONDS`` runs again (up to ``PILOT_RUNS`` times) and its
+#: fastest run counts: on a shared machine a fraction of a second of wall time is mostly how the
+#: scheduler treated it (the Yahoo sets' ML-kNN pilots, 0.3 s, predicted 2-4x the folds' time)
+PILOT_RUNS = 3
+PILOT_REPEAT_SECONDS = 1.0
 #: metrics computed from each sample's label ranking alone (equal rankings, equal values)
 RANKING_METRICS = frozenset({"ranking_loss", "one_error", "coverage", "average_precision"})
 
@@ -278,6 +284,7 @@ def pilot_costs(
 ) -> dict[str, Cost]:
     """Each entry's method timed on one pilot fold (``pilot_split``) on this machine now.
 
+    A short pilot is repeated (``PILOT_RUNS``) and its fastest run counts.
     A pilot whose extrapolated cross-validation passes ``budget`` while it runs is stopped at the
     method's next progress report (its ``Cost`` then has the fraction it reached): the method
     cannot fit, and finishing the pilot would only spend the budget. A pilot that fails (a
@@ -294,17 +301,23 @@ def pilot_costs(
             raise ValueError(f"unknown method '{method}'")
         growth = GROWTH.get(method, DEFAULT_GROWTH)
         limit = math.inf if budget is None else budget / (cv * max(1.0, (n - -(-n // cv)) / tr.size) ** growth)
-        watch = _PilotWatch(f"pilot: {method}", limit, progress)
-        try:
-            with threadpool_limits(limits=1, user_api="blas"):
-                _fit_and_score(spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch)
-        except _PilotStopped:
-            watch.fraction = max(watch.reached, 1e-3)
-        except (JobCancelled, MemoryError):
-            raise
-        except Exception:  # noqa: BLE001 - the cross-validation reports the method's failure
-            log.info("pilot of %s failed", method, exc_info=True)
-        costs[method] = Cost(method, int(tr.size), time.perf_counter() - watch.started, growth, watch.fraction)
+        runs: list[float] = []
+        fraction = 1.0
+        while fraction == 1.0 and len(runs) < PILOT_RUNS and sum(runs) < PILOT_REPEAT_SECONDS:
+            watch = _PilotWatch(f"pilot: {method}", limit, progress)
+            try:
+                with threadpool_limits(limits=1, user_api="blas"):
+                    _fit_and_score(spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch)
+            except _PilotStopped:
+                fraction = max(watch.reached, 1e-3)
+            except (JobCancelled, MemoryError):
+                raise
+            except Exception:  # noqa: BLE001 - the cross-validation reports the method's failure
+                log.info("pilot of %s failed", method, exc_info=True)
+                runs.append(time.perf_counter() - watch.started)
+                break
+            runs.append(time.perf_counter() - watch.started)
+        costs[method] = Cost(method, int(tr.size), min(runs), growth, fraction)
     return costs
 
 
@@ -851,7 +864,10 @@ class AutoParams(BaseModel):
     )
     tune: bool = Field(False, description="Also search each candidate's documented grid.")
     budget_seconds: float | None = Field(
-        None, gt=0, description="Expected-cost budget for the default candidates (default 600 s)."
+        None,
+        gt=0,
+        description="Wall seconds of this machine for the default candidates' cross-validation, their pilots "
+        "included (default 600 s): what its pilot predicts past it is left out.",
     )
 
 

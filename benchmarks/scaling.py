@@ -64,7 +64,8 @@ def generated(n: int = 13_000, d: int = 500, q: int = 1_000, density: float = 0.
     X = rng.random((n, d)) * (rng.random((n, d)) < density)
     W = rng.standard_normal((d, q)) * (rng.random((d, q)) < 0.05)
     Z = X @ W + 0.1 * rng.standard_normal((n, q))
-    cut = np.quantile(Z, 1.0 - rng.uniform(0.01, 0.05, q), axis=0)
+    positives = (rng.uniform(0.01, 0.05, q) * n).astype(int)
+    cut = np.sort(Z, axis=0)[n - positives - 1, np.arange(q)]  # the value below each label's positives
     return X, (Z > cut).astype(np.float64)
 
 
@@ -108,6 +109,34 @@ def measure(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray) -
     return dict(result)
 
 
+def fold_growth(methods: list[str], sizes: list[int], n_jobs: int | None) -> None:
+    """What ``app.selection.GROWTH`` declares: the growth of one cross-validation fold's seconds
+    (fit on n rows, score n / 4 held-out rows, as a 5-fold split has them) on tmc2007 prefixes,
+    timed by ``selection._fit_and_score`` as the pilots and the folds of ``auto`` are."""
+    from app import selection
+
+    X, Y = tmc2007()
+    print("| method | fold train rows | wall s | cpu s | load |")
+    print("|---|---|---|---|---|")
+    for method in methods:
+        spec = get_method(method)
+        assert spec is not None
+        params = {"n_jobs": n_jobs} if n_jobs and "n_jobs" in spec.params.model_fields else {}
+        cpus = []
+        for size in sizes:
+            tr, te = np.arange(size), np.arange(size, size + size // 4)
+            entry = selection._entry(spec, method, params, Y, 1)
+            load = os.getloadavg()[0]
+            wall, cpu = time.perf_counter(), time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                selection._fit_and_score(spec, entry, X, Y, tr, te, lambda stage, fraction: None)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            cpus.append(cpu)
+            print(f"| {method} | {size} | {wall:.2f} | {cpu:.2f} | {load:.1f} |", flush=True)
+        print(f"| {method} | exponent (cpu s) | {exponent(sizes, cpus):.2f} | | |", flush=True)
+
+
 def exponent(sizes: list[int], seconds: list[float]) -> float:
     """Least-squares slope of log(seconds) on log(size)."""
     return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
@@ -118,12 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=["br", "ecc", "rf"])
     parser.add_argument("--sizes", nargs="+", type=int, default=list(DEFAULT_SIZES))
     parser.add_argument("--q-growth", nargs="*", type=int, help="bibtex label counts instead of tmc2007 rows")
+    parser.add_argument("--folds", action="store_true", help="fold-time growth (GROWTH), 500-4,000 rows")
     parser.add_argument("--generated", action="store_true", help="one point: the generated 13,000 x 500 x 1,000 set")
     parser.add_argument("--fit-from", type=int, default=5000, help="smallest size the exponent is fitted from")
     parser.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the methods that take it")
     args = parser.parse_args(argv)
     if data_dir() is None:
         print("benchmark data not found (../shared/data): skipped")
+        return 0
+    if args.folds:
+        fold_growth(args.methods, [500, 1000, 2000, 4000], args.n_jobs)
         return 0
     if args.generated:
         X, Y = generated()
