@@ -57,6 +57,12 @@ class Metrics:
         self.store_free_bytes = Gauge(
             "labelserve_store_free_bytes", "Free space on the model store's file system", registry=self.registry
         )
+        self.fast_path_fallbacks = Counter(
+            "labelserve_fast_path_fallbacks",
+            "Requests the prediction fast path handed to the route because answering raised",
+            ["route", "exception"],
+            registry=self.registry,
+        )
         self.registry.register(JobCounts(database_url))
         # Label children resolved once: ``labels()`` costs a lock and a tuple key per call, a
         # noticeable part of a one-row prediction when it runs three times per request.
@@ -65,6 +71,11 @@ class Metrics:
 
     def cache_lookup(self, hit: bool) -> None:
         self._cache_result[hit].inc()
+
+    def fast_path_fallback(self, route: str, exc: BaseException) -> None:
+        """Count one request the fast path gave up on because of ``exc`` (by route template and
+        exception class: both bounded by the code, never by the request)."""
+        self.fast_path_fallbacks.labels(route, type(exc).__name__).inc()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one request and record its latency (series by method, route template, status)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import logging
 import re
 import time
 from typing import Any
@@ -56,6 +57,7 @@ _JSON = b"application/json"
 _ROUTE = next(r for r in predict_route.router.routes if isinstance(r, APIRoute) and r.path == PATH)
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
+log = logging.getLogger("labelserve.api")
 
 
 def large_body_limiter(state: State) -> anyio.CapacityLimiter:
@@ -146,7 +148,8 @@ def _answer(predictor: Predictor, body: bytes) -> bytes | None:
     """The response body, or None for the route to answer (a database is needed, or any error)."""
     try:
         return predict_cached(predictor, PredictRequest.model_validate(orjson.loads(body)))
-    except Exception:  # any error: the route answers it, in its proper form
+    except Exception as exc:  # any error: the route answers it, in its proper form
+        _fell_back(predictor, PATH, exc)
         return None
 
 
@@ -158,8 +161,20 @@ def _infer(predictor: Predictor, body: bytes, name: str, version: str | None) ->
             return None
         message = InferRequest.model_validate(orjson.loads(body))
         return inference.infer(served, message).model_dump_json(exclude_none=True).encode()
-    except Exception:  # any error: the route answers it, in the protocol's shape
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(predictor, _v2_routes()[version is not None].path, exc)
         return None
+
+
+def _fell_back(predictor: Predictor, route: str, exc: Exception) -> None:
+    """Log (WARNING, with the exception) and count a request the fast path could not answer.
+
+    The route answers it all the same, so the client sees no difference; the line and the
+    counter are how an operator learns that the fast path refuses requests it should take
+    (a bug, or clients sending bodies the route then rejects), which it used to do silently.
+    """
+    predictor.metrics.fast_path_fallback(route, exc)
+    log.warning("fast path fell back to the route", extra={"route": route}, exc_info=exc)
 
 
 @functools.cache
