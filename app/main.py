@@ -23,14 +23,13 @@ from app.api.fast_path import PredictFastPath
 from app.api.main import TAGS, api_router
 from app.api.routes import ops
 from app.config import Settings, get_settings
+from app.core import Core
 from app.db import prepare_schema
 from app.jobs.local import stop_process_helpers
+from app.jobs.queue import JobCounts
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, access_log, configure_logging
-from app.registry import ModelCache
 from app.services.maintenance import Sweeper
-from app.services.prediction import Predictor
-from app.store import Store
 from app.uploads import UploadLimit
 
 
@@ -45,23 +44,16 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         keep_freed_memory()
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
-        api.state.store = Store(settings.model_dir)
-        api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
-        api.state.runner = make_runner(settings)
-        api.state.runner.recover()
-        api.state.predictor = Predictor(
-            store=api.state.store,
-            cache=api.state.model_cache,
-            runner=api.state.runner,
-            metrics=api.state.metrics,
-            settings=settings,
-        )
-        sweeper = Sweeper(settings, api.state.store).start()
+        core = api.state.core = Core.open(settings, api.state.metrics)
+        core.metrics.registry.register(JobCounts(core.database))
+        core.attach_runner(make_runner(core))
+        core.runner.recover()
+        sweeper = Sweeper(core).start()
         try:
             yield
         finally:
             sweeper.stop()
-            api.state.runner.shutdown()
+            core.runner.shutdown()
             if owns_process:
                 stop_process_helpers()
             for handler in access_log.handlers:  # the request log's last batch, before the loop ends
@@ -80,7 +72,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
     )
     api.state.settings = settings
-    api.state.metrics = Metrics(settings.resolved_database_url)
+    api.state.metrics = Metrics()
     api.add_middleware(UploadLimit)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))

@@ -19,7 +19,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db import session_scope
+from app.db import Database
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
 
@@ -195,13 +195,13 @@ class ModelCache:
     not cached, so a repaired store is picked up on the next request.
     """
 
-    def __init__(self, store: Store, database_url: str, size: int) -> None:
+    def __init__(self, store: Store, database: Database, size: int) -> None:
         self._store = store
-        self._database_url = database_url
+        self._database = database
         self._load = lru_cache(maxsize=size)(self._load_version)
 
     def _load_version(self, key: VersionKey) -> Served:
-        with session_scope(self._database_url) as session:
+        with self._database.reading() as session:
             row = session.get(ModelVersion, key[0])
         if row is None:
             raise RegistryError("the model version was deleted meanwhile")

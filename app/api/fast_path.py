@@ -43,11 +43,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.auth import given_key
 from app.api.routes import predict as predict_route
 from app.config import Settings
+from app.core import Core
 from app.observability import record_request
 from app.schemas import PredictRequest
 from app.schemas_v2 import InferRequest
 from app.services import inference
-from app.services.prediction import Predictor, predict_cached
+from app.services.prediction import predict_cached
 
 PATH = "/predict"
 #: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
@@ -101,15 +102,15 @@ class PredictFastPath:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        predictor: Predictor = state.predictor
+        core: Core = state.core
         if infer is None:
             work, route = _answer, _ROUTE
         else:
             work, route = functools.partial(_infer, name=infer[1], version=infer[2]), _v2_routes()[infer[2] is not None]
         if len(body) <= INLINE_BYTES:
-            answer = work(predictor, body)
+            answer = work(core, body)
         else:
-            answer = await anyio.to_thread.run_sync(work, predictor, body, limiter=large_body_limiter(state))
+            answer = await anyio.to_thread.run_sync(work, core, body, limiter=large_body_limiter(state))
         if answer is None:
             await self.app(scope, _replay(body, receive), send)
             return
@@ -122,7 +123,7 @@ class PredictFastPath:
             }
         )
         await send({"type": "http.response.body", "body": answer})
-        record_request(state.metrics, "POST", route.path, 200, time.perf_counter() - start)
+        record_request(core.metrics, "POST", route.path, 200, time.perf_counter() - start)
 
 
 def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
@@ -144,36 +145,36 @@ def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
     return given is not None and hmac.compare_digest(given, settings.api_key.encode())
 
 
-def _answer(predictor: Predictor, body: bytes) -> bytes | None:
+def _answer(core: Core, body: bytes) -> bytes | None:
     """The response body, or None for the route to answer (a database is needed, or any error)."""
     try:
-        return predict_cached(predictor, PredictRequest.model_validate(orjson.loads(body)))
+        return predict_cached(core, PredictRequest.model_validate(orjson.loads(body)))
     except Exception as exc:  # any error: the route answers it, in its proper form
-        _fell_back(predictor, PATH, exc)
+        _fell_back(core, PATH, exc)
         return None
 
 
-def _infer(predictor: Predictor, body: bytes, name: str, version: str | None) -> bytes | None:
+def _infer(core: Core, body: bytes, name: str, version: str | None) -> bytes | None:
     """A V2 inference's response body, as the route gives it for a resolved reference, or None."""
     try:
-        _, served = predictor.refs.get(inference.reference(name, version))
+        _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
         message = InferRequest.model_validate(orjson.loads(body))
         return inference.infer(served, message).model_dump_json(exclude_none=True).encode()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
-        _fell_back(predictor, _v2_routes()[version is not None].path, exc)
+        _fell_back(core, _v2_routes()[version is not None].path, exc)
         return None
 
 
-def _fell_back(predictor: Predictor, route: str, exc: Exception) -> None:
+def _fell_back(core: Core, route: str, exc: Exception) -> None:
     """Log (WARNING, with the exception) and count a request the fast path could not answer.
 
     The route answers it all the same, so the client sees no difference; the line and the
     counter are how an operator learns that the fast path refuses requests it should take
     (a bug, or clients sending bodies the route then rejects), which it used to do silently.
     """
-    predictor.metrics.fast_path_fallback(route, exc)
+    core.metrics.fast_path_fallback(route, exc)
     log.warning("fast path fell back to the route", extra={"route": route}, exc_info=exc)
 
 

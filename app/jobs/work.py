@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from app import reports, selection
-from app.db import session_scope
+from app.config import Settings
+from app.core import Core
+from app.db import Database
 from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
@@ -61,9 +63,9 @@ class JobProgress:
     """
 
     def __init__(
-        self, database_url: str, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
+        self, database: Database, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
     ) -> None:
-        self.database_url = database_url
+        self.database = database
         self.job_id = job_id
         self.interval = interval
         self.heartbeat_seconds = heartbeat_seconds
@@ -97,7 +99,7 @@ class JobProgress:
             )
 
     def _write(self, pending: tuple[str, float] | None) -> bool:
-        with session_scope(self.database_url) as session:
+        with self.database.session() as session:
             if pending is not None:
                 return transitions.report_progress(session, self.job_id, *pending)
             return transitions.beat(session, self.job_id)
@@ -155,30 +157,36 @@ def process_gone(worker: str) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None) -> None:
+def run_job(job_id: str, settings: Settings) -> None:
+    """A pool process's entry point: ``execute_job`` with this process's core for ``settings``."""
+    execute_job(job_id, Core.for_worker(settings))
+
+
+def execute_job(job_id: str, core: Core) -> None:
     """Run one queued job to its end state. Safe to call for a job that is no longer queued.
 
-    With ``heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs (see
-    ``JobProgress``); the claim always stamps it once. Logs the start, each stage, and the end
-    with its seconds (or the failure with its error) as JSON lines carrying ``job_id``.
+    With ``settings.heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs
+    (see ``JobProgress``); the claim always stamps it once. Logs the start, each stage, and the
+    end with its seconds (or the failure with its error) as JSON lines carrying ``job_id``.
     """
-    store = Store(Path(model_dir))
-    with session_scope(database_url) as session:
+    database, store = core.database, core.store
+    model_dir = str(core.settings.model_dir.resolve())
+    with database.session() as session:
         job = transitions.claim(session, job_id, worker_identity())
         if job is None:
             return
         kind, request = job.kind, job.request
     extra = {"job_id": job_id, "kind": kind}
-    progress = JobProgress(database_url, job_id, heartbeat_seconds=heartbeat_seconds)
+    progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
     try:
         payload = load_payload(kind, request)
         with progress:
             if isinstance(payload, TrainPayload):
-                succeeded = _train(job_id, payload, database_url, store, progress)
+                succeeded = _train(job_id, payload, database, store, progress)
             elif isinstance(payload, ComparePayload):
-                succeeded = _compare(job_id, payload, database_url, store, progress)
+                succeeded = _compare(job_id, payload, database, store, progress)
             else:
-                succeeded = _batch_predict(job_id, payload, database_url, store, progress)
+                succeeded = _batch_predict(job_id, payload, database, store, progress)
         if succeeded:
             log.info("job succeeded", extra=extra | {"seconds": progress.seconds()})
         else:
@@ -191,7 +199,7 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
             "job raised",
             extra=extra | {"seconds": progress.seconds(), "error": error, "traceback": traceback.format_exc()},
         )
-        with session_scope(database_url) as session:
+        with database.session() as session:
             transitions.fail(session, job_id, error)
 
 
@@ -319,14 +327,14 @@ def _scaled(progress: ProgressFn, start: float, stop: float, prefix: str = "") -
     return report
 
 
-def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, progress: JobProgress) -> bool:
+def _train(job_id: str, payload: TrainPayload, database: Database, store: Store, progress: JobProgress) -> bool:
     """Fit, check, save and register; False when the job was cancelled meanwhile (nothing registered)."""
     auto = payload.method == selection.AUTO
     spec = None if auto else get_method(payload.method)
     if spec is None and not auto:
         raise ValueError(f"unknown method '{payload.method}'")
     chosen = payload.feature_selector
-    with session_scope(database_url) as session:
+    with database.reading() as session:
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
             raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
@@ -390,7 +398,7 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
     check_outputs(spec.task, estimator, X)
     progress("saving", 1.0)
     sha256 = store.save_artifact(artifact)
-    with session_scope(database_url) as session:
+    with database.session() as session:
         # the version is registered and the job succeeds in one transaction, or neither happens
         if transitions.lock_running(session, job_id):
             version = register_version(
@@ -420,10 +428,10 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
 
 
 def _batch_predict(
-    job_id: str, payload: BatchPredictPayload, database_url: str, store: Store, progress: JobProgress
+    job_id: str, payload: BatchPredictPayload, database: Database, store: Store, progress: JobProgress
 ) -> bool:
     """Predict a stored dataset in chunks and write JSON lines or CSV to the results folder."""
-    with session_scope(database_url) as session:
+    with database.reading() as session:
         version = resolve(session, payload.model)
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
@@ -457,16 +465,16 @@ def _batch_predict(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    with session_scope(database_url) as session:
+    with database.session() as session:
         finished = transitions.succeed(session, job_id, result_path=path.name)
     if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
     return finished
 
 
-def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Store, progress: JobProgress) -> bool:
+def _compare(job_id: str, payload: ComparePayload, database: Database, store: Store, progress: JobProgress) -> bool:
     """Cross-validate the methods; write the leaderboard (JSON) and its report (HTML, same name)."""
-    with session_scope(database_url) as session:
+    with database.reading() as session:
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
             raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
@@ -501,7 +509,7 @@ def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Sto
         tmp = target.with_suffix(target.suffix + ".part")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
-    with session_scope(database_url) as session:
+    with database.session() as session:
         finished = transitions.succeed(session, job_id, result_path=path.name)
     if not finished:  # cancelled meanwhile: nobody will ask for the files
         path.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import Core
 from app.errors import Conflict, NotFound
 from app.jobs.base import JobRunner, JobStatus
 from app.jobs.queue import cancel, job_out, wait_for
@@ -40,13 +41,13 @@ def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
     return job_out(job)
 
 
-async def await_job(database_url: str, runner: JobRunner, job_id: str, timeout: float) -> JobOut:
+async def await_job(core: Core, job_id: str, timeout: float) -> JobOut:
     """The job once it has ended, or as it is when ``timeout`` seconds have passed (0: at once).
 
     The end is learnt from the runner's notification as soon as it is committed (see
     ``app.jobs.events``), not from polling.
     """
-    job = await wait_for(database_url, runner.events, job_id, timeout)
+    job = await wait_for(core.database, core.runner.events, job_id, timeout)
     if job is None:
         raise NotFound(f"job '{job_id}' not found")
     return job_out(job)

@@ -161,7 +161,7 @@ def test_concurrent_predictions_agree(client, classifier):
 
 def test_corrupt_artifact_is_refused_not_loaded(client, settings, classifier):
     sha = client.get("/models/clf/versions/1").json()["artifact_sha256"]
-    client.app.state.model_cache.clear()
+    client.app.state.core.cache.clear()
     path = settings.model_dir / "artifacts" / f"{sha}.pkl"
     path.write_bytes(path.read_bytes()[:-10] + b"tampered!!")
     r = predict(client, model="clf", instances=make_multilabel()[0][:1].tolist())

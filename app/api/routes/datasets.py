@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 
-from app.api.deps import DatasetId, PageDep, SessionDep, SettingsDep, StoreDep
+from app.api.deps import DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import DatasetOut, DatasetSummary, Page
 from app.services import datasets
@@ -86,12 +86,12 @@ def upload_dataset(
 
 
 @router.get("", response_model=Page[DatasetSummary])
-def list_datasets(session: SessionDep, page: PageDep) -> Page[DatasetSummary]:
+def list_datasets(session: ReadingDep, page: PageDep) -> Page[DatasetSummary]:
     return datasets.list_datasets(session, page)
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404))
-def get_dataset(dataset_id: DatasetId, session: SessionDep) -> DatasetOut:
+def get_dataset(dataset_id: DatasetId, session: ReadingDep) -> DatasetOut:
     return datasets.show_dataset(session, dataset_id)
 
 
