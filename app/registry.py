@@ -176,6 +176,20 @@ def register_version(session: Session, store: Store, name: str, **fields: Any) -
     return row
 
 
+def drop_unused_artifacts(session: Session, store: Store, hashes: set[str]) -> None:
+    """Delete the artifact files that no version uses any more.
+
+    Called after the rows that used them are gone (committed), by the registry's deletions and
+    by a training whose job was cancelled after its artifact was written.
+    """
+    for sha256 in hashes:
+        used = session.scalar(
+            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
+        )
+        if not used:
+            store.delete_artifact(sha256)
+
+
 @dataclass(frozen=True)
 class Served:
     """A loaded version: what predicting with it needs, without another database read."""

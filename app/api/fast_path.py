@@ -37,11 +37,12 @@ import anyio
 import anyio.to_thread
 import orjson
 from fastapi.routing import APIRoute
+from starlette.applications import Starlette
 from starlette.datastructures import State
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.auth import given_key
-from app.api.routes import predict as predict_route
+from app.api.offload import INLINE_BYTES, large_body_limiter
 from app.config import Settings
 from app.core import Core
 from app.observability import record_request
@@ -51,33 +52,27 @@ from app.services import inference
 from app.services.prediction import predict_cached
 
 PATH = "/predict"
-#: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
-#: loop, larger ones in a thread of their own
-INLINE_BYTES = 128 * 1024
 _JSON = b"application/json"
-_ROUTE = next(r for r in predict_route.router.routes if isinstance(r, APIRoute) and r.path == PATH)
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
+#: the templates of the routes it answers for: the prediction route, V2 inference without and with a version
+_TEMPLATES = (PATH, "/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer")
 log = logging.getLogger("labelserve.api")
-
-
-def large_body_limiter(state: State) -> anyio.CapacityLimiter:
-    """The app's one thread for predictions of large bodies (made on first use, in the event loop).
-
-    Handing each large prediction to the shared thread pool let up to 40 threads fight for the
-    GIL: 100-row bodies at 16 connections then served half the rate of answering them on the
-    event loop, with a p99 of 147 ms instead of 10 ms. One thread keeps the loop responsive
-    (the GIL switches every 5 ms) without the fight.
-    """
-    limiter: anyio.CapacityLimiter | None = getattr(state, "large_predictions", None)
-    if limiter is None:
-        limiter = state.large_predictions = anyio.CapacityLimiter(1)
-    return limiter
 
 
 class PredictFastPath:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._routes: dict[str, APIRoute] | None = None
+
+    def routes(self, api: Starlette) -> dict[str, APIRoute]:
+        """The app's routes it answers for, by template (found on first use: the middleware is
+        built before the app's routes are final, and the routers are not imported here, so that
+        no router and this module import each other)."""
+        if self._routes is None:
+            found = {r.path: r for r in api.routes if isinstance(r, APIRoute) and r.path in _TEMPLATES}
+            self._routes = {template: found[template] for template in _TEMPLATES}
+        return self._routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -103,10 +98,12 @@ class PredictFastPath:
                 break
         body = b"".join(chunks)
         core: Core = state.core
+        routes = self.routes(scope["app"])
         if infer is None:
-            work, route = _answer, _ROUTE
+            work, route = _answer, routes[PATH]
         else:
-            work, route = functools.partial(_infer, name=infer[1], version=infer[2]), _v2_routes()[infer[2] is not None]
+            template = _TEMPLATES[2] if infer[2] is not None else _TEMPLATES[1]
+            work, route = functools.partial(_infer, name=infer[1], version=infer[2]), routes[template]
         if len(body) <= INLINE_BYTES:
             answer = work(core, body)
         else:
@@ -163,7 +160,7 @@ def _infer(core: Core, body: bytes, name: str, version: str | None) -> bytes | N
         message = InferRequest.model_validate(orjson.loads(body))
         return inference.infer(served, message).model_dump_json(exclude_none=True).encode()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
-        _fell_back(core, _v2_routes()[version is not None].path, exc)
+        _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
         return None
 
 
@@ -176,20 +173,6 @@ def _fell_back(core: Core, route: str, exc: Exception) -> None:
     """
     core.metrics.fast_path_fallback(route, exc)
     log.warning("fast path fell back to the route", extra={"route": route}, exc_info=exc)
-
-
-@functools.cache
-def _v2_routes() -> dict[bool, APIRoute]:
-    """The two V2 inference routes, by whether the path names a version (imported on first use:
-    the V2 routes import this module)."""
-    from app.api.routes import v2
-
-    paths = {
-        False: f"{v2.router.prefix}/{{name}}/infer",
-        True: f"{v2.router.prefix}/{{name}}/versions/{{version}}/infer",
-    }
-    routes = [r for r in v2.router.routes if isinstance(r, APIRoute)]
-    return {named: next(r for r in routes if r.path == path) for named, path in paths.items()}
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -1,4 +1,4 @@
-"""Queueing, describing, cancelling and awaiting jobs on the API side."""
+"""Queueing, cancelling, awaiting and counting jobs on the API side (their HTTP shape is ``services.jobs.job_out``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from app.jobs.base import TERMINAL, JobRunner, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.payloads import JobPayload
 from app.orm import Job
-from app.schemas import JobOut, ModelPointer
 
 
 def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
@@ -29,29 +28,6 @@ def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
     session.commit()
     runner.submit(job.id)
     return job
-
-
-def job_out(job: Job) -> JobOut:
-    model = None
-    if job.model_version is not None and job.model_name is not None:
-        model = ModelPointer(name=job.model_name, version=job.model_version)
-    status = JobStatus(job.status)
-    result_url = f"/jobs/{job.id}/result" if job.result_path and status is JobStatus.SUCCEEDED else None
-    return JobOut(
-        id=job.id,
-        kind=job.kind,
-        status=status,
-        progress=job.progress,
-        stage=job.stage,
-        method=job.method,
-        dataset_id=job.dataset_id,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        model=model,
-        error=job.error,
-        result_url=result_url,
-    )
 
 
 def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:

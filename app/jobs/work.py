@@ -37,8 +37,7 @@ from app.methods.catalog import get_method
 from app.orm import Dataset
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import label_matrix, predict_items
-from app.registry import library_versions, register_version, resolve
-from app.services.registry import drop_unused_artifacts
+from app.registry import drop_unused_artifacts, library_versions, register_version, resolve
 from app.store import Store
 
 log = logging.getLogger("labelserve.jobs")

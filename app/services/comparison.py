@@ -18,7 +18,7 @@ from app import metrics, reports, selection
 from app.errors import Conflict, InvalidInput, NotFound
 from app.jobs.base import JobRunner, JobStatus
 from app.jobs.payloads import ComparePayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.observability import Metrics
@@ -28,6 +28,7 @@ from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
+from app.services.jobs import job_out
 from app.services.registry import load_served, method_of, resolve_version
 from app.store import Store
 

@@ -10,11 +10,34 @@ from sqlalchemy.orm import Session
 from app.core import Core
 from app.errors import Conflict, NotFound
 from app.jobs.base import JobRunner, JobStatus
-from app.jobs.queue import cancel, job_out, wait_for
+from app.jobs.queue import cancel, wait_for
 from app.orm import Job
-from app.schemas import JobOut, Page
+from app.schemas import JobOut, ModelPointer, Page
 from app.services.paging import PageParams, page
 from app.store import Store
+
+
+def job_out(job: Job) -> JobOut:
+    model = None
+    if job.model_version is not None and job.model_name is not None:
+        model = ModelPointer(name=job.model_name, version=job.model_version)
+    status = JobStatus(job.status)
+    result_url = f"/jobs/{job.id}/result" if job.result_path and status is JobStatus.SUCCEEDED else None
+    return JobOut(
+        id=job.id,
+        kind=job.kind,
+        status=status,
+        progress=job.progress,
+        stage=job.stage,
+        method=job.method,
+        dataset_id=job.dataset_id,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        model=model,
+        error=job.error,
+        result_url=result_url,
+    )
 
 
 def _job(session: Session, job_id: str) -> Job:

@@ -18,11 +18,12 @@ from sqlalchemy.orm import Session
 from app.core import Core
 from app.errors import InvalidInput
 from app.jobs.payloads import BatchPredictPayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.prediction import instances_to_matrix, predict_items, selected_features
 from app.registry import Served
 from app.schemas import JobOut, PredictRequest
 from app.services.datasets import dataset_with_features
+from app.services.jobs import job_out
 from app.services.registry import load_served, method_of, resolve_version_key
 
 #: a ``PredictResponse`` as plain JSON values, built directly: validating and serialising the

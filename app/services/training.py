@@ -21,12 +21,13 @@ from app.errors import InvalidFields, InvalidInput
 from app.formats import DatasetLimits
 from app.jobs.base import JobRunner
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services.datasets import get_dataset, parse_inline, store_inline
+from app.services.jobs import job_out
 from app.services.registry import resolve_version
 from app.store import Store
 

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
-from app.api.fast_path import INLINE_BYTES, large_body_limiter
+from app.api.offload import INLINE_BYTES, large_body_limiter
 from app.core import Core
 from app.errors import DomainError
 from app.registry import Served
