@@ -18,9 +18,9 @@ from starlette.routing import Mount, Route
 import app as package
 from app.allocator import keep_freed_memory
 from app.api import errors
-from app.api.auth import ApiKeyGate
 from app.api.fast_path import PredictFastPath
-from app.api.main import TAGS, api_router
+from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
+from app.api.main import TAGS, api_router, routes
 from app.api.routes import ops
 from app.config import Settings, get_settings
 from app.core import Core
@@ -30,7 +30,6 @@ from app.jobs.queue import JobCounts
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, access_log, configure_logging
 from app.services.maintenance import Sweeper
-from app.uploads import UploadLimit
 
 
 def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:
@@ -73,18 +72,19 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     )
     api.state.settings = settings
     api.state.metrics = Metrics()
-    api.add_middleware(UploadLimit)
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
-    if settings.api_key:
-        # Open: the operations routes, and the documentation (the openapi.json, the docs pages
-        # FastAPIOffline registers outside the schema, and the mount serving their assets).
-        open_paths = [getattr(route, "path", "") for route in ops.router.routes]
-        open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
-        open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
-        api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths, open_prefixes=open_prefixes)
+    # Open: the operations routes, and the documentation (the openapi.json, the docs pages
+    # FastAPIOffline registers outside the schema, and the mount serving their assets).
+    open_paths = [getattr(route, "path", "") for route in ops.router.routes]
+    open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+    open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+    gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes)
+    api.add_middleware(UploadLimit, gate=gate)
+    if gate.api_key is not None:
+        api.add_middleware(ApiKeyGate, gate=gate)
     api.add_middleware(RequestMetrics)
-    api.add_middleware(PredictFastPath)  # outermost: it makes the checks of the layers inside itself
+    api.add_middleware(PredictFastPath, routes=routes())  # outermost: it makes the checks of the layers inside itself
     return api
 
 

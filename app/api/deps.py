@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Query, Request, Security, status
+from fastapi import Depends, HTTPException, Path, Query, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.api.gate import RequestGate
 from app.config import Settings
 from app.core import Core
 from app.registry import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN
@@ -60,17 +60,14 @@ async def require_api_key(
     Installed only when a key is configured, so the OpenAPI document declares the security
     schemes exactly when the server enforces them. Async: a sync dependency would cost every
     guarded request a hop to a worker thread (``ApiKeyGate`` has checked the key already).
+    ``bearer`` and ``header`` are the security schemes the document declares; the check reads
+    the same headers through the request gate (``app.api.gate``), the one place of the rule.
     """
-    expected: str = request.app.state.core.settings.api_key
-    given = header if header is not None else bearer.credentials if bearer is not None else None
-    if given is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "invalid API key")
+    gate: RequestGate = request.app.state.gate  # the rule the middleware applied, asked again
+    refusal = gate.key_refusal(request.scope["headers"])
+    if refusal is not None:
+        code, message = refusal
+        raise HTTPException(code, message, headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
 
 CoreDep = Annotated[Core, Depends(core_dep)]

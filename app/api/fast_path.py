@@ -27,23 +27,22 @@ resolves references, reads stored datasets and shapes error answers;
 from __future__ import annotations
 
 import functools
-import hmac
 import logging
 import re
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import orjson
 from fastapi.routing import APIRoute
-from starlette.applications import Starlette
 from starlette.datastructures import State
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.auth import given_key
+from app.api.gate import RequestGate
 from app.api.offload import INLINE_BYTES, large_body_limiter
-from app.config import Settings
 from app.core import Core
 from app.observability import record_request
 from app.schemas import PredictRequest
@@ -61,18 +60,12 @@ log = logging.getLogger("labelserve.api")
 
 
 class PredictFastPath:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, routes: Iterable[BaseRoute]) -> None:
+        """``routes``: the app's routes (``app.api.main.routes()``), among which the ones it
+        answers for; handed in, so that this module and the routers never import each other."""
         self.app = app
-        self._routes: dict[str, APIRoute] | None = None
-
-    def routes(self, api: Starlette) -> dict[str, APIRoute]:
-        """The app's routes it answers for, by template (found on first use: the middleware is
-        built before the app's routes are final, and the routers are not imported here, so that
-        no router and this module import each other)."""
-        if self._routes is None:
-            found = {r.path: r for r in api.routes if isinstance(r, APIRoute) and r.path in _TEMPLATES}
-            self._routes = {template: found[template] for template in _TEMPLATES}
-        return self._routes
+        found = {r.path: r for r in routes if isinstance(r, APIRoute)}
+        self.routes = {template: found[template] for template in _TEMPLATES}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -85,7 +78,7 @@ class PredictFastPath:
             return
         start = time.perf_counter()
         state: State = scope["app"].state
-        if not _takes(scope["headers"], state.settings):
+        if not _takes(path, scope["headers"], state.gate):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -98,7 +91,7 @@ class PredictFastPath:
                 break
         body = b"".join(chunks)
         core: Core = state.core
-        routes = self.routes(scope["app"])
+        routes = self.routes
         if infer is None:
             work, route = _answer, routes[PATH]
         else:
@@ -123,9 +116,9 @@ class PredictFastPath:
         record_request(core.metrics, "POST", route.path, 200, time.perf_counter() - start)
 
 
-def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
-    """A JSON body of declared length within the upload limit and, if the server has a key, the
-    right key: the checks the key gate and the upload limit would make, short of answering."""
+def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate) -> bool:
+    """A JSON body the request gate admits (declared length within the upload limit and, if the
+    server has a key, the right key): the gate's own checks, short of answering."""
     content_type = length = None
     for name, value in headers:
         if name == b"content-type":
@@ -134,12 +127,7 @@ def _takes(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
             length = value
     if content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON:
         return False
-    if length is None or not length.isdigit() or int(length) > int(settings.max_upload_mb * 1024 * 1024):
-        return False
-    if not settings.api_key:  # as in ``create_app``: an empty key is no key
-        return True
-    given = given_key(headers)
-    return given is not None and hmac.compare_digest(given, settings.api_key.encode())
+    return gate.admits(path, headers, length)
 
 
 def _answer(core: Core, body: bytes) -> bytes | None:
