@@ -19,6 +19,8 @@ from app.core import Core
 from app.errors import InvalidInput
 from app.jobs.payloads import BatchPredictPayload
 from app.jobs.queue import enqueue
+from app.methods.base import MethodSpec
+from app.orm import Dataset
 from app.prediction import instances_to_matrix, predict_items, selected_features
 from app.registry import Served
 from app.schemas import JobOut, PredictRequest
@@ -50,22 +52,45 @@ def predict_cached(core: Core, body: PredictRequest) -> bytes | None:
     _, cached = core.refs.get(body.model)
     if cached is None:
         return None
-    answer = _answer(None, core, cached, body)
+    answer = _answer(core, cached, body, None)
     assert not isinstance(answer, JobOut)  # no dataset: never a job
     core.metrics.cache_lookup(True)
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def predict(session: Session, core: Core, body: PredictRequest) -> Answer | JobOut:
-    """The predictions, or the queued job that will write them (a large stored dataset)."""
-    return _answer(session, core, served(core, session, body.model), body)
+def predict(core: Core, body: PredictRequest) -> Answer | JobOut:
+    """The predictions, or the queued job that will write them (a large stored dataset).
+
+    The reference and the dataset row are read in a read-only session that is closed before the
+    prediction is computed (on SQLite it never takes the write lock); a batch job is queued in a
+    write transaction of its own.
+    """
+    with core.database.reading() as session:
+        found = served(core, session, body.model)
+        dataset = _stored_dataset(session, found, body)
+    return _answer(core, found, body, dataset)
 
 
-def _answer(session: Session | None, core: Core, served: Served, body: PredictRequest) -> Answer | JobOut:
-    spec = method_of(served.method)
+def _output(spec: MethodSpec, body: PredictRequest) -> str:
     output = body.output or spec.default_output
     if output not in spec.outputs:
         raise InvalidInput(f"a {spec.id} model gives {', '.join(spec.outputs)}; not '{output}'", loc=("body", "output"))
+    return output
+
+
+def _stored_dataset(session: Session, found: Served, body: PredictRequest) -> Dataset | None:
+    """The dataset row a request predicts, when ``_answer`` will need it; its own errors come
+    after those ``_answer`` raises first (the output, both inputs given), as they always did."""
+    if body.dataset_id is None or body.instances is not None:
+        return None
+    if _output(method_of(found.method), body) == "features":
+        return None
+    return dataset_with_features(session, body.dataset_id, found.feature_names)
+
+
+def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset | None) -> Answer | JobOut:
+    spec = method_of(served.method)
+    output = _output(spec, body)
     info = {"name": served.name, "version": served.version, "method": spec.id}
     if output == "features":
         features = selected_features(served.model, served.feature_names, body.top_k)
@@ -73,8 +98,7 @@ def _answer(session: Session | None, core: Core, served: Served, body: PredictRe
     if body.dataset_id is not None and body.instances is not None:
         raise InvalidInput("give exactly one of instances and dataset_id", loc=("body",))
     if body.dataset_id is not None:
-        assert session is not None  # predict_cached never takes a dataset
-        dataset = dataset_with_features(session, body.dataset_id, served.feature_names)
+        assert dataset is not None  # read by ``predict`` (``predict_cached`` never takes a dataset)
         if dataset.n_samples > core.settings.batch_job_rows:
             payload = BatchPredictPayload(
                 model=f"{served.name}@{served.version}",  # pinned: a moved alias must not change the job
@@ -86,7 +110,8 @@ def _answer(session: Session | None, core: Core, served: Served, body: PredictRe
                 include_scores=body.include_scores,
                 format=body.format,
             )
-            return job_out(enqueue(session, core.runner, payload))
+            with core.database.session() as session:
+                return job_out(enqueue(session, core.runner, payload))
         X, _ = core.store.load_dataset(dataset.sha256)
     elif body.instances is not None:
         X = instances_to_matrix(body.instances, served.feature_names)

@@ -45,5 +45,4 @@ async def predict(
 
 
 def _predict(body: PredictRequest, core: Core) -> prediction.Answer | JobOut:
-    with core.database.session() as session:
-        return prediction.predict(session, core, body)
+    return prediction.predict(core, body)

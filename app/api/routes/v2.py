@@ -86,11 +86,11 @@ def _error(exc: DomainError) -> Response:
 
 
 async def _with_session(request: Request, work: Callable[..., T], *args: Any) -> T:
-    """``work(session, core, *args)`` in a worker thread with a database session."""
+    """``work(session, core, *args)`` in a worker thread with a read-only database session."""
     core: Core = request.app.state.core
 
     def run() -> T:
-        with core.database.session() as session:
+        with core.database.reading() as session:
             return work(session, core, *args)
 
     return await run_in_threadpool(run)
