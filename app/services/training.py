@@ -22,16 +22,16 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from app import selection
+from app.core import Core
 from app.errors import InvalidFields, InvalidInput
 from app.formats import DatasetLimits
-from app.jobs.base import JobRunner
 from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
-from app.services.datasets import get_dataset, parse_inline, store_inline
+from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import job_out
 from app.services.registry import resolve_version
 from app.store import Store
@@ -46,9 +46,10 @@ class Prepared:
     payload: TrainPayload
 
 
-def submit(session: Session, store: Store, runner: JobRunner, limits: DatasetLimits, body: TrainRequest) -> JobOut:
-    """Check the request and queue its training job (inline data must fit in ``limits``)."""
-    return job_out(enqueue(session, runner, prepare(session, store, limits, body).payload))
+def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
+    """Check the request and queue its training job (inline data must fit in the dataset limits)."""
+    plan = prepare(session, core.store, limits_of(core.settings), body).payload
+    return job_out(enqueue(session, core.runner, plan))
 
 
 def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:

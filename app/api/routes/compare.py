@@ -16,4 +16,4 @@ router = APIRouter(tags=["comparison"])
 @router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422))
 async def compare(body: CompareRequest, session: SessionDep, core: CoreDep) -> JobOut:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
-    return await run_in_threadpool(comparison.submit, session, core.runner, body)
+    return await run_in_threadpool(comparison.submit, session, core, body)

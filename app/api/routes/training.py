@@ -13,7 +13,6 @@ from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
 from app.schemas import JobOut, TrainAccepted, TrainRequest
 from app.services import jobs, training
-from app.services.datasets import limits_of
 
 router = APIRouter(tags=["training"])
 
@@ -34,8 +33,7 @@ async def train(
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
-    limits = limits_of(core.settings)
-    job = await run_in_threadpool(training.submit, session, core.store, core.runner, limits, body)
+    job = await run_in_threadpool(training.submit, session, core, body)
     if not wait:
         return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
     finished = await jobs.await_job(core, job.id, timeout)
