@@ -30,7 +30,7 @@ import functools
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -41,17 +41,19 @@ from starlette.datastructures import State
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api import v2_binary
 from app.api.gate import RequestGate
 from app.api.offload import INLINE_BYTES, large_body_limiter
 from app.core import Core
 from app.observability import record_request
 from app.schemas import PredictRequest
-from app.schemas_v2 import InferRequest
 from app.services import inference
 from app.services.prediction import predict_cached
 
 PATH = "/predict"
 _JSON = b"application/json"
+#: what a path answers: a JSON body, or a body and its content headers (a V2 inference's framing)
+Answer = bytes | tuple[bytes, list[tuple[bytes, bytes]]]
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
 #: the templates of the routes it answers for: the prediction route, V2 inference without and with a version
@@ -78,7 +80,7 @@ class PredictFastPath:
             return
         start = time.perf_counter()
         state: State = scope["app"].state
-        if not _takes(path, scope["headers"], state.gate):
+        if not _takes(path, scope["headers"], state.gate, json_only=infer is None):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -92,11 +94,13 @@ class PredictFastPath:
         body = b"".join(chunks)
         core: Core = state.core
         routes = self.routes
+        work: Callable[[Core, bytes], Answer | None]
         if infer is None:
             work, route = _answer, routes[PATH]
         else:
             template = _TEMPLATES[2] if infer[2] is not None else _TEMPLATES[1]
-            work, route = functools.partial(_infer, name=infer[1], version=infer[2]), routes[template]
+            v2 = functools.partial(_infer, name=infer[1], version=infer[2], header_length=_header_length(scope))
+            work, route = v2, routes[template]
         if len(body) <= INLINE_BYTES:
             answer = work(core, body)
         else:
@@ -105,27 +109,29 @@ class PredictFastPath:
             await self.app(scope, _replay(body, receive), send)
             return
         scope["route"] = route  # the route template, for the metrics, the log and FastAPI's telemetry
+        content, headers = (answer, [(b"content-type", _JSON)]) if isinstance(answer, bytes) else answer
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [(b"content-length", str(len(answer)).encode()), (b"content-type", _JSON)],
+                "headers": [(b"content-length", str(len(content)).encode()), *headers],
             }
         )
-        await send({"type": "http.response.body", "body": answer})
+        await send({"type": "http.response.body", "body": content})
         record_request(core.metrics, "POST", route.path, 200, time.perf_counter() - start)
 
 
-def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate) -> bool:
-    """A JSON body the request gate admits (declared length within the upload limit and, if the
-    server has a key, the right key): the gate's own checks, short of answering."""
+def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, json_only: bool = True) -> bool:
+    """A body the request gate admits (declared length within the upload limit and, if the server
+    has a key, the right key: the gate's own checks, short of answering), and JSON when
+    ``json_only`` (the V2 routes read any body themselves, and Triton's clients send none)."""
     content_type = length = None
     for name, value in headers:
         if name == b"content-type":
             content_type = value
         elif name == b"content-length":
             length = value
-    if content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON:
+    if json_only and (content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON):
         return False
     return gate.admits(path, headers, length)
 
@@ -139,17 +145,26 @@ def _answer(core: Core, body: bytes) -> bytes | None:
         return None
 
 
-def _infer(core: Core, body: bytes, name: str, version: str | None) -> bytes | None:
-    """A V2 inference's response body, as the route gives it for a resolved reference, or None."""
+def _infer(core: Core, body: bytes, name: str, version: str | None, header_length: str | None) -> Answer | None:
+    """A V2 inference's response body and headers, as the route gives them for a resolved
+    reference (JSON or binary tensor data), or None."""
     try:
         _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
-        message = InferRequest.model_validate(orjson.loads(body))
-        return inference.infer(served, message).model_dump_json(exclude_none=True).encode()
+        framed = v2_binary.answer(served, body, header_length)
+        return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
         return None
+
+
+def _header_length(scope: Scope) -> str | None:
+    """The ``Inference-Header-Content-Length`` of a request (the binary data extension), if any."""
+    for name, value in scope["headers"]:
+        if name == v2_binary.HEADER_LENGTH:
+            return value.decode("latin-1")
+    return None
 
 
 def _fell_back(core: Core, route: str, exc: Exception) -> None:

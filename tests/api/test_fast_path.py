@@ -201,7 +201,7 @@ def test_v2_inference_fast_path_and_route_answer_alike(client, models, monkeypat
             assert client.get(f"/v2/models/{ref}/ready").status_code == 200
         fast = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         with monkeypatch.context() as patch:
-            patch.setattr(fast_path, "_infer", lambda predictor, body, name, version: None)
+            patch.setattr(fast_path, "_infer", lambda predictor, body, name, version, header_length: None)
             slow = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         assert (fast.status_code, fast.json()) == (slow.status_code, slow.json()), (name, body)
 

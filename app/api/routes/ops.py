@@ -1,5 +1,6 @@
 """Operations: liveness, readiness and Prometheus metrics (never behind the API key), also in
-the open inference protocol's form (``/v2/health/live``, ``/v2/health/ready``)."""
+the open inference protocol's form (``/v2/health/live``, ``/v2/health/ready``, and the server
+metadata ``/v2`` that a V2 client reads first)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from app import __version__
 from app.core import Core
-from app.schemas_v2 import Live, Ready
+from app.schemas_v2 import BINARY_EXTENSION, Live, Ready, ServerMetadata
 from app.services.maintenance import database_ok, low_on_space
 
 router = APIRouter(tags=["operations"])
@@ -52,6 +54,12 @@ async def _readiness(request: Request) -> Readiness:
         database="ok" if database else "unreachable",
         model_store="not writable" if not writable else "low on disk space" if low else "ok",
     )
+
+
+@router.get("/v2", tags=["inference protocol (v2)"])
+def v2_server_metadata() -> ServerMetadata:
+    """The V2 protocol's server metadata: name, version, and the protocol extensions spoken."""
+    return ServerMetadata(version=__version__, extensions=[BINARY_EXTENSION])
 
 
 @router.get("/v2/health/live", tags=["inference protocol (v2)"])

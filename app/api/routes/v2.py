@@ -18,8 +18,8 @@ import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ValidationError
 
+from app.api import v2_binary
 from app.api.offload import INLINE_BYTES, large_body_limiter
 from app.core import Core
 from app.errors import DomainError
@@ -57,7 +57,24 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return dict(walk(schema))
 
 
-_INFER_BODY = {"required": True, "content": {"application/json": {"schema": _inline(InferRequest.model_json_schema())}}}
+_INFER_BODY = {
+    "required": True,
+    "description": "JSON; or, with the binary tensor data extension, the JSON inference header followed by "
+    "the inputs' raw bytes, the header's length in the `Inference-Header-Content-Length` header",
+    "content": {
+        "application/json": {"schema": _inline(InferRequest.model_json_schema())},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+#: an inference's answers: JSON (``InferResponse``), or with binary outputs the JSON header and their bytes
+INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    200: {
+        "description": "the outputs; with binary outputs asked, the JSON header (its length in the "
+        "`Inference-Header-Content-Length` header) followed by their raw bytes",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+}
 _PARAMETERS = {"name": "the model name, or name@alias", "version": "a version number of the model"}
 
 
@@ -123,32 +140,21 @@ async def _model_ready(request: Request, name: str, version: str | None) -> Resp
 
 async def _infer(request: Request, name: str, version: str | None) -> Response:
     body = await request.body()
+    header_length = request.headers.get("inference-header-content-length")
     try:
         ref = inference.reference(name, version)
-        try:
-            message = InferRequest.model_validate(orjson.loads(body))
-        except (orjson.JSONDecodeError, ValidationError) as exc:
-            return _error(DomainError(_describe(exc)))
         core: Core = request.app.state.core
         _, served = core.refs.get(ref)
         if served is not None and len(body) <= INLINE_BYTES:
-            out = inference.infer(served, message)
+            out = v2_binary.answer(served, body, header_length)
         elif served is not None:
             limiter = large_body_limiter(request.app.state)
-            out = await anyio.to_thread.run_sync(inference.infer, served, message, limiter=limiter)
+            out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _with_session(request, lambda s, c: inference.infer(lookup(c, s, ref), message))
+            out = await _with_session(request, lambda s, c: v2_binary.answer(lookup(c, s, ref), body, header_length))
     except DomainError as exc:
         return _error(exc)
-    return Response(out.model_dump_json(exclude_none=True), media_type="application/json")
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        return f"{where}: {first['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
-    return f"the body is not JSON: {exc}"
+    return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})
 
 
 @router.get("/{name}", response_model=ModelMetadata, responses=ERRORS, openapi_extra=_openapi("name"))
@@ -185,7 +191,9 @@ async def version_ready(request: Request) -> Response:
     return await _model_ready(request, *_path(request))
 
 
-@router.post("/{name}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_openapi("name", body=True))
+@router.post(
+    "/{name}/infer", response_model=InferResponse, responses=INFER_RESPONSES, openapi_extra=_openapi("name", body=True)
+)
 async def model_infer(request: Request) -> Response:
     """Inference on the latest version (or `name@alias`): the same numbers as `POST /predict`."""
     return await _infer(request, *_path(request))
@@ -194,7 +202,7 @@ async def model_infer(request: Request) -> Response:
 @router.post(
     "/{name}/versions/{version}/infer",
     response_model=InferResponse,
-    responses=ERRORS,
+    responses=INFER_RESPONSES,
     openapi_extra=_openapi("name", "version", body=True),
 )
 async def version_infer(request: Request) -> Response:
