@@ -51,14 +51,18 @@ class Core:
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         database = Database(settings.resolved_database_url)
         store = Store(settings.model_dir)
-        return cls(
+        core = cls(
             settings=settings,
             database=database,
             store=store,
             metrics=metrics or Metrics(),
-            cache=ModelCache(store, database, settings.model_cache_size),
+            cache=ModelCache(
+                store, database, settings.model_cache_size, max_bytes=int(settings.model_cache_mb * 1024 * 1024)
+            ),
             refs=ResolvedRefs(store),
         )
+        core.cache.on_evict(core.refs.forget)
+        return core
 
     @staticmethod
     def for_worker(settings: Settings) -> Core:

@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import Mount, Route
 
 import app as package
+from app import ui
 from app.allocator import keep_freed_memory
 from app.api import errors
 from app.api.fast_path import PredictFastPath
@@ -75,10 +76,15 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
     # Open: the operations routes, and the documentation (the openapi.json, the docs pages
-    # FastAPIOffline registers outside the schema, and the mount serving their assets).
+    # FastAPIOffline registers outside the schema, and the mount serving their assets), listed
+    # before the dashboard's routes (also outside the schema) are added; the dashboard's own gate
+    # is its login page and assets (app.ui.session).
     open_paths = [getattr(route, "path", "") for route in ops.router.routes]
     open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
     open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+    ui.install(api)
+    open_paths += ["/", "/ui/login"]
+    open_prefixes += [f"{ui.STATIC_PATH}/"]
     gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes)
     api.add_middleware(UploadLimit, gate=gate)
     if gate.api_key is not None:

@@ -52,3 +52,10 @@ class ResolvedRefs:
             self._served.move_to_end(ref)
             while len(self._served) > self._size:
                 self._served.popitem(last=False)
+
+    def forget(self, served: Served) -> None:
+        """Drop the references resolved to ``served`` (the model cache let go of it: holding it
+        here would keep it in memory beyond the cache's bound)."""
+        with self._lock:
+            for ref in [ref for ref, kept in self._served.items() if kept is served]:
+                del self._served[ref]

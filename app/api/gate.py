@@ -13,6 +13,10 @@
   counted as they arrive, so a lying or chunked client is cut off at the limit too.
 * The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says both
   layers would let it through, and otherwise leaves it to them to refuse.
+
+The dashboard's pages (``/ui``) may carry the key in the HttpOnly cookie its login page sets
+(``app.ui.session``) instead of a header; a page asked for without a valid one is redirected to
+``/ui/login``. The JSON API never accepts the cookie, so a page of another site can never spend it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hmac
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,6 +33,9 @@ from app.config import Settings
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
 INVALID = "invalid API key"
+#: the dashboard's cookie carrying the key, and the path prefix under which it counts as a credential
+KEY_COOKIE = "labelserve_ui_key"
+UI_PREFIX = "/ui"
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,13 @@ class RequestGate:
             return 403, INVALID
         return None
 
+    def ui_cookie_admits(self, path: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether ``path`` is a dashboard page and the request's cookie carries the right key."""
+        if not is_ui_path(path) or self.api_key is None:
+            return False
+        given = ui_cookie_key(headers)
+        return given is not None and hmac.compare_digest(given, self.api_key)
+
     def admits(self, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
         """Whether both layers would let this request through: a declared length (``length``,
         the Content-Length header) within the limit, and the right key if ``path`` needs one.
@@ -94,6 +109,23 @@ def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
     return None
 
 
+def is_ui_path(path: str) -> bool:
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
+def ui_cookie_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key the dashboard's cookie carries (only ever read on ``/ui`` paths)."""
+    cookies: SimpleCookie = SimpleCookie()
+    for name, value in raw_headers:
+        if name == b"cookie":
+            try:
+                cookies.load(value.decode("latin-1"))
+            except CookieError:
+                return None
+    morsel = cookies.get(KEY_COOKIE)
+    return morsel.value.encode() if morsel is not None and morsel.value else None
+
+
 class ApiKeyGate:
     """Demand the gate's key on every HTTP path it does not leave open."""
 
@@ -105,9 +137,13 @@ class ApiKeyGate:
         if scope["type"] != "http" or self.gate.is_open(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
+        path = scope.get("path", "")
         refusal = self.gate.key_refusal(scope["headers"])
-        if refusal is None:
+        if refusal is None or (refusal[0] == 401 and self.gate.ui_cookie_admits(path, scope["headers"])):
             await self.app(scope, receive, send)
+            return
+        if refusal[0] == 401 and is_ui_path(path):
+            await _to_login(send)
             return
         status, message = refusal
         # the unread body must not be taken for the next request
@@ -154,6 +190,17 @@ class UploadLimit:
                 await send(message_out)
 
         await self.app(scope, counting_receive, guarded_send)
+
+
+async def _to_login(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", b"/ui/login"), (b"content-length", b"0"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _reject(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:

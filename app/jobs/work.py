@@ -553,13 +553,15 @@ def _compare(job_id: str, payload: ComparePayload, database: Database, store: St
     progress("writing the report", 0.95)
     path = store.result_path(job_id, "json")
     page = reports.compare_report(
-        title=f"Comparison on {dataset.name}",
+        data=reports.DatasetFacts.of(dataset.name, dataset.id, X, Y, multilabel=dataset.kind == "multilabel"),
         metric=result.metric,
         cv=result.cv,
+        seed=seed,
         metric_names=result.metric_names,
         leaderboard=result.leaderboard,
         Y=Y,
         label_names=dataset.label_names,
+        job_id=job_id,
     )
     for target, text in (
         (path.with_suffix(".html"), page),

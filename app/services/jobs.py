@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core import Core
@@ -87,3 +87,28 @@ def result_file(session: Session, store: Store, job_id: str) -> Path:
     if not path.exists():
         raise NotFound(f"the result of job '{job_id}' is no longer in the store")
     return path
+
+
+def queue_positions(session: Session, job_ids: list[str]) -> dict[str, int]:
+    """Each queued job's place in the queue (1: next to start), for those of ``job_ids`` that are queued.
+
+    Jobs start in the order they were queued; the place counts the queued jobs created before
+    it (one indexed count per queued job asked about, never a scan of the whole table).
+    """
+    positions: dict[str, int] = {}
+    queued = session.execute(
+        select(Job.id, Job.created_at).where(Job.id.in_(job_ids), Job.status == JobStatus.QUEUED.value)
+    ).all()
+    for job_id, created_at in queued:
+        ahead = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status == JobStatus.QUEUED.value, Job.created_at < created_at)
+        )
+        positions[job_id] = int(ahead or 0) + 1
+    return positions
+
+
+def show_job(session: Session, job_id: str) -> JobOut:
+    """The job as it is now (NotFound when there is none)."""
+    return job_out(_job(session, job_id))

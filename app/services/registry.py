@@ -224,3 +224,20 @@ def delete_alias(session: Session, store: Store, name: str, alias: str) -> None:
     session.delete(row)
     notify_on_commit(session, store)
     session.commit()
+
+
+def versions_trained_on(session: Session, dataset_id: str, limit: int) -> list[VersionOut]:
+    """The newest ``limit`` versions trained on a dataset (its page lists them), newest first."""
+    query = (
+        select(ModelVersion)
+        .options(selectinload(ModelVersion.evaluations))
+        .where(ModelVersion.dataset_id == dataset_id)
+        .order_by(ModelVersion.created_at.desc(), ModelVersion.id)
+        .limit(limit)
+    )
+    return [version_out(v) for v in session.scalars(query)]
+
+
+def model_names(session: Session, limit: int) -> list[str]:
+    """The first ``limit`` model names in name order (a form's choices: no version is loaded)."""
+    return list(session.scalars(select(Model.name).order_by(Model.name).limit(limit)))

@@ -32,7 +32,8 @@ from app.main import create_app
 from app.orm import Job, ModelVersion
 from tests.helpers import long_job, make_multilabel, throwaway_postgres, train, upload_csv, wait_status
 
-pytestmark = pytest.mark.celery
+# a Redis broker and a PostgreSQL database shared by the API and the worker processes
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres]
 
 REDIS_URL = os.environ.get("LABELSERVE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,9 +19,7 @@ from app.jobs import transitions
 from app.jobs.work import JobProgress, check_rows
 from app.methods.base import JobCancelled
 from app.orm import Job
-from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
-from tests.integration.live_server import LiveServer
-from tests.integration.test_job_waiting import running_job
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job, train, upload_csv, wait_status
 
 
 def json_lines(text: str) -> list[dict]:
@@ -53,6 +51,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
         live.cleanup()
 
 
+@pytest.mark.slow
 def test_pool_processes_log_json_lines_with_the_job_id(server: LiveServer, tmp_path: Path):
     X, Y = make_multilabel(n=60)
     good = tmp_path / "good.csv"

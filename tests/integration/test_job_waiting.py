@@ -18,10 +18,8 @@ from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents
-from app.jobs.payloads import TrainPayload
 from app.jobs.queue import wait_for
-from tests.helpers import csv_bytes, make_multilabel
-from tests.integration.live_server import LiveServer
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job
 
 SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
 
@@ -30,15 +28,6 @@ SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
 def url(database_url: str) -> str:
     migrate(database_url)
     return database_url
-
-
-def running_job(url: str) -> str:
-    with Database(url).session() as session:
-        job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
-        job_id = job.id
-    with Database(url).session() as session:
-        assert transitions.claim(session, job_id, "host:1") is not None
-    return job_id
 
 
 def finish_later(url: str, job_id: str, delay: float, events: JobEvents | None) -> threading.Thread:
@@ -114,6 +103,7 @@ def upload(client: Client, tmp_path: Path, n: int = 60) -> str:
     return str(client.upload_dataset(path, label_count=3)["id"])
 
 
+@pytest.mark.slow
 def test_train_wait_returns_when_the_pool_process_is_done(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -139,6 +129,7 @@ def long_training(dataset: str) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -159,6 +150,7 @@ def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, 
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "wait"]
 
 
+@pytest.mark.slow
 def test_client_wait_sees_the_end_without_polling_and_reports_progress(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -182,6 +174,7 @@ def test_a_job_this_process_will_not_hear_about_is_read_often(url: str):
     assert time.monotonic() - started < 10  # not the 60 s fallback
 
 
+@pytest.mark.slow
 def test_a_waiter_on_another_api_process_sees_the_end_soon(tmp_path: Path):
     """Two API processes on one database and store; the job runs in the first one's pool and ends
     there (cancelled): a waiter on the second hears nothing, and reads the row often."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import FileResponse, HTMLResponse
 
 from app.api.deps import CoreDep, JobId, PageDep, ReadingDep, SessionDep
 from app.api.errors import responses
@@ -68,9 +68,30 @@ def job_result(job_id: JobId, session: ReadingDep, core: CoreDep) -> FileRespons
 
 @router.get(
     "/{job_id}/report",
-    response_class=FileResponse,
-    responses=responses(404, 409, success={200: {"description": "the HTML report", "content": {"text/html": {}}}}),
+    responses=responses(
+        404,
+        409,
+        success={
+            200: {
+                "description": "the HTML report (charts inlined: it opens offline), or with ?format=csv the leaderboard",
+                "content": {"text/html": {"schema": {"type": "string"}}, "text/csv": {"schema": {"type": "string"}}},
+            }
+        },
+    ),
 )
-def job_report(job_id: JobId, session: ReadingDep, core: CoreDep) -> FileResponse:
-    """The self-contained HTML report of a compare job (table and embedded plots)."""
-    return FileResponse(comparison.report_file(session, core.store, job_id), media_type="text/html")
+def job_report(
+    job_id: JobId,
+    session: ReadingDep,
+    core: CoreDep,
+    format: Annotated[
+        Literal["html", "csv"], Query(description="html: the report page; csv: its leaderboard, one row per entry")
+    ] = "html",
+) -> Response:
+    """The self-contained HTML report of a compare job (tables and interactive charts), or its leaderboard as CSV."""
+    if format == "csv":
+        return Response(
+            comparison.leaderboard_csv(session, core.store, job_id),
+            media_type="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{job_id}-leaderboard.csv"'},
+        )
+    return HTMLResponse(comparison.report_html(session, core.store, job_id))
