@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db import session_scope
+from app.db import Database
 from app.jobs import transitions
 from app.jobs.payloads import TrainPayload
 
@@ -180,10 +180,10 @@ def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 1
 
 def running_job(url: str) -> str:
     """A job row in the running state (created and claimed) in the database at ``url``; its id."""
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
         job_id = job.id
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert transitions.claim(session, job_id, "host:1") is not None
     return job_id
 

@@ -26,7 +26,7 @@ from subprocess import Popen
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
 from app.orm import Job, ModelVersion
@@ -144,7 +144,7 @@ def workers(service: CelerySettings, tmp_path: Path) -> Iterator[Callable[[int],
 
 
 def job_row(settings: CelerySettings, job_id: str) -> Job:
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         return job
@@ -176,7 +176,7 @@ def wait_iterating(client: TestClient, job_id: str) -> dict:
 
 
 def versions(settings: CelerySettings) -> int:
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         return session.query(ModelVersion).count()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.client import Client
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents
@@ -33,7 +33,7 @@ def url(database_url: str) -> str:
 def finish_later(url: str, job_id: str, delay: float, events: JobEvents | None) -> threading.Thread:
     def run() -> None:
         time.sleep(delay)
-        with session_scope(url) as session:
+        with Database(url).session() as session:
             assert transitions.succeed(session, job_id, model_version=1)
         if events is not None:
             events.notify(job_id)
@@ -48,7 +48,7 @@ def test_a_notification_wakes_the_waiter_at_once(url: str):
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.2, events)
     started = time.monotonic()
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED
     assert time.monotonic() - started < 10  # not the 60 s fallback
@@ -59,7 +59,7 @@ def test_without_notification_the_database_still_answers(url: str):
     events = JobEvents(fallback=0.2)  # nobody notifies: only the fallback reads can see the end
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.5, None)
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED
 
@@ -69,7 +69,7 @@ def test_a_spurious_notification_does_not_end_the_wait_and_timeout_returns_the_j
     job_id = running_job(url)
 
     async def scenario() -> JobStatus:
-        waiter = asyncio.create_task(wait_for(url, events, job_id, timeout=0.8))
+        waiter = asyncio.create_task(wait_for(Database(url), events, job_id, timeout=0.8))
         await asyncio.sleep(0.2)
         events.notify(job_id)  # the job has not ended: the waiter reads the row and goes on waiting
         job = await waiter
@@ -82,7 +82,7 @@ def test_a_spurious_notification_does_not_end_the_wait_and_timeout_returns_the_j
 
 
 def test_waiting_for_an_unknown_job_is_none(url: str):
-    assert asyncio.run(wait_for(url, JobEvents(), "0" * 32, timeout=5)) is None
+    assert asyncio.run(wait_for(Database(url), JobEvents(), "0" * 32, timeout=5)) is None
 
 
 # real servers -----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_a_job_this_process_will_not_hear_about_is_read_often(url: str):
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.5, None)  # and nobody here is told
     started = time.monotonic()
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED.value
     assert time.monotonic() - started < 10  # not the 60 s fallback
