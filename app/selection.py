@@ -231,7 +231,6 @@ class _PilotWatch:
         self.label, self.limit, self.progress = label, limit, progress
         self.started = time.perf_counter()
         self.reached = 0.0
-        self.fraction = 1.0
 
     def __call__(self, stage: str, fraction: float) -> None:
         self.progress(f"{self.label}: {stage}", 0.0)
