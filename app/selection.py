@@ -665,9 +665,9 @@ def plan(
 
     For a ranking ``metric`` the ranking twins (``ranking_twin``) are set aside, to be reported
     with their twin's result. Every other method is piloted once (its first entry); unless the
-    candidates were ``named``, the methods whose predicted cross-validation (all their entries)
-    does not fit what the pilots left of ``budget`` are left out, cheapest first
-    (``within_budget``).
+    candidates were ``named``, the methods whose predicted cost (the cross-validation of all their
+    entries, plus one fit on all the rows: the winner's, or a blend member's) does not fit what
+    the pilots left of ``budget`` are left out, cheapest first (``within_budget``).
     """
     budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
     twins = []
@@ -685,7 +685,10 @@ def plan(
     )
     pilot_seconds = time.perf_counter() - started
     n = X.shape[0]
-    per_method = {m: costs[m].seconds(n, cv) * sum(1 for e in kept if e[0] == m) for m in costs}
+    # its cross-validation (every entry of it), and the fit on all n rows should it win (or join a blend)
+    per_method = {
+        m: costs[m].seconds(n, cv) * sum(1 for e in kept if e[0] == m) + costs[m].fold_seconds(n) for m in costs
+    }
     left_out: dict[str, float] = {}
     if not named:
         chosen = set(within_budget(per_method, max(0.0, budget - pilot_seconds)))
@@ -865,8 +868,8 @@ class AutoParams(BaseModel):
     budget_seconds: float | None = Field(
         None,
         gt=0,
-        description="Wall seconds of this machine for the default candidates' cross-validation, their pilots "
-        "included (default 600 s): what its pilot predicts past it is left out.",
+        description="Wall seconds of this machine for choosing among the default candidates and fitting the "
+        "winner (pilots, cross-validation, final fit; default 600 s): what its pilot predicts past it is left out.",
     )
 
 
