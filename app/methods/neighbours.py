@@ -1,19 +1,22 @@
-"""Neighbour search for the kNN methods (ML-kNN, DMKNN): exact where it is cheap, an HNSW
-index above ``EXACT_MAX_N`` training rows, and one neighbour graph shared within a selection.
+"""Neighbour search for the kNN methods (ML-kNN, DMKNN): exact where it is cheap, an
+inverted-file index above ``EXACT_MAX_N`` training rows, and one neighbour graph shared within
+a selection.
 
 Exact search (:class:`ExactKNN`) is one GEMM over all pairs: its fit cost grows as n^2 d (41 s
-for tmc2007-500's 21,519 rows) and a one-row query scans the whole training matrix. Above
-``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`, a hierarchical
-navigable small-world graph (hnswlib; the measurements behind the choice of library and of
-every constant below are in docs/neighbours.md), whose build and queries grow as about
-n log n. Both give the same contract: ``kneighbors(Q, k)`` -> (n, k) training indices, nearest
-first, ties by lower index among the candidates, ``Q=None`` for leave-one-out neighbourhoods
-(each row excluded by index, never by distance, so its duplicates stay eligible).
+for tmc2007-500's 21,519 rows on a quiet machine) and a one-row query scans the whole training
+matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`, an
+inverted file (faiss ``IndexIVFFlat``: k-means cells of about ``ROWS_PER_LIST`` rows; a query
+scans the rows of its few nearest cells), so the fit grows about linearly in n and a one-row
+query reads a few hundred rows. docs/neighbours.md has the measurements behind the choice of
+library (hnswlib, pynndescent and faiss were compared) and of the constants below. Both give
+the same contract: ``kneighbors(Q, k)`` -> (n, k) training indices, nearest first, ties by lower
+index among the candidates, ``Q=None`` for leave-one-out neighbourhoods (each row excluded by
+index, never by distance, so its duplicates stay eligible).
 
 An approximate graph is only as good as its recall, so :func:`training_graph` measures it: on a
 sample of training rows, the share of returned neighbours that are true k nearest neighbours
-(tie-aware: a neighbour at the k-th true distance counts), and raises the search breadth until
-the sample reaches ``RECALL_TARGET`` or the breadth its cap. The recall is kept on the graph
+(tie-aware: a neighbour at the k-th true distance counts), and doubles the cells searched until
+the sample reaches ``RECALL_TARGET`` or every cell is searched. The recall is kept on the graph
 and the estimators record it as a fitted attribute (the version shows it).
 
 Within one ``auto`` run ``mlknn`` and ``dmknn`` compute the same leave-one-out graph over the
@@ -33,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-import hnswlib
+import faiss
 import numpy as np
 from scipy import sparse
 from sklearn.neighbors import KDTree
@@ -43,14 +46,14 @@ NeighborSearch = Literal["auto", "exact", "approximate"]
 #: ``neighbors="auto"`` searches exactly up to this many training rows (docs/neighbours.md:
 #: below it the exact GEMM costs about as much as building the index, and its answers are exact).
 EXACT_MAX_N = 8_000
-#: HNSW's graph degree and build breadth (hnswlib's ``M`` and ``ef_construction``).
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 100
-#: The first search breadth tried (``ef``), doubled while the sampled recall is below target,
-#: up to the cap.
-HNSW_EF = 64
-HNSW_EF_MAX = 512
-#: Sampled recall the search breadth is raised for.
+#: The inverted file: about this many training rows per cell (``n_lists = m // ROWS_PER_LIST``,
+#: at most ``MAX_LISTS``), k-means trained on ``TRAIN_ROWS_PER_LIST`` sampled rows per cell.
+ROWS_PER_LIST = 160
+MAX_LISTS = 4096
+TRAIN_ROWS_PER_LIST = 64
+#: Cells probed per query at first, doubled while the sampled recall is below target.
+FIRST_PROBES = 8
+#: Sampled recall the probes are raised for.
 RECALL_TARGET = 0.97
 #: Training rows whose leave-one-out neighbours are checked against exact search at fit time.
 RECALL_SAMPLE = 300
@@ -231,37 +234,70 @@ def _sqnorms(X: Matrix) -> np.ndarray:
     return np.einsum("ij,ij->i", X, X)
 
 
-class ApproximateKNN:
-    """HNSW neighbour search over a fixed training matrix (dense float64 or CSR).
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """faiss single-threaded: k-means is then reproducible, and a job's search does not spin
+    OpenMP threads against the other jobs of a shared machine (as BLAS in cross-validation)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
-    The index (hnswlib, built single-threaded with a fixed seed, so the same rows give the same
-    graph) proposes ``k + EXTRA_CANDIDATES`` candidates per query; they are re-ranked by their
-    exact squared distance (float64, sum of squared differences), ties by lower index, as
-    :class:`ExactKNN` orders its neighbours. The training matrix is kept for that re-ranking
-    (a CSR matrix stays CSR: the index holds float32 rows, densified one block at a time).
-    Picklable (hnswlib serialises its graph); the search breadth ``ef`` is restored on load.
+
+class ApproximateKNN:
+    """Inverted-file neighbour search over a fixed training matrix (dense float64 or CSR).
+
+    The index (faiss ``IndexIVFFlat``) clusters the training rows into ``n_lists`` cells by
+    k-means (on a fixed-seed sample, single-threaded: the same rows give the same index) and
+    answers a query from the rows of its ``n_probe`` nearest cells, so a query costs
+    ``n_probe / n_lists`` of an exhaustive scan. It proposes ``k + EXTRA_CANDIDATES`` candidates
+    per query; they are re-ranked by their exact squared distance (float64, sum of squared
+    differences), ties by lower index, as :class:`ExactKNN` orders its neighbours. The training
+    matrix is kept for that re-ranking (a CSR matrix stays CSR; the index holds float32 rows,
+    added one densified block at a time). Picklable (faiss serialises the index to bytes).
     """
 
     def __init__(self, X: Matrix, *, seed: int = 0, progress: Callable[[float], None] | None = None) -> None:
         self.X: Matrix = X.tocsr() if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
         m, d = self.X.shape
         self.sqnorm = _sqnorms(self.X)
-        self.max_sqnorm = float(self.sqnorm.max()) if m else 0.0
-        self.ef = HNSW_EF
-        self.index = hnswlib.Index(space="l2", dim=d)
-        self.index.init_index(max_elements=max(m, 1), ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M, random_seed=seed)
-        self.index.set_num_threads(1)
-        for start in range(0, m, BUILD_BLOCK):
-            stop = min(m, start + BUILD_BLOCK)
-            block = _dense_rows(self.X, slice(start, stop)).astype(np.float32)
-            self.index.add_items(block, np.arange(start, stop), num_threads=1)
-            if progress is not None:
-                progress(stop / m)
-        self.index.set_ef(self.ef)
+        self.n_lists = int(min(max(1, m // ROWS_PER_LIST), MAX_LISTS))
+        self.n_probe = min(self.n_lists, FIRST_PROBES)
+        rng = np.random.default_rng(seed)
+        sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * self.n_lists), replace=False))
+        self.index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, self.n_lists)
+        self.index.cp.seed = seed
+        with _one_thread():
+            self.index.train(_dense_rows(self.X, sample).astype(np.float32))
+            for start in range(0, m, BUILD_BLOCK):
+                stop = min(m, start + BUILD_BLOCK)
+                self.index.add(_dense_rows(self.X, slice(start, stop)).astype(np.float32))
+                if progress is not None:
+                    progress(stop / m)
+            self.centroids = self.index.quantizer.reconstruct_n(0, self.n_lists)
+            cell = np.empty(m, dtype=np.intp)
+            for start in range(0, m, BUILD_BLOCK):
+                stop = min(m, start + BUILD_BLOCK)
+                cell[start:stop] = self.index.quantizer.search(
+                    _dense_rows(self.X, slice(start, stop)).astype(np.float32), 1
+                )[1][:, 0]
+        #: training rows grouped by cell (stable: by index within a cell), and where each cell starts
+        self.by_cell = np.argsort(cell, kind="stable")
+        self.cell_start = np.searchsorted(cell[self.by_cell], np.arange(self.n_lists + 1))
+        self.cell = cell
+        self.index.nprobe = self.n_probe
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["index"] = faiss.serialize_index(self.index)
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state["index"] = faiss.deserialize_index(state["index"])
         self.__dict__.update(state)
-        self.index.set_ef(self.ef)  # hnswlib does not pickle the search breadth
+        self.index.nprobe = self.n_probe
 
     @property
     def n_samples(self) -> int:
@@ -269,48 +305,91 @@ class ApproximateKNN:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held: the training matrix and the index."""
+        """Approximate memory held: the training matrix and the index's float32 rows."""
         X = self.X
         own = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sparse.issparse(X) else X.nbytes
-        return int(own + self.index.index_file_size())
+        return int(own + 4 * X.shape[0] * X.shape[1])
 
-    def set_ef(self, ef: int) -> None:
-        """Search breadth of every later query (larger: higher recall, slower queries)."""
-        self.ef = int(ef)
-        self.index.set_ef(self.ef)
+    def set_probes(self, n_probe: int) -> None:
+        """Cells searched by every later query (more: higher recall, slower queries)."""
+        self.n_probe = int(min(max(1, n_probe), self.n_lists))
+        self.index.nprobe = self.n_probe
 
     def kneighbors(self, Q: np.ndarray | None, k: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Indices (n, k) of the k nearest training rows of each query, nearest first.
 
         ``Q=None`` gives leave-one-out neighbourhoods of the training rows (all of them, or
-        those in ``rows``): each query row is excluded by its index only.
+        those in ``rows``): each query row is excluded by its index only. They are computed
+        cell by cell: the rows of one cell against the rows of the ``n_probe`` cells nearest
+        to its centroid, one GEMM per cell (faiss's per-pair scan is ~10x slower per distance
+        than a GEMM on dense rows, which ate most of the saving; docs/neighbours.md). New rows
+        are faiss queries (their own ``n_probe`` nearest cells).
         """
         loo = Q is None
         m = self.n_samples
         if not 1 <= k <= m - int(loo):
             raise ValueError(f"k={k} needs at least {k + int(loo)} training samples, have {m}")
-        own = (np.arange(m) if rows is None else np.asarray(rows, dtype=np.intp)) if loo else None
-        n = len(own) if own is not None else Q.shape[0]  # type: ignore[union-attr]
-        out = np.empty((n, k), dtype=np.intp)
         width = min(m, k + int(loo) + EXTRA_CANDIDATES)
-        if self.ef < width:  # hnswlib needs ef >= the number of results asked for
-            self.set_ef(width)
-        d = self.X.shape[1]
-        step = max(1, (1 << 22) // max(width * d, 1))
+        if loo:
+            return self._loo(np.arange(m) if rows is None else np.asarray(rows, dtype=np.intp), k, width)
+        assert Q is not None
+        n = Q.shape[0]
+        out = np.empty((n, k), dtype=np.intp)
+        step = max(1, (1 << 22) // max(width * self.X.shape[1], 1))
         for start in range(0, n, step):
-            stop = min(n, start + step)
-            if own is not None:
-                Qb = _dense_rows(self.X, own[start:stop])
-            else:
-                Qb = np.asarray(Q[start:stop], dtype=np.float64)  # type: ignore[index]
-            labels, _ = self.index.knn_query(Qb.astype(np.float32), k=width, num_threads=1)
-            cand = labels.astype(np.intp)
-            exact = self._exact_sqdist(Qb, cand)
-            if own is not None:
-                exact[cand == own[start:stop, None]] = np.inf
-            order = np.lexsort((cand, exact), axis=1)[:, :k]
-            out[start:stop] = np.take_along_axis(cand, order, axis=1)
+            Qb = np.asarray(Q[start : start + step], dtype=np.float64)
+            cand = self._candidates(Qb, width)
+            out[start : start + step] = self._rerank(Qb, cand, k)
         return out
+
+    def _loo(self, rows: np.ndarray, k: int, width: int) -> np.ndarray:
+        """Leave-one-out neighbours of training ``rows``, one cell at a time."""
+        out = np.empty((len(rows), k), dtype=np.intp)
+        with _one_thread():
+            probes = self.index.quantizer.search(self.centroids, self.n_probe)[1]
+        position = np.empty(self.n_samples, dtype=np.intp)
+        position[rows] = np.arange(len(rows))
+        wanted = np.zeros(self.n_samples, dtype=bool)
+        wanted[rows] = True
+        for c in range(self.n_lists):
+            members = self.by_cell[self.cell_start[c] : self.cell_start[c + 1]]
+            members = members[wanted[members]]
+            if not members.size:
+                continue
+            pool = np.concatenate(
+                [self.by_cell[self.cell_start[p] : self.cell_start[p + 1]] for p in probes[c] if p >= 0]
+            )
+            Qb = _dense_rows(self.X, members)
+            products = Qb @ _dense_rows(self.X, pool).T
+            D = self.sqnorm[pool][None, :] - 2.0 * products
+            D[pool[None, :] == members[:, None]] = np.inf
+            w = min(width, pool.size)
+            if pool.size - 1 < k:  # too few rows in the probed cells: every row is a candidate
+                cand = np.broadcast_to(np.arange(self.n_samples), (members.size, self.n_samples)).copy()
+            else:
+                cand = pool[np.argpartition(D, w - 1, axis=1)[:, :w]]
+            out[position[members]] = self._rerank(Qb, cand, k, members)
+        return out
+
+    def _rerank(self, Qb: np.ndarray, cand: np.ndarray, k: int, own: np.ndarray | None = None) -> np.ndarray:
+        """The k candidates nearest by exact distance, ties by lower index (``own``: the query
+        rows' own indices, never their neighbours)."""
+        exact = self._exact_sqdist(Qb, cand)
+        if own is not None:
+            exact[cand == own[:, None]] = np.inf
+        order = np.lexsort((cand, exact), axis=1)[:, :k]
+        return np.take_along_axis(cand, order, axis=1)
+
+    def _candidates(self, Qb: np.ndarray, width: int) -> np.ndarray:
+        """``width`` candidate indices per query row. A query whose probed cells hold fewer
+        rows than that (faiss pads with -1) is scanned exhaustively instead (then exact)."""
+        with _one_thread():
+            _, labels = self.index.search(np.ascontiguousarray(Qb, dtype=np.float32), width)
+        cand = np.asarray(labels, dtype=np.intp)
+        for i in np.flatnonzero((cand < 0).any(axis=1)):
+            D = self.sqnorm - 2.0 * np.asarray(self.X @ Qb[i]).ravel()
+            cand[i] = np.argsort(D, kind="stable")[:width]
+        return cand
 
     def _exact_sqdist(self, Qb: np.ndarray, cand: np.ndarray) -> np.ndarray:
         """Sum of squared differences of each query row to each of its candidates (float64)."""
@@ -377,8 +456,8 @@ def _build(
 
 
 def _tune_breadth(index: ApproximateKNN, k: int) -> float:
-    """Double the search breadth until the sampled leave-one-out recall reaches
-    ``RECALL_TARGET`` (or ``ef`` its cap); returns the sampled recall at the final breadth."""
+    """Double the probed cells until the sampled leave-one-out recall reaches
+    ``RECALL_TARGET`` (or every cell is probed: exact); returns the sampled recall."""
     m = index.n_samples
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(m, size=min(m, RECALL_SAMPLE), replace=False))
@@ -386,9 +465,9 @@ def _tune_breadth(index: ApproximateKNN, k: int) -> float:
     while True:
         found = index.kneighbors(None, k, rows=rows)
         recall = _recall(index, rows, found, kth, slack)
-        if recall >= RECALL_TARGET or index.ef >= HNSW_EF_MAX:
+        if recall >= RECALL_TARGET or index.n_probe >= index.n_lists:
             return recall
-        index.set_ef(min(HNSW_EF_MAX, 2 * index.ef))
+        index.set_probes(2 * index.n_probe)
 
 
 def _true_kth(X: Matrix, sqnorm: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
