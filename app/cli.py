@@ -4,7 +4,8 @@ Server side: serve (the API), worker (a Celery worker) and migrate. Client side,
 the Python client (app.client.Client): datasets, train, jobs, predict, evaluate, models, methods
 and compare. The server is --url or LABELSERVE_URL (default http://127.0.0.1:8000), the key
 --api-key or LABELSERVE_API_KEY. Every client command prints a table, or the server's JSON with
---json.
+--json. Tables fit the terminal's width (--wide: never folded); in a pipe they are plain
+columns, one line per row.
 
 Exit codes: 0 done; 1 the job failed or was cancelled; 2 wrong usage; 3 the server rejected the
 request (4xx); 4 not found (404); 5 missing or invalid API key (401/403); 6 server unreachable or
@@ -13,33 +14,26 @@ failing (5xx); 7 gave up waiting (--timeout); 130 interrupted (the job keeps run
 
 from __future__ import annotations
 
-import csv
-import io
+import inspect
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
 
-import httpx
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
 import app as package
 from app.client import DEFAULT_URL, ApiError, Client, describe_detail
+from app.upload_options import UPLOAD_OPTIONS, UploadOption
+
+# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
+# call should start in well under half a second (benchmarks/cli_startup.py measures it)
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Exit(IntEnum):
@@ -71,8 +65,28 @@ cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(models_cli, name="models")
 cli.add_typer(methods_cli, name="methods")
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+Command = TypeVar("Command", bound=Callable[..., Any])
+# --wide (set by the root callback): tables are never folded to the terminal's width
+display = {"wide": False}
+
+
+@cache
+def console(stderr: bool = False) -> Console:
+    """The rich console of stdout (tables) or stderr (messages, progress)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def say(message: str) -> None:
+    """A line on stderr (what happened, warnings, errors): plain text, no rich needed."""
+    print(message, file=sys.stderr)
+
+
+def show(text: str) -> None:
+    """A line on stdout."""
+    print(text)
+
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the server's JSON instead of a table.")]
 LimitOption = Annotated[int, typer.Option(help="At most this many.")]
@@ -80,6 +94,10 @@ OffsetOption = Annotated[int, typer.Option(help="Skip this many.")]
 FollowOption = Annotated[bool, typer.Option("--follow", "-f", help="Show a progress bar until the job ends.")]
 TimeoutOption = Annotated[
     float | None, typer.Option("--timeout", help="With --follow: give up after this many seconds (exit 7).")
+]
+WaitTimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Give up waiting after this many seconds (exit 7); the job keeps running."),
 ]
 
 
@@ -113,6 +131,8 @@ def migrate(
 
     Run it before starting the API and the workers of a new version. Idempotent.
     """
+    import logging
+
     from app.config import get_settings
     from app.db import current_revision
     from app.db import migrate as apply_migrations
@@ -144,12 +164,16 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Tables as wide as their contents, never folded to the terminal.")
+    ] = False,
 ) -> None:
     ctx.obj = {"url": url, "api_key": api_key}
+    display["wide"] = wide
 
 
 def fail(code: Exit, message: str) -> NoReturn:
-    err.print(f"error: {message}", markup=False)
+    say(f"error: {message}")
     raise typer.Exit(int(code))
 
 
@@ -161,6 +185,8 @@ def make_client(url: str, api_key: str | None) -> Client:
 @contextmanager
 def connect(ctx: typer.Context) -> Iterator[Client]:
     """The client for ``--url``; server errors become a message on stderr and an exit code."""
+    import httpx
+
     try:
         with make_client(ctx.obj["url"], ctx.obj["api_key"]) as client:
             yield client
@@ -188,13 +214,37 @@ def emit(data: Any, as_json: bool, render: Callable[[], None]) -> None:
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """A table on stdout: boxed and fitted to the terminal, or plain columns when stdout is not one.
+
+    In a pipe, a file or a CI log there is no width to fit, and a boxed table folded to rich's
+    default 80 columns breaks words across lines (``multila``/``bel``); plain columns keep one
+    line per row, for ``grep``, ``cut`` and eyes alike.
+    """
+    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    if not sys.stdout.isatty():
+        plain_table(title, columns, cells)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
     view = Table(title=title, title_justify="left")
     for column in columns:
         # ids are what a user copies into the next command: never wrapped
-        view.add_column(column, overflow="fold", no_wrap=column == "id", min_width=len(column))
-    for row in rows:
-        view.add_row(*("" if cell is None else str(cell) for cell in row))
-    out.print(view)
+        view.add_column(column, overflow="fold", no_wrap=display["wide"] or column == "id", min_width=len(column))
+    for row in cells:
+        view.add_row(*row)
+    # --wide: a console wider than any table, so that no cell is folded (or cropped by no_wrap)
+    wide = Console(width=1_000_000, highlight=False, soft_wrap=False) if display["wide"] else None
+    (wide or console()).print(view)
+
+
+def plain_table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
+    """Left-aligned columns two spaces apart, a header line and one line per row, never folded."""
+    widths = [max([len(column), *(len(row[j]) for row in rows)]) for j, column in enumerate(columns)]
+    lines = [title] if title else []
+    for row in [columns, *rows]:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def fields(title: str, record: dict[str, Any], keys: list[str] | None = None) -> None:
@@ -208,43 +258,58 @@ def page_table(title: str, columns: list[str], rows: list[list[Any]], page: dict
     """A listing, and how to get its next page."""
     table(title, columns, rows)
     if page.get("next_offset") is not None:
-        out.print(f"more: --offset {page['next_offset']}")
+        show(f"more: --offset {page['next_offset']}")
 
 
 def _short(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f", … (+{len(names) - limit})" if len(names) > limit else "")
 
 
+def _when(timestamp: str | None, *, day: bool = False) -> str:
+    """A listing's timestamp to the minute (``2026-12-02 06:18``), or the ``day`` (datasets and
+    models, so that their listing fits 80 columns); the full one is in ``show`` and --json."""
+    return "" if not timestamp else timestamp.replace("T", " ")[: 10 if day else 16]
+
+
+def _option(option: UploadOption) -> inspect.Parameter:
+    """The ``datasets upload`` option of one declared upload option (unset: the server's default)."""
+    help = option.description + (f" (default: {option.default})" if option.default is not None else "")
+    kind: Any = Literal[option.choices] if option.choices else option.kind
+    flag = "--" + option.name.replace("_", "-")
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[kind | None, typer.Option(flag, help=help, show_default=False, min=option.minimum)],
+    )
+
+
+def with_upload_options(command: Command) -> Command:
+    """Replace the command's ``**options`` by one option per declared upload option (Typer reads the
+    options from the signature and passes them back as keyword arguments)."""
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*fixed, *(_option(option) for option in UPLOAD_OPTIONS)]
+    )
+    return command
+
+
 # datasets -----------------------------------------------------------------------------------
 @datasets_cli.command("upload")
+@with_upload_options
 def datasets_upload(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="ARFF, CSV, LIBSVM or MAT file.")],
     labels_file: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="Mulan XML label file (ARFF).")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="Dataset name (default: the file name).")] = None,
-    format: Annotated[str | None, typer.Option(help="auto, arff, csv, libsvm or mat.")] = None,
-    label_count: Annotated[int | None, typer.Option(help="ARFF/CSV: how many columns are labels.")] = None,
-    label_location: Annotated[str | None, typer.Option(help="ARFF: labels at the 'end' or 'start'.")] = None,
-    label_columns: Annotated[str | None, typer.Option(help="CSV: comma-separated label column names.")] = None,
-    n_features: Annotated[int | None, typer.Option(help="LIBSVM: number of features.")] = None,
-    part: Annotated[str | None, typer.Option(help="MAT train/test layout: 'train' or 'test'.")] = None,
     as_json: JsonOption = False,
+    **options: Any,
 ) -> None:
     """Upload a dataset file; uploading the same content again returns the stored dataset."""
     with connect(ctx) as client:
-        dataset = client.upload_dataset(
-            file,
-            labels_file=labels_file,
-            name=name,
-            format=format,
-            label_count=label_count,
-            label_location=label_location,
-            label_columns=label_columns,
-            n_features=n_features,
-            part=part,
-        )
+        dataset = client.upload_dataset(file, labels_file=labels_file, **options)
     emit(dataset, as_json, lambda: show_dataset(dataset))
 
 
@@ -254,7 +319,7 @@ def show_dataset(dataset: dict[str, Any]) -> None:
     record["label_names"] = _short(dataset["label_names"])
     fields(f"dataset {dataset['id']}", record)
     for warning in dataset.get("warnings", []):
-        err.print(f"warning: {warning}", markup=False)
+        say(f"warning: {warning}")
 
 
 @datasets_cli.command("list")
@@ -268,7 +333,15 @@ def datasets_list(
     with connect(ctx) as client:
         page = client.datasets(limit, offset)
     rows = [
-        [d["id"], d["name"], d["kind"], d["n_samples"], d["n_features"], d["n_labels"], d["created_at"]]
+        [
+            d["id"],
+            d["name"],
+            d["kind"],
+            d["n_samples"],
+            d["n_features"],
+            d["n_labels"],
+            _when(d["created_at"], day=True),
+        ]
         for d in page["items"]
     ]
     columns = ["id", "name", "kind", "samples", "features", "labels", "created"]
@@ -296,19 +369,38 @@ def datasets_delete(
     """Delete a dataset (refused while a job uses it, or while model versions were trained on it unless --force)."""
     with connect(ctx) as client:
         client.delete_dataset(dataset_id, force=force)
-    err.print(f"deleted dataset {dataset_id}", markup=False)
+    say(f"deleted dataset {dataset_id}")
 
 
 # training and jobs --------------------------------------------------------------------------
+PARAM_HELP = (
+    "Hyperparameter KEY=VALUE (repeatable). VALUE is JSON when it parses (5, 0.1, true, null, "
+    '["br", "mlknn"]), else a comma list (candidates=br,mlknn; k=3,5 are numbers), else a string.'
+)
+
+
 def parse_param(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE``; VALUE is read as JSON when it parses (5, 0.1, true, [1, 2]), else a string."""
+    """``KEY=VALUE``; VALUE is read as JSON when it parses (5, 0.1, true, [1, 2]), else as a comma
+    list when it has a comma (``br,mlknn``: each item JSON when it parses, else a string), else as
+    a string. A string holding a comma is written as JSON: ``'key="a,b"'``."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint="--param")
+    if "," in value and _json(value) is _NOT_JSON:
+        items = [item.strip() for item in value.split(",")]
+        return key.strip(), [item if (parsed := _json(item)) is _NOT_JSON else parsed for item in items]
+    parsed = _json(value)
+    return key.strip(), value if parsed is _NOT_JSON else parsed
+
+
+_NOT_JSON = object()
+
+
+def _json(text: str) -> Any:
     try:
-        return key.strip(), json.loads(value)
+        return json.loads(text)
     except ValueError:
-        return key.strip(), value
+        return _NOT_JSON
 
 
 @cli.command()
@@ -317,9 +409,7 @@ def train(
     method: Annotated[str, typer.Argument(help="Method id (labelserve methods list).")],
     dataset: Annotated[str, typer.Argument(help="Dataset id.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Model name; each training adds a version.")],
-    param: Annotated[
-        list[str] | None, typer.Option("--param", "-p", help="Hyperparameter KEY=VALUE (repeatable).")
-    ] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help=PARAM_HELP)] = None,
     random_state: Annotated[int | None, typer.Option(help="Seed, for a reproducible fit.")] = None,
     follow: FollowOption = False,
     timeout: TimeoutOption = None,
@@ -336,7 +426,7 @@ def train(
             emit(
                 accepted,
                 as_json,
-                lambda: out.print(
+                lambda: show(
                     f"job {accepted['job_id']} queued; follow it with: "
                     f"labelserve jobs show {accepted['job_id']} --follow"
                 ),
@@ -355,6 +445,16 @@ def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: boo
     try:
         if quiet:
             return client.wait(job_id, timeout=timeout)
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         columns = (
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -364,7 +464,7 @@ def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: boo
             TextColumn("eta"),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err, transient=False) as bar:
+        with Progress(*columns, console=console(stderr=True), transient=False) as bar:
             task = bar.add_task(f"job {job_id[:8]} queued", total=1.0)
 
             def update(job: dict[str, Any]) -> None:
@@ -383,7 +483,7 @@ def finish(job: dict[str, Any], as_json: bool) -> None:
     emit(job, as_json, lambda: show_job(job))
     if job["status"] != "succeeded":
         if not as_json:
-            err.print(f"job {job['id']} {job['status']}: {job.get('error') or ''}", markup=False)
+            say(f"job {job['id']} {job['status']}: {job.get('error') or ''}")
         raise typer.Exit(int(Exit.JOB_FAILED))
 
 
@@ -411,7 +511,15 @@ def jobs_list(
     for job in page["items"]:
         model = f"{job['model']['name']}@{job['model']['version']}" if job.get("model") else ""
         rows.append(
-            [job["id"], job["kind"], job["status"], f"{job['progress']:.0%}", job["stage"], model, job["created_at"]]
+            [
+                job["id"],
+                job["kind"],
+                job["status"],
+                f"{job['progress']:.0%}",
+                job["stage"],
+                model,
+                _when(job["created_at"]),
+            ]
         )
     columns = ["id", "kind", "status", "progress", "stage", "model", "created"]
     emit(page, as_json, lambda: page_table("jobs", columns, rows, page))
@@ -453,6 +561,9 @@ def read_instances(path: str) -> list[Any]:
     """
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     if path.lower().endswith(".csv"):
+        import csv
+        import io
+
         try:
             return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(io.StringIO(text))]
         except ValueError as exc:
@@ -529,7 +640,7 @@ def predict(
         emit(
             result,
             as_json,
-            lambda: out.print(
+            lambda: show(
                 f"large dataset: predicted by job {result['id']}; "
                 f"follow it with labelserve jobs show {result['id']} --follow"
             ),
@@ -571,7 +682,15 @@ def models_list(
     for model in page["items"]:
         latest = model["versions"][-1] if model["versions"] else {}
         aliases = ", ".join(f"{alias}={version}" for alias, version in model["aliases"].items())
-        rows.append([model["name"], model["latest_version"], latest.get("method"), aliases, latest.get("created_at")])
+        rows.append(
+            [
+                model["name"],
+                model["latest_version"],
+                latest.get("method"),
+                aliases,
+                _when(latest.get("created_at"), day=True),
+            ]
+        )
     columns = ["name", "latest", "method", "aliases", "created"]
     emit(page, as_json, lambda: page_table("models", columns, rows, page))
 
@@ -579,16 +698,22 @@ def models_list(
 @models_cli.command("show")
 def models_show(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Model name.")],
-    version: Annotated[int | None, typer.Option(help="One version in full (default: all versions, short).")] = None,
+    model: Annotated[
+        str, typer.Argument(help="Model name (all its versions), or name@version / name@alias (that version).")
+    ],
+    version: Annotated[int | None, typer.Option(help="One version in full (or name@version).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a model's versions and aliases, or one version in full."""
+    """Show a model's versions and aliases, or one version in full (name@version, name@alias or --version)."""
+    if "@" in model and version is not None:
+        raise typer.BadParameter("give the version as name@version or as --version, not both", param_hint="--version")
+    name = model.partition("@")[0]
     with connect(ctx) as client:
-        record = client.version(name, version) if version is not None else client.model(name)
-    if version is not None:
-        emit(record, as_json, lambda: fields(f"{name}@{version}", record))
-        return
+        if "@" in model or version is not None:
+            record = client.model_version(model if version is None else f"{name}@{version}")
+            emit(record, as_json, lambda: fields(f"{name}@{record['version']}", record))
+            return
+        record = client.model(name)
     rows = [
         [
             v["version"],
@@ -596,7 +721,7 @@ def models_show(
             v["dataset_id"],
             json.dumps(v["params"]),
             _number(v["training_seconds"]),
-            v["created_at"],
+            _when(v["created_at"]),
         ]
         for v in record["versions"]
     ]
@@ -625,11 +750,11 @@ def models_alias(
     with connect(ctx) as client:
         if delete:
             client.delete_alias(name, alias)
-            err.print(f"removed alias {name}@{alias}", markup=False)
+            say(f"removed alias {name}@{alias}")
             return
         assert version is not None
         record = client.set_alias(name, alias, version)
-    emit(record, as_json, lambda: out.print(f"{name}@{alias} -> version {record['aliases'][alias]}"))
+    emit(record, as_json, lambda: show(f"{name}@{alias} -> version {record['aliases'][alias]}"))
 
 
 @methods_cli.command("list")
@@ -671,7 +796,7 @@ def compare(
     cv: Annotated[int | None, typer.Option(help="Cross-validation folds.")] = None,
     random_state: Annotated[int | None, typer.Option(help="Seed of the folds.")] = None,
     report: Annotated[Path | None, typer.Option(help="Also save the HTML report to this file.")] = None,
-    timeout: TimeoutOption = None,
+    timeout: WaitTimeoutOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Cross-validate methods on a dataset and print the leaderboard (best first)."""
@@ -700,7 +825,7 @@ def compare(
     title = f"{ranked} by {result['cv']}-fold cross-validation on {dataset}"
     emit(result, as_json, lambda: table(title, ["rank", "method", "mean", "std", "fit s"], rows))
     if report is not None and not as_json:
-        err.print(f"report written to {report}", markup=False)
+        say(f"report written to {report}")
 
 
 def main() -> None:

@@ -8,6 +8,12 @@
         job = client.wait(job["job_id"])
         client.predict("toy-mlknn", instances=[[0.85, 0.15, 0.2]])
 
+Matrices go in as they are: ``upload_arrays(X, Y)`` uploads a NumPy array, a SciPy sparse
+matrix or a pandas DataFrame (its column names become feature and label names), ``train(...,
+data=(X, Y))`` sends them inline, ``predict`` takes them as ``instances`` (a DataFrame's columns
+are matched to the model's features by name) and ``predict_array`` answers with a NumPy array.
+A model is named as everywhere in the API: ``name``, ``name@3`` or ``name@alias``.
+
 Every method returns the server's JSON as plain dicts and lists (the shapes the HTTP API
 documents), so nothing here has to change when the server adds a field. A 4xx or 5xx answer
 raises :class:`ApiError` with the status and the server's ``detail``; an unreachable server
@@ -17,16 +23,25 @@ raises ``httpx.TransportError``. The server is ``url``, else ``LABELSERVE_URL``,
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 import app as package
+from app import client_arrays
+from app.upload_options import UPLOAD_OPTIONS, form_values
+
+# httpx (and NumPy, in client_arrays) are imported when first needed: the command line imports
+# this module, and a ``labelserve --help`` should not pay for them
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+    import numpy as np
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -59,6 +74,20 @@ def describe_detail(detail: Json) -> str:
     return str(detail)
 
 
+def _tls(url: str) -> ssl.SSLContext | bool:
+    """The TLS verification of a client of ``url``: httpx's default (the CA bundle) for https.
+
+    For a plain-http server the context is never used (the client follows no redirects), and
+    loading the CA bundle is a fifth of a CLI call's start-up: a context that verifies against no
+    CA at all (so it would fail, never trust, were it ever used) costs nothing.
+    """
+    if url.startswith("http://"):
+        import ssl
+
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
+
+
 class Client:
     """One connection pool to one labelserve server; use it as a context manager or call ``close``.
 
@@ -76,11 +105,13 @@ class Client:
     ) -> None:
         self.url = (url or os.environ.get("LABELSERVE_URL") or DEFAULT_URL).rstrip("/")
         if http is None:
+            import httpx
+
             key = api_key if api_key is not None else os.environ.get("LABELSERVE_API_KEY")
             headers = {"User-Agent": f"labelserve-client/{package.__version__}"}
             if key:
                 headers["X-API-Key"] = key
-            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=_tls(self.url))
         self.http = http
 
     def __enter__(self) -> Client:
@@ -127,35 +158,14 @@ class Client:
         return self._json("GET", f"/methods/{method_id}")
 
     # datasets -------------------------------------------------------------------------------
-    def upload_dataset(
-        self,
-        file: str | Path,
-        *,
-        labels_file: str | Path | None = None,
-        name: str | None = None,
-        format: str | None = None,
-        label_count: int | None = None,
-        label_location: str | None = None,
-        label_columns: Sequence[str] | str | None = None,
-        n_features: int | None = None,
-        part: str | None = None,
-    ) -> Json:
+    def upload_dataset(self, file: str | Path, *, labels_file: str | Path | None = None, **options: Any) -> Json:
         """Upload a dataset file (and a Mulan XML label file); returns the dataset record.
 
-        Options left at ``None`` are not sent, so the server's defaults apply.
+        ``options`` are the upload options of ``POST /datasets`` (the signature lists them; a list
+        of ``label_columns`` is sent comma-separated). Options left at ``None`` are not sent, so the
+        server's defaults apply.
         """
-        if label_columns is not None and not isinstance(label_columns, str):
-            label_columns = ",".join(label_columns)
-        fields = {
-            "name": name,
-            "format": format,
-            "label_count": label_count,
-            "label_location": label_location,
-            "label_columns": label_columns,
-            "n_features": n_features,
-            "part": part,
-        }
-        data = {key: str(value) for key, value in fields.items() if value is not None}
+        data = form_values(options)
         paths = {"file": Path(file)} | ({"labels_file": Path(labels_file)} if labels_file is not None else {})
         handles = {key: path.open("rb") for key, path in paths.items()}
         try:
@@ -164,6 +174,26 @@ class Client:
         finally:
             for handle in handles.values():
                 handle.close()
+
+    def upload_arrays(
+        self,
+        X: Any,
+        Y: Any,
+        *,
+        name: str | None = None,
+        feature_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+    ) -> Json:
+        """Upload features ``X`` (n x d) and labels ``Y`` (n x q: 0/1, or distributions) as a dataset.
+
+        Each may be a NumPy array, a SciPy sparse matrix, a pandas DataFrame (its column names are
+        the names, unless given) or a list of rows. They travel as one CSV file (``name``.csv, or
+        arrays.csv), so the dataset is stored and deduplicated like any upload.
+        """
+        content, fields = client_arrays.csv_upload(X, Y, feature_names, label_names)
+        data = form_values({"name": name, **fields})
+        files = {"file": (f"{name or 'arrays'}.csv", content)}
+        return self._json("POST", "/datasets", data=data, files=files)
 
     def datasets(self, limit: int = 100, offset: int = 0) -> Json:
         return self._json("GET", "/datasets", params=self._page(limit, offset))
@@ -179,15 +209,24 @@ class Client:
     def train(
         self,
         method: str,
-        dataset_id: str,
+        dataset_id: str | None,
         model_name: str,
         *,
+        data: tuple[Any, Any] | None = None,
         params: dict[str, Any] | None = None,
         random_state: int | None = None,
         feature_selector: dict[str, Any] | None = None,
     ) -> Json:
-        """Queue a training; returns ``{"job_id", "status", "status_url"}`` (see :meth:`wait`)."""
-        body: dict[str, Any] = {"method": method, "dataset_id": dataset_id, "model_name": model_name}
+        """Queue a training; returns ``{"job_id", "status", "status_url"}`` (see :meth:`wait`).
+
+        Instead of a stored ``dataset_id`` (pass ``None``), ``data=(X, Y)`` sends a small dataset
+        inline: arrays, sparse matrices or DataFrames (whose column names become the names).
+        """
+        body: dict[str, Any] = {"method": method, "model_name": model_name}
+        if dataset_id is not None:
+            body["dataset_id"] = dataset_id
+        if data is not None:
+            body["data"] = client_arrays.inline_data(*data)
         body["params"] = params or {}
         if random_state is not None:
             body["random_state"] = random_state
@@ -236,6 +275,8 @@ class Client:
 
     def _read_timeout(self, hold: float) -> httpx.Timeout:
         """The client's timeouts, with the read one stretched by the time the server holds the answer."""
+        import httpx
+
         base = self.http.timeout
         read = None if base.read is None else base.read + hold
         return httpx.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
@@ -249,7 +290,29 @@ class Client:
         return self._json("GET", "/models", params=self._page(limit, offset))
 
     def model(self, name: str) -> Json:
+        """A model's versions and aliases, by name (for one version: :meth:`model_version`)."""
         return self._json("GET", f"/models/{name}")
+
+    def model_version(self, reference: str) -> Json:
+        """The version record a reference names: ``name`` (the latest), ``name@3`` or ``name@alias``."""
+        name, version = self.resolve(reference)
+        return self.version(name, version)
+
+    def resolve(self, reference: str) -> tuple[str, int]:
+        """``(name, version)`` for a model reference; an unknown alias is an :class:`ApiError` 404
+        naming the aliases the model has."""
+        name, _, tail = reference.partition("@")
+        if tail.isdigit():
+            return name, int(tail)
+        model = self.model(name)
+        if not tail:
+            return name, int(model["latest_version"])
+        if tail not in model["aliases"]:
+            known = ", ".join(sorted(model["aliases"])) or "none"
+            raise ApiError(
+                404, f"model: model '{name}' has no alias '{tail}' (its aliases: {known})", "GET", f"/models/{name}"
+            )
+        return name, int(model["aliases"][tail])
 
     def version(self, name: str, version: int) -> Json:
         return self._json("GET", f"/models/{name}/versions/{version}")
@@ -268,7 +331,7 @@ class Client:
     def predict(
         self,
         model: str,
-        instances: Sequence[Sequence[float]] | Sequence[dict[str, float]] | None = None,
+        instances: Any = None,
         *,
         dataset_id: str | None = None,
         output: str | None = None,
@@ -276,10 +339,15 @@ class Client:
         top_k: int | None = None,
         include_scores: bool = False,
     ) -> Json:
-        """Predict feature vectors (or a stored dataset); a selector needs neither."""
+        """Predict feature vectors (or a stored dataset); a selector needs neither.
+
+        ``instances``: rows (lists, a NumPy array, a SciPy sparse matrix) in the training feature
+        order, ``{feature: value}`` objects, or a pandas DataFrame whose column names are feature
+        names (matched by name, in any order).
+        """
         body: dict[str, Any] = {"model": model}
         options = {
-            "instances": None if instances is None else list(instances),
+            "instances": None if instances is None else client_arrays.instances_json(instances),
             "dataset_id": dataset_id,
             "output": output,
             "threshold": threshold,
@@ -289,6 +357,26 @@ class Client:
         if include_scores:
             body["include_scores"] = True
         return self._json("POST", "/predict", json=body)
+
+    def predict_array(
+        self,
+        model: str,
+        instances: Any = None,
+        *,
+        output: str | None = None,
+        threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> np.ndarray:
+        """:meth:`predict`, answered as a NumPy array with one column per label in the model's
+        order (its version record's ``label_names``): ``labels`` 0/1 (int8), ``ranking`` the scores
+        (NaN where ``top_k`` left a label out), ``distribution`` the probabilities; a selector's
+        ``features`` are its feature indices, best first."""
+        result = self.predict(model, instances, output=output, threshold=threshold, top_k=top_k)
+        if "predictions" not in result and "features" not in result:
+            raise ValueError(f"the server answered with job {result.get('id')} (a batch), not predictions")
+        served = result["model"]
+        label_names = self.version(served["name"], served["version"])["label_names"]
+        return client_arrays.prediction_array(result, label_names)
 
     def evaluate(self, model: str, dataset_id: str, **options: Any) -> Json:
         """The task's standard metrics on a stored dataset (options: ``threshold``, ``top_k``...)."""
@@ -314,3 +402,23 @@ class Client:
     def compare_report(self, job_id: str) -> str:
         """The HTML report of a finished comparison."""
         return self.request("GET", f"/jobs/{job_id}/report").text
+
+
+def _upload_signature() -> inspect.Signature:
+    """``upload_dataset``'s signature with one keyword per declared upload option (for ``help()``
+    and editors; the method itself takes them as ``**options``)."""
+    signature = inspect.signature(Client.upload_dataset)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    declared = [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation="Sequence[str] | str | None" if option.listed else f"{option.kind.__name__} | None",
+        )
+        for option in UPLOAD_OPTIONS
+    ]
+    return signature.replace(parameters=[*fixed, *declared])
+
+
+Client.upload_dataset.__signature__ = _upload_signature()  # type: ignore[attr-defined]

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
+from app.upload_options import PARSE_OPTIONS
+
 from .arff_format import parse_arff
 from .common import DatasetFormatError, DatasetKind, DatasetTooLarge, ParsedDataset, ParseOptions
 from .csv_format import parse_csv
@@ -138,7 +140,9 @@ def check_options(options: ParseOptions, fmt: str, *, has_labels_file: bool) -> 
     """ConflictingOptions for options that contradict each other or that ``fmt`` would ignore.
 
     Silently preferring one of two contradictory options (or dropping one the format has no use
-    for) stores a dataset other than the one the user described.
+    for) stores a dataset other than the one the user described. Which formats read an option,
+    and which value is its default (what a form sends unasked, so no choice of the user's), is
+    declared with the option in ``app.upload_options``.
     """
     if options.label_count is not None and options.label_columns:
         raise ConflictingOptions(
@@ -151,30 +155,16 @@ def check_options(options: ParseOptions, fmt: str, *, has_labels_file: bool) -> 
             f"labels_file names the label attributes and {chosen} chooses them too; give only one of them",
             ("labels_file", chosen),
         )
-    applies = {
-        "n_features": ("libsvm",),
-        "label_columns": ("arff", "csv"),
-        "label_count": ("arff", "csv", "libsvm"),
-        "label_location": ("arff", "csv"),
-        "part": ("mat",),
-    }
-    given = {
-        "n_features": options.n_features is not None,
-        "label_columns": bool(options.label_columns),
-        "label_count": options.label_count is not None,
-        # the defaults ("end", "train") are what a form sends unasked; only the other value is a choice
-        "label_location": options.label_location != "end",
-        "part": options.part != "train",
-    }
-    for field, formats in applies.items():
-        if given[field] and fmt not in formats:
+    given = {option.name for option in PARSE_OPTIONS if option.given(getattr(options, option.name))}
+    for option in PARSE_OPTIONS:
+        if option.name in given and fmt not in option.formats:
             requested = options.format != "auto"
             raise ConflictingOptions(
-                f"{field} applies to {', '.join(f.upper() for f in formats)} files only; this file is read as "
-                f"{fmt.upper()} ({'format=' + fmt if requested else 'detected from its name or content'})",
-                (field, "format") if requested else (field,),
+                f"{option.name} applies to {', '.join(f.upper() for f in option.formats)} files only; this file is "
+                f"read as {fmt.upper()} ({'format=' + fmt if requested else 'detected from its name or content'})",
+                (option.name, "format") if requested else (option.name,),
             )
-    if given["label_location"] and options.label_count is None:
+    if "label_location" in given and options.label_count is None:
         raise ConflictingOptions(
             "label_location only applies with label_count (the labels are the last or first label_count columns)",
             ("label_location", "label_count"),

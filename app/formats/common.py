@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.errors import InvalidInput, PayloadTooLarge
+from app.upload_options import OPTIONS_BY_NAME, FormatName
 
 DatasetKind = Literal["multilabel", "distribution"]
-FormatName = Literal["auto", "arff", "csv", "libsvm", "mat"]
 
 
 class DatasetFormatError(InvalidInput, ValueError):
@@ -28,8 +28,17 @@ class DatasetTooLarge(PayloadTooLarge, DatasetFormatError):
     """
 
 
+def _declared(name: str) -> Any:
+    """The pydantic field of upload option ``name``: default, lower bound and description as
+    ``app.upload_options`` declares them (the annotation below states the type for mypy;
+    ``tests/unit/test_upload_options.py`` checks that the two agree)."""
+    option = OPTIONS_BY_NAME[name]
+    return Field(default=option.default, ge=option.minimum, description=option.description)
+
+
 class ParseOptions(BaseModel):
-    """Format options of ``POST /datasets`` (every field optional).
+    """The parser's options of ``POST /datasets`` (every field optional), declared in
+    ``app.upload_options``.
 
     * ``format``: ``auto`` detects by file name extension, then by content.
     * ``label_count`` / ``label_location``: the labels are the last (``end``) or first
@@ -42,12 +51,12 @@ class ParseOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    format: FormatName = "auto"
-    label_count: int | None = Field(default=None, ge=1)
-    label_location: Literal["end", "start"] = "end"
-    label_columns: list[str] | None = None
-    n_features: int | None = Field(default=None, ge=1)
-    part: Literal["train", "test"] = "train"
+    format: FormatName = _declared("format")
+    label_count: int | None = _declared("label_count")
+    label_location: Literal["end", "start"] = _declared("label_location")
+    label_columns: list[str] | None = _declared("label_columns")
+    n_features: int | None = _declared("n_features")
+    part: Literal["train", "test"] = _declared("part")
 
     @field_validator("label_columns", mode="before")
     @classmethod

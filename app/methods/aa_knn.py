@@ -13,10 +13,9 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
-from app.methods.baseline_support import DistributionPredictorMixin, Scaling, check_distributions, check_params
+from app.methods.base import InvalidParameterError, MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.baseline_support import DistributionPredictorMixin, MinMaxOption
 from app.methods.mlknn import ExactKNN
 
 
@@ -27,33 +26,34 @@ class AAKNNParams(MethodParams):
     )
 
 
-class AAKNN(DistributionPredictorMixin, BaseEstimator):
+class AAKNN(DistributionPredictorMixin, MinMaxOption, MethodEstimator):
     """Mean of the k nearest training distributions; parameters as :class:`AAKNNParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``index_`` (exact neighbour index over
     the scaled training rows), ``D_fit_`` (n, c) the training distributions.
     """
 
+    _params_model = AAKNNParams
+
     def __init__(self, *, k: int = 5, scale: Literal["none", "minmax"] = "minmax") -> None:
         self.k = k
         self.scale = scale
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> AAKNN:
-        progress = progress or no_progress
-        check_params(self, AAKNNParams)
-        X, D = check_distributions(self, X, Y)
+    def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
         if self.k > X.shape[0]:
-            raise ValueError(f"k={self.k} exceeds the number of training samples {X.shape[0]}")
+            raise InvalidParameterError.bound(
+                self, "k", f"k={self.k} exceeds the number of training samples {X.shape[0]}"
+            )
+
+    def _fit(self, Xs: np.ndarray, D: np.ndarray, progress: ProgressFn) -> None:
         progress("index", 0.0)
-        self.scaling_ = Scaling(X, self.scale)
-        self.index_ = ExactKNN(self.scaling_(X))
+        self.index_ = ExactKNN(Xs)
         self.D_fit_ = D
         progress("index", 1.0)
-        return self
 
     def _predict(self, X: np.ndarray) -> np.ndarray:
         """Distributions (n, c) for a float64 (n, d) array already validated."""
-        neighbours = self.index_.kneighbors(np.ascontiguousarray(self.scaling_(X)), int(self.k))
+        neighbours = self.index_.kneighbors(np.ascontiguousarray(self.scaling_.transform(X)), int(self.k))
         return self.D_fit_[neighbours].mean(axis=1)
 
 

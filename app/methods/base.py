@@ -1,17 +1,26 @@
-"""The contract every method module fulfils.
+"""The contract every method module fulfils, and the template ``fit`` every estimator inherits.
 
 A method module (``app/methods/<name>.py``) defines a scikit-learn estimator and a module level
 ``SPEC: MethodSpec``. The catalog (``app.methods.catalog``) discovers every module that has a
 ``SPEC``, so adding a method means adding one module (and its ``docs/methods/<id>.md``).
 
 Hyperparameters are declared once, by the pydantic ``*Params`` model of the module (type,
-default, range, description; it is also the JSON schema ``GET /methods`` shows). The
-estimator's ``__init__`` takes the same names with the same defaults, keyword-only after the
-first, and stores them unchanged; ``fit`` checks ``get_params()`` against the model
-(:meth:`ParamsContract._validated_params`) and raises :class:`InvalidParameterError` naming the
-parameter, so a library user and an API user get the same verdict.
+default, range, description; it is also the JSON schema ``GET /methods`` shows and the check
+``POST /train`` makes at submit). The estimator's ``__init__`` takes the same names with the
+same defaults, keyword-only after the first, and stores them unchanged.
 
-Estimator interface by task (all take dense float64 ``X`` of shape (n, d)):
+Every estimator derives from :class:`MethodEstimator`, whose ``fit`` is a template (the idea
+of scikit-learn's ``_fit_context`` and ``_parameter_constraints``): it checks ``get_params()``
+against ``_params_model`` (raising :class:`InvalidParameterError`, the one exception for a bad
+hyperparameter, naming it, so a library user and an API user get the same verdict), validates
+``X`` and the targets as the task requires (``_check_fit_data`` of the task mixin), checks the
+bounds that depend on the data (``_check_data_params``), fits the method's feature scaling
+(``_fit_scaling``) and applies it, and hands the rest to the method's ``_fit``. A method module
+therefore holds only what is specific to it: ``_fit``, its scores (``_predict_scores`` for the
+probability baselines, the private prediction twins otherwise) and the hooks it overrides.
+
+Estimator interface by task (all take dense float64 ``X`` of shape (n, d); a method declaring
+``accepts_sparse`` also takes ``scipy.sparse`` CSR ``X`` as it is):
 
 * ``multilabel`` (classifiers, :class:`MultiLabelClassifierMixin`): ``fit(X, Y)`` with ``Y``
   0/1 (or -1/+1) of shape (n, q); ``decision_function(X) -> (n, q)`` scores, higher = more
@@ -19,7 +28,9 @@ Estimator interface by task (all take dense float64 ``X`` of shape (n, d)):
   sets (``threshold=None`` uses the method's own rule). A classifier may also define
   ``predict_details(X, threshold=None) -> tuple[ndarray, list[dict]]``: the label sets plus extra
   per-sample fields for the API response (label references given as column indices; the service
-  maps them to names).
+  maps them to names). A classifier declaring ``predicts_constant_labels`` predicts a label that is
+  never (always) present in the training data with the constant 0 (1): the template records
+  ``constant_`` and ``constant_value_`` before ``_fit``.
 * ``distribution`` (label distribution learners, :class:`DistributionLearnerMixin`):
   ``fit(X, D)`` with ``D`` rows summing to 1; ``predict(X) -> (n, c)`` rows summing to 1.
 * ``selection`` (feature selectors, :class:`RankedSelectorMixin`): ``fit(X, Y)``; fitted
@@ -42,17 +53,20 @@ private twins (the ``KMeans.transform`` / ``_transform`` pattern).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
+from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils import Tags
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from app.methods.numerics import FeatureScaling
 
 Task = Literal["multilabel", "distribution", "selection"]
 Output = Literal["labels", "ranking", "distribution", "features"]
@@ -61,6 +75,9 @@ DatasetKind = Literal["multilabel", "distribution"]
 
 class ProgressCallback(Protocol):
     def __call__(self, stage: str, fraction: float) -> None: ...
+
+
+ProgressFn = Callable[[str, float], None]
 
 
 def no_progress(stage: str, fraction: float) -> None:
@@ -90,6 +107,12 @@ class InvalidParameterError(ValueError):
         details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
         super().__init__(f"invalid {estimator} parameter {details}")
 
+    @classmethod
+    def bound(cls, estimator: object, name: str, message: str) -> InvalidParameterError:
+        """``name`` outside a bound that only the training data sets (``k`` at most n - 1), which
+        the declaration cannot state; raised by ``_check_data_params``."""
+        return cls(type(estimator).__name__, [{"loc": (name,), "msg": message, "type": "data_bound"}])
+
 
 def validate_params(model: type[MethodParams], values: dict[str, Any], estimator: str) -> MethodParams:
     """``values`` checked against ``model``; raises :class:`InvalidParameterError`."""
@@ -100,14 +123,72 @@ def validate_params(model: type[MethodParams], values: dict[str, Any], estimator
         raise InvalidParameterError(estimator, errors) from None
 
 
-class ParamsContract(BaseEstimator):
-    """A scikit-learn estimator whose hyperparameters are declared by ``_params_model``."""
+_Estimator = TypeVar("_Estimator", bound="MethodEstimator")
+
+
+class MethodEstimator(BaseEstimator):
+    """Base of every method's estimator: the template ``fit`` (see the module docstring).
+
+    Subclasses set ``_params_model`` and implement ``_fit``; the task mixin (listed before this
+    class in the bases) supplies ``_check_fit_data``. The class attributes below are the
+    per-method declarations the template reads.
+    """
 
     _params_model: ClassVar[type[MethodParams]]
+    #: ``fit`` takes ``scipy.sparse`` CSR ``X`` as it is (tagged ``input_tags.sparse``). The
+    #: other methods reject sparse ``X``, as scikit-learn's checks require of a dense estimator;
+    #: code holding sparse data (the job's dataset loader) gets what a method takes from
+    #: :func:`fit_input`, the one place that densifies.
+    accepts_sparse: ClassVar[bool] = False
+
+    def fit(self: _Estimator, X: Any, Y: Any, progress: ProgressFn | None = None) -> _Estimator:
+        """Check the parameters, the data and the bounds the data sets, fit the scaling (and
+        record the constant labels, for a classifier that ``predicts_constant_labels``), then
+        call ``_fit`` on the scaled features; returns self."""
+        self._validated_params()
+        X, Y = self._check_fit_data(X, Y)
+        self._check_data_params(X, Y)
+        scaling = self._fit_scaling(X)
+        if scaling is not None:
+            self.scaling_ = scaling
+            X = scaling.transform(X)
+        self._fit(X, Y, progress or no_progress)
+        return self
 
     def _validated_params(self) -> MethodParams:
-        """The constructor parameters checked against the declaration (called first in ``fit``)."""
+        """The constructor parameters checked against the declaration (the template's first step)."""
         return validate_params(self._params_model, self.get_params(deep=False), type(self).__name__)
+
+    def _check_fit_data(self, X: Any, Y: Any) -> tuple[Any, np.ndarray]:
+        """``X`` and the targets validated for the task (the task mixins implement it)."""
+        raise NotImplementedError
+
+    def _check_data_params(self, X: Any, Y: np.ndarray) -> None:
+        """Parameter bounds that depend on the data (``k`` at most n - 1, ...), raised as
+        :meth:`InvalidParameterError.bound`; none by default."""
+
+    def _fit_scaling(self, X: Any) -> FeatureScaling | None:
+        """The feature scaling fitted on the training rows, kept as ``scaling_`` and applied to
+        ``X`` before ``_fit``; ``None`` (the default) for a method that does not scale."""
+        return None
+
+    def _fit(self, X: Any, Y: np.ndarray, progress: ProgressFn) -> None:
+        """The method itself, on validated (and scaled) ``X`` and validated targets."""
+        raise NotImplementedError
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.accepts_sparse
+        return tags
+
+
+def fit_input(estimator: MethodEstimator | type[MethodEstimator], X: Any) -> Any:
+    """``X`` as ``estimator``'s ``fit`` takes it: CSR kept for a method that ``accepts_sparse``,
+    a dense copy for the others. The one place that densifies features for a method, by its own
+    declaration; a loader of sparse datasets calls it instead of deciding per method."""
+    if not sparse.issparse(X):
+        return X
+    return X.tocsr() if estimator.accepts_sparse else X.toarray()
 
 
 @dataclass(frozen=True)
@@ -116,7 +197,7 @@ class MethodSpec:
 
     ``params`` is a pydantic model (subclass of ``MethodParams``) whose fields are exactly the
     estimator's constructor arguments; its JSON schema is what ``GET /methods`` shows.
-    ``estimator`` is the class, built as ``estimator(**params.model_dump())``.
+    ``estimator`` is the class (a :class:`MethodEstimator`), built as ``estimator(**params)``.
     """
 
     id: str
@@ -133,12 +214,17 @@ class MethodSpec:
     def default_output(self) -> Output:
         return self.outputs[0]
 
-    def build(self, params: dict[str, Any]) -> Any:
-        """Validate ``params`` (raises pydantic.ValidationError) and build an unfitted estimator."""
-        return self.estimator(**self.params.model_validate(params).model_dump())
+    def build(self, params: MethodParams | Mapping[str, Any]) -> Any:
+        """An unfitted estimator with these constructor arguments (the others at their defaults).
 
-
-ProgressFn = Callable[[str, float], None]
+        Nothing is validated here: the caller checked the parameters against ``self.params``
+        once (at submit) and ``fit`` checks them again, as scikit-learn's contract asks. Pass
+        the validated declaration (or its ``model_dump``), so that the estimator gets the
+        coerced values (``max_features=1`` is the fraction 1.0, not one feature); a plain
+        mapping is taken as given.
+        """
+        values = params.model_dump() if isinstance(params, MethodParams) else params
+        return self.estimator(**values)
 
 
 # --------------------------------------------------------------------------- input validation
@@ -177,6 +263,34 @@ def check_multilabel(
     return X, (Y > 0).astype(np.float64)
 
 
+def check_distributions(estimator: BaseEstimator, X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``fit``'s input checks for label distribution learners: finite X (n, d), D (n, c) non-negative.
+
+    Runs scikit-learn's ``validate_data`` (which sets ``n_features_in_``). A row of D that does
+    not sum to 1 (rounding in a data file) is renormalised; a row summing to 0 has no
+    distribution and is an error.
+    """
+    X, D = validate_data(
+        estimator, X, D, multi_output=True, dtype=np.float64, order="C", y_numeric=True, ensure_min_samples=2
+    )
+    D = np.asarray(D, dtype=np.float64)
+    if D.ndim != 2 or D.shape[1] < 1:
+        raise ValueError(f"D must be a 2-D (n, c) matrix of label distributions, got shape {D.shape}")
+    if (D < 0).any():
+        raise ValueError("every row of D must be a distribution: D has negative entries")
+    sums = D.sum(axis=1, keepdims=True)
+    if (sums <= 0).any():
+        raise ValueError("every row of D must be a distribution: some rows sum to 0")
+    return X, D / sums
+
+
+def constant_labels(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(varying, value)``: which label columns take both values in ``Y``, and the 0/1 value of the others."""
+    frac = Y.mean(axis=0)
+    varying = (frac > 0) & (frac < 1)
+    return varying, (frac >= 1).astype(np.float64)
+
+
 def check_features(estimator: BaseEstimator, X: Any) -> np.ndarray:
     """The public predict paths' checks: fitted, and ``X`` finite float64 of the training width.
 
@@ -202,6 +316,19 @@ class MultiLabelClassifierMixin(ClassifierMixin):
     """
 
     classes_: list[np.ndarray]
+    constant_: np.ndarray
+    constant_value_: np.ndarray
+    #: a label never (always) present in the training data is predicted with the constant 0 (1):
+    #: the template records ``constant_`` (q,) bool and ``constant_value_`` (q,) before ``_fit``
+    predicts_constant_labels: ClassVar[bool] = False
+
+    def _check_fit_data(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        X, Y = check_multilabel(self, X, Y)
+        self._set_classes(Y.shape[1])
+        if self.predicts_constant_labels:
+            varying, self.constant_value_ = constant_labels(Y)
+            self.constant_ = ~varying
+        return X, Y
 
     def __sklearn_tags__(self) -> Tags:
         tags = _multi_output_only(super().__sklearn_tags__())
@@ -216,6 +343,9 @@ class MultiLabelClassifierMixin(ClassifierMixin):
 
 class DistributionLearnerMixin:
     """Label distribution learner: ``D`` is an (n, c) matrix of rows summing to 1."""
+
+    def _check_fit_data(self, X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
+        return check_distributions(self, X, D)
 
     def __sklearn_tags__(self) -> Tags:
         tags = _multi_output_only(super().__sklearn_tags__())  # type: ignore[misc]
@@ -234,6 +364,9 @@ class RankedSelectorMixin(SelectorMixin):
 
     n_features_in_: int
     ranking_: np.ndarray
+
+    def _check_fit_data(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        return check_multilabel(self, X, Y, class_vector=True)
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()

@@ -26,27 +26,13 @@ scikit-learn requires, and are not a recommendation. A blend is never one of ``a
 
 from __future__ import annotations
 
-import copy
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from sklearn.base import BaseEstimator
 
-from app.methods.base import (
-    MethodParams,
-    MethodSpec,
-    ProgressFn,
-    Task,
-    check_multilabel,
-    no_progress,
-)
-from app.methods.baseline_support import (
-    DistributionPredictorMixin,
-    ProbabilityClassifierMixin,
-    check_distributions,
-    check_params,
-)
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, Task
+from app.methods.baseline_support import DistributionPredictorMixin, ProbabilityClassifierMixin
 
 #: classifiers whose ``decision_function`` is a probability per label in [0, 1]
 PROBABILITY_SCORES = frozenset({"br", "ecc", "rf", "mlknn", "dmknn"})
@@ -137,12 +123,12 @@ class BlendLDLParams(MethodParams):
 
 
 class _Members:
-    """Fitting the members (shared by both blends)."""
+    """Fitting the members: the ``_fit`` of both blends."""
 
     members: Any
     _task: ClassVar[Task]
 
-    def _fit_members(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
+    def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         from app.methods.catalog import get_method
 
         declared = [BlendMember.model_validate(m) for m in self.members]
@@ -158,7 +144,7 @@ class _Members:
                 )
 
             progress(f"member {i + 1}/{len(declared)} {member.method}", i / len(declared))
-            fitted.append(spec.build(copy.deepcopy(member.params)).fit(X, Y, progress=inner))
+            fitted.append(spec.build(spec.params.model_validate(member.params)).fit(X, Y, progress=inner))
         progress("members", 1.0)
         weights = np.array([m.weight for m in declared], dtype=np.float64)
         self.members_ = fitted
@@ -166,7 +152,7 @@ class _Members:
         self.weights_ = weights / weights.sum()
 
 
-class Blend(_Members, ProbabilityClassifierMixin, BaseEstimator):
+class Blend(_Members, ProbabilityClassifierMixin, MethodEstimator):
     """Weighted mean of the members' label probabilities; parameters as :class:`BlendParams`.
 
     Fitted attributes: ``n_features_in_``, ``members_`` (the fitted member estimators),
@@ -174,19 +160,13 @@ class Blend(_Members, ProbabilityClassifierMixin, BaseEstimator):
     """
 
     _task: ClassVar[Task] = "multilabel"
+    _params_model = BlendParams
 
     def __init__(self, members: Any = _DEFAULT_CLASSIFIERS, *, threshold: float = 0.5) -> None:
         self.members = members
         self.threshold = threshold
 
-    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> Blend:
-        check_params(self, BlendParams)
-        X, Y = check_multilabel(self, X, Y)
-        self._fit_members(X, Y, progress or no_progress)
-        self._set_classes(Y.shape[1])
-        return self
-
-    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
         """Weighted mean of the members' scores (n, q) for a float64 (n, d) array already validated."""
         S = np.zeros((X.shape[0], len(self.classes_)))
         for weight, member in zip(self.weights_, self.members_):
@@ -197,22 +177,17 @@ class Blend(_Members, ProbabilityClassifierMixin, BaseEstimator):
         return float(self.threshold)
 
 
-class BlendLDL(_Members, DistributionPredictorMixin, BaseEstimator):
+class BlendLDL(_Members, DistributionPredictorMixin, MethodEstimator):
     """Weighted mean of the members' label distributions; parameters as :class:`BlendLDLParams`.
 
     Fitted attributes: ``n_features_in_``, ``members_``, ``methods_``, ``weights_`` (as :class:`Blend`).
     """
 
     _task: ClassVar[Task] = "distribution"
+    _params_model = BlendLDLParams
 
     def __init__(self, members: Any = _DEFAULT_LEARNERS) -> None:
         self.members = members
-
-    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> BlendLDL:
-        check_params(self, BlendLDLParams)
-        X, D = check_distributions(self, X, Y)
-        self._fit_members(X, D, progress or no_progress)
-        return self
 
     def _predict(self, X: np.ndarray) -> np.ndarray:
         """Weighted mean of the members' distributions (n, c) for a float64 (n, d) array already validated."""

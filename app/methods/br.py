@@ -19,12 +19,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 from scipy.special import expit
-from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import ProbabilityClassifierMixin, Scaling, check_params, constant_labels
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 
 
 class BRParams(MethodParams):
@@ -38,7 +37,7 @@ class BRParams(MethodParams):
     )
 
 
-class BinaryRelevance(ProbabilityClassifierMixin, BaseEstimator):
+class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
     """One ``LogisticRegression`` per label; parameters as :class:`BRParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``coef_`` (q, d) and ``intercept_`` (q,)
@@ -46,6 +45,9 @@ class BinaryRelevance(ProbabilityClassifierMixin, BaseEstimator):
     (q,) the value of a constant label, ``n_iter_`` the largest L-BFGS iteration count of the
     per-label fits (``max_iter`` reached means one did not converge).
     """
+
+    _params_model = BRParams
+    predicts_constant_labels = True
 
     def __init__(
         self,
@@ -60,38 +62,27 @@ class BinaryRelevance(ProbabilityClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.scale = scale
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> BinaryRelevance:
-        progress = progress or no_progress
-        check_params(self, BRParams)
-        X, Y = check_multilabel(self, X, Y)
-        self.scaling_ = Scaling(X, self.scale)
-        Xs = self.scaling_(X)
+    def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         q = Y.shape[1]
-        varying, value = constant_labels(Y)
-        coef = np.zeros((q, X.shape[1]))
+        coef = np.zeros((q, Xs.shape[1]))
         intercept = np.zeros(q)
         iterations = [0]
         with threadpool_limits(limits=1, user_api="blas"):
             for j in range(q):
                 progress("labels", j / q)
-                if varying[j]:
+                if not self.constant_[j]:
                     lr = LogisticRegression(C=self.C, max_iter=self.max_iter, class_weight=self.class_weight)
                     lr.fit(Xs, Y[:, j])
                     coef[j], intercept[j] = lr.coef_[0], lr.intercept_[0]
                     iterations.append(int(lr.n_iter_[0]))
         progress("labels", 1.0)
         self.coef_, self.intercept_ = coef, intercept
-        self.constant_, self.constant_value_ = ~varying, value
         self.n_iter_ = max(iterations)
-        self._set_classes(q)
-        return self
 
     # ----------------------------------------------------------------------- prediction
-    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
         """Per-label probabilities (n, q) of a float64 (n, d) array already validated."""
-        P = expit(self.scaling_(X) @ self.coef_.T + self.intercept_)
-        P[:, self.constant_] = self.constant_value_[self.constant_]
-        return P
+        return expit(self.scaling_.transform(X) @ self.coef_.T + self.intercept_)
 
 
 SPEC = MethodSpec(

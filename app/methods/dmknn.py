@@ -33,14 +33,12 @@ from pydantic import Field, field_validator
 from scipy.stats import beta as beta_dist
 
 from app.methods.base import (
+    MethodEstimator,
     MethodParams,
     MethodSpec,
     MultiLabelClassifierMixin,
-    ParamsContract,
     ProgressFn,
     check_features,
-    check_multilabel,
-    no_progress,
 )
 from app.methods.fit_warnings import warn_if_mostly_empty
 from app.methods.itemsets import frequent_label_sets, support_count
@@ -138,7 +136,7 @@ class DMKNNParams(MethodParams):
         return v
 
 
-class DMKNN(MultiLabelClassifierMixin, ParamsContract):
+class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """Dual-modal label-correlation kNN (Qian et al. 2022).
 
     Every reading the paper leaves open is a parameter whose default is the recommended one;
@@ -289,23 +287,16 @@ class DMKNN(MultiLabelClassifierMixin, ParamsContract):
         self.neighbors = neighbors
 
     # ------------------------------------------------------------------------------ fitting
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> DMKNN:
-        """Learn the label and itemset models and their Beta thresholds; returns self."""
-        progress = progress or no_progress
-        self._validated_params()
-        X, Yf = check_multilabel(self, X, Y)
+    def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
+        """Learn the label and itemset models and their Beta thresholds."""
         Y = Yf.astype(np.uint8)
-        m, q = Y.shape
+        m = Y.shape[0]
         k, s = int(self.k), float(self.s)
         self.min_support_count_ = support_count(self.min_support, m)
 
         progress("neighbours", 0.0)
-        self.scaling_ = self._normaliser(X)
-        self._set_classes(q)
         self.label_model_ = MLkNN(k, s=s, scale="none", neighbors=self.neighbors)
-        neighbours = self.label_model_.fit_scaled(
-            self.scaling_.transform(X), Y, self.include_self_in_training_neighbours
-        )
+        neighbours = self.label_model_.fit_scaled(Xs, Y, self.include_self_in_training_neighbours)
         self.neighbour_search_ = self.label_model_.neighbour_search_
         self.neighbour_recall_ = self.label_model_.neighbour_recall_
 
@@ -346,11 +337,10 @@ class DMKNN(MultiLabelClassifierMixin, ParamsContract):
         if M == 0:
             self.association_threshold_ = np.zeros(0)
         loo_sets = self._decide_scores(lab, lookup(self.item_table_, item_counts), None)[0]
-        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "dmknn", "Algorithm 4", stacklevel=2)
+        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "dmknn", "Algorithm 4", stacklevel=3)
         progress("thresholds", 1.0)
-        return self
 
-    def _normaliser(self, X: np.ndarray) -> FeatureScaling:
+    def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
         if self.normalization == "minmax":
             return FeatureScaling.minmax(X, constant="zero")
         if self.normalization == "zscore":

@@ -17,18 +17,17 @@ in ``app.methods.br``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 from scipy.special import expit
-from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.multioutput import ClassifierChain
 from threadpoolctl import threadpool_limits
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import ProbabilityClassifierMixin, Scaling, check_params, constant_labels
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 
 
 class ECCParams(MethodParams):
@@ -66,13 +65,16 @@ class _Chain:
         return out
 
 
-class EnsembleClassifierChains(ProbabilityClassifierMixin, BaseEstimator):
+class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
     """Mean probability of ``n_chains`` random-order classifier chains; parameters as :class:`ECCParams`.
 
-    Fitted attributes: ``n_features_in_``, ``scaling_``, ``chains_`` (the chains as arrays),
-    ``varying_`` (q,) bool labels in the chains, ``constant_value_`` (q,), ``n_iter_`` the largest
+    Fitted attributes: ``n_features_in_``, ``scaling_``, ``chains_`` (the chains as arrays, over
+    the labels that are not ``constant_``), ``constant_value_`` (q,), ``n_iter_`` the largest
     L-BFGS iteration count of any link.
     """
+
+    _params_model = ECCParams
+    predicts_constant_labels = True
 
     def __init__(
         self,
@@ -89,13 +91,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, BaseEstimator):
         self.scale = scale
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> EnsembleClassifierChains:
-        progress = progress or no_progress
-        check_params(self, ECCParams)
-        X, Y = check_multilabel(self, X, Y)
-        self.scaling_ = Scaling(X, self.scale)
-        Xs = self.scaling_(X)
-        self.varying_, self.constant_value_ = constant_labels(Y)
+    def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         seeds = (
             np.random.default_rng().integers(2**31 - 1, size=self.n_chains)
             if self.random_state is None
@@ -103,8 +99,9 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, BaseEstimator):
         )
         self.chains_: list[_Chain] = []
         iterations = [0]
-        if self.varying_.any():
-            Yv = Y[:, self.varying_]
+        varying = ~self.constant_
+        if varying.any():
+            Yv = Y[:, varying]
             with threadpool_limits(limits=1, user_api="blas"):
                 for i, seed in enumerate(seeds):
                     progress("chains", i / self.n_chains)
@@ -112,20 +109,25 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, BaseEstimator):
                         LogisticRegression(C=self.C, max_iter=self.max_iter), order="random", random_state=int(seed)
                     )
                     chain.fit(Xs, Yv)
-                    self.chains_.append(_Chain(chain, X.shape[1]))
+                    self.chains_.append(_Chain(chain, Xs.shape[1]))
                     iterations.extend(int(est.n_iter_[0]) for est in chain.estimators_)
         progress("chains", 1.0)
         self.n_iter_ = max(iterations)
-        self._set_classes(Y.shape[1])
-        return self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Artifacts fitted before the template ``fit`` stored ``varying_`` instead of ``constant_``."""
+        if "varying_" in state:
+            state["constant_"] = ~state.pop("varying_")
+        super().__setstate__(state)
 
     # ----------------------------------------------------------------------- prediction
-    def _decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Mean chain probabilities (n, q) of a float64 (n, d) array already validated."""
-        P = np.tile(self.constant_value_, (X.shape[0], 1))
+    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
+        """Mean chain probabilities (n, q) of a float64 (n, d) array already validated (0 in the
+        columns of constant labels, which the template then sets)."""
+        P = np.zeros((X.shape[0], self.constant_.shape[0]))
         if self.chains_:
-            Xs = self.scaling_(X)
-            P[:, self.varying_] = sum(chain.proba(Xs) for chain in self.chains_) / len(self.chains_)
+            Xs = self.scaling_.transform(X)
+            P[:, ~self.constant_] = sum(chain.proba(Xs) for chain in self.chains_) / len(self.chains_)
         return P
 
 

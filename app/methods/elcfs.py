@@ -33,13 +33,12 @@ from pydantic import Field
 from sklearn.cluster import KMeans
 
 from app.methods.base import (
+    InvalidParameterError,
+    MethodEstimator,
     MethodParams,
     MethodSpec,
-    ParamsContract,
     ProgressFn,
     RankedSelectorMixin,
-    check_multilabel,
-    no_progress,
 )
 from app.methods.fit_warnings import ConvergenceWarning, warn_if_constant
 from app.methods.numerics import FeatureScaling
@@ -84,7 +83,7 @@ class ELCFSParams(MethodParams):
     random_state: int | None = Field(0, description="Seed of K-means and of the uniform(0,1) initial W, Z.")
 
 
-class ELCFS(RankedSelectorMixin, ParamsContract):
+class ELCFS(RankedSelectorMixin, MethodEstimator):
     """Embedded multi-label feature selector with cluster-enhanced label correlations.
 
     Parameters
@@ -198,23 +197,23 @@ class ELCFS(RankedSelectorMixin, ParamsContract):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> ELCFS:
-        """Cluster, then run the multiplicative updates until ``tol`` or ``max_iter``; returns self."""
-        progress = progress or no_progress
-        self._validated_params()
-        X, Y = check_multilabel(self, X, Y, class_vector=True)
-        n, d = X.shape
-        q = Y.shape[1]
+    def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
+        k = Y.shape[1] if self.n_clusters is None else self.n_clusters
+        if k > X.shape[0]:
+            raise InvalidParameterError.bound(
+                self, "n_clusters", f"n_clusters={k} exceeds the number of samples {X.shape[0]}"
+            )
+        if not self.scale and (X < 0).any():
+            raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
 
-        if self.scale:
-            # constant features carry no information: they map to 0
-            self.scaling_ = FeatureScaling.minmax(X, constant="zero")
-            Xs = self.scaling_.transform(X)
-        else:
-            if (X < 0).any():
-                raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
-            self.scaling_ = FeatureScaling.identity(d)
-            Xs = X
+    def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
+        # constant features carry no information: they map to 0
+        return FeatureScaling.minmax(X, constant="zero") if self.scale else FeatureScaling.identity(X.shape[1])
+
+    def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
+        """Cluster, then run the multiplicative updates until ``tol`` or ``max_iter``."""
+        n, d = Xs.shape
+        q = Y.shape[1]
 
         progress("clustering", 0.0)
         H, T, assign = self._cluster(Xs, Y)
@@ -248,23 +247,20 @@ class ELCFS(RankedSelectorMixin, ParamsContract):
                 f"elcfs: stopped at max_iter={self.max_iter} with the objective still changing by more than "
                 f"tol={self.tol:g} per iteration (raise max_iter or tol)",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
 
         self.W_, self.Z_ = W, Z
         self.objective_ = np.asarray(history)
         self.n_iter_ = it
         self.feature_scores_ = np.sqrt((W * W).sum(axis=1))
-        warn_if_constant(self.feature_scores_, "elcfs", "feature score (row norm of W)")
+        warn_if_constant(self.feature_scores_, "elcfs", "feature score (row norm of W)", stacklevel=4)
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
-        return self
 
     def _cluster(self, Xs: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """K-means on the scaled features; centres' features and labels are member means."""
         n = Xs.shape[0]
         k = Y.shape[1] if self.n_clusters is None else self.n_clusters
-        if k > n:
-            raise ValueError(f"n_clusters={k} exceeds the number of samples {n}")
         km = KMeans(n_clusters=k, init="k-means++", n_init=self.kmeans_n_init, random_state=self.random_state)
         assign = km.fit_predict(Xs)
         # Member means (eqs. (1), (2)); clusters that ended empty are dropped.

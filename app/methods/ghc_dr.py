@@ -40,15 +40,7 @@ import numpy as np
 from pydantic import Field
 from scipy import sparse
 
-from app.methods.base import (
-    MethodParams,
-    MethodSpec,
-    ParamsContract,
-    ProgressFn,
-    RankedSelectorMixin,
-    check_multilabel,
-    no_progress,
-)
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin
 from app.methods.fit_warnings import NonConvexWarning, warn_if_constant
 from app.methods.numerics import FeatureScaling, effective_jobs, run_blocks
 
@@ -393,7 +385,7 @@ class GHCDRParams(MethodParams):
     n_jobs: int = Field(1, description="joblib threads over row blocks (-1 = all cores). Results do not depend on it.")
 
 
-class GHCDR(RankedSelectorMixin, ParamsContract):
+class GHCDR(RankedSelectorMixin, MethodEstimator):
     """Filter feature selector: fuzzy-rough higher-order relevance + MI/graph dual redundancy.
 
     docs/methods/ghc-dr.md explains each reading the paper leaves open.
@@ -527,14 +519,12 @@ class GHCDR(RankedSelectorMixin, ParamsContract):
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> GHCDR:
-        """Relevance, redundancy and the closed-form solve; returns self."""
-        progress = progress or no_progress
-        self._validated_params()
-        X, Y = check_multilabel(self, X, Y, class_vector=True)
-        d = X.shape[1]
-        self.scaling_ = FeatureScaling.minmax(X, constant="zero")
-        Xs = self.scaling_.transform(X)
+    def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
+        return FeatureScaling.minmax(X, constant="zero")
+
+    def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
+        """Relevance, redundancy and the closed-form solve."""
+        d = Xs.shape[1]
 
         progress("mi", 0.0)
         codes = equal_frequency_codes(Xs, self.n_bins)
@@ -575,13 +565,12 @@ class GHCDR(RankedSelectorMixin, ParamsContract):
             if self.nonconvex == "error":
                 raise ValueError(msg)
             if self.nonconvex == "warn":
-                warnings.warn(msg, NonConvexWarning, stacklevel=2)
+                warnings.warn(msg, NonConvexWarning, stacklevel=3)
 
         self.feature_scores_ = Z.sum(axis=1) if self.feature_score == "sum" else np.sqrt((Z * Z).sum(axis=1))
-        warn_if_constant(self.feature_scores_, "ghc-dr", "feature score (row of Z)")
+        warn_if_constant(self.feature_scores_, "ghc-dr", "feature score (row of Z)", stacklevel=4)
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
         progress("solve", 1.0)
-        return self
 
     def _block_rows(self, per_row_bytes: float) -> int:
         """Rows per block so that all concurrently running blocks fit the memory budget."""

@@ -27,12 +27,12 @@ from sklearn.utils.validation import validate_data
 
 from app.methods.base import (
     DistributionLearnerMixin,
+    InvalidParameterError,
+    MethodEstimator,
     MethodParams,
     MethodSpec,
-    ParamsContract,
     ProgressFn,
     check_features,
-    no_progress,
 )
 from app.methods.fit_warnings import ConvergenceWarning
 from app.methods.numerics import FeatureScaling
@@ -204,7 +204,7 @@ class LDLKMParams(MethodParams):
         return value
 
 
-class LDLKM(DistributionLearnerMixin, ParamsContract):
+class LDLKM(DistributionLearnerMixin, MethodEstimator):
     """Label distribution learning based on k-means (Shao, Yang, Zhao 2017).
 
     Parameters
@@ -286,29 +286,26 @@ class LDLKM(DistributionLearnerMixin, ParamsContract):
         self.temperature = temperature
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, Y: Any, progress: ProgressFn | None = None) -> LDLKM:
-        """Cluster X by batch k-means and store the cluster feature and label means; returns self.
-
-        ``Y`` is the (m, c) matrix of training label distributions (D in the paper).
-        """
-        report = progress or no_progress
-        self._validated_params()
-        X, D = self._check_training_data(X, Y)
-        k, max_iter = int(self.k), int(self.max_iter)
-        m, d = X.shape
+    def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
+        k = int(self.k)
         if k > 1 and not _has_k_distinct_rows(X, k):
-            raise ValueError(
-                f"k={k} exceeds the number of distinct training rows (n_samples = {m}); "
-                "empty clusters could not be avoided"
+            raise InvalidParameterError.bound(
+                self,
+                "k",
+                f"k={k} exceeds the number of distinct training rows (n_samples = {X.shape[0]}); "
+                "empty clusters could not be avoided",
             )
 
-        if self.standardize:
-            self.scaling_ = FeatureScaling.zscore(X, constant="keep")
-            H = self.scaling_.transform(X)
-        else:
-            self.scaling_ = FeatureScaling.identity(d)
-            H = X
+    def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
+        return FeatureScaling.zscore(X, constant="keep") if self.standardize else FeatureScaling.identity(X.shape[1])
 
+    def _fit(self, H: np.ndarray, D: np.ndarray, report: ProgressFn) -> None:
+        """Cluster X by batch k-means and store the cluster feature and label means.
+
+        ``D`` is the (m, c) matrix of training label distributions.
+        """
+        k, max_iter = int(self.k), int(self.max_iter)
+        m = H.shape[0]
         report("kmeans", 0.0)
         rng = check_random_state(self.random_state)
         init = rng.choice(m, size=k, replace=False)
@@ -318,7 +315,7 @@ class LDLKM(DistributionLearnerMixin, ParamsContract):
                 f"ldlkm: k-means stopped at max_iter={max_iter} before its assignments settled; the prototypes are "
                 "those of the last iteration (raise max_iter)",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
 
         self.labels_ = labels
@@ -326,7 +323,6 @@ class LDLKM(DistributionLearnerMixin, ParamsContract):
         self.cluster_sizes_ = np.bincount(labels, minlength=k)
         self.label_means_ = self._group_means(D, labels, self.cluster_sizes_)
         report("kmeans", 1.0)
-        return self
 
     def _lloyd(
         self, H: np.ndarray, centers: np.ndarray, max_iter: int, report: ProgressFn
@@ -393,7 +389,7 @@ class LDLKM(DistributionLearnerMixin, ParamsContract):
         member[labels, np.arange(len(labels))] = 1.0
         return (member @ A) / sizes[:, None]
 
-    def _check_training_data(self, X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _check_fit_data(self, X: Any, D: Any) -> tuple[np.ndarray, np.ndarray]:
         """Shapes, finiteness, and valid label distributions.
 
         A row of D that is non-negative but does not sum to 1 (rounding in a data file) is

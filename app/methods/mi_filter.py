@@ -21,18 +21,9 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator
 from sklearn.feature_selection import mutual_info_classif
 
-from app.methods.base import (
-    MethodParams,
-    MethodSpec,
-    ProgressFn,
-    RankedSelectorMixin,
-    check_multilabel,
-    no_progress,
-)
-from app.methods.baseline_support import check_params, constant_labels
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, constant_labels
 
 
 class MIFilterParams(MethodParams):
@@ -73,12 +64,14 @@ def binned_mi(codes: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return out
 
 
-class MIFilter(RankedSelectorMixin, BaseEstimator):
+class MIFilter(RankedSelectorMixin, MethodEstimator):
     """Summed label mutual information filter; parameters as :class:`MIFilterParams`.
 
     Fitted attributes: ``feature_scores_`` (d,), ``ranking_`` (d,) best first,
     ``mutual_information_`` (d, q) per label (0 for constant labels), ``n_features_in_``.
     """
+
+    _params_model = MIFilterParams
 
     def __init__(
         self,
@@ -95,10 +88,7 @@ class MIFilter(RankedSelectorMixin, BaseEstimator):
         self.ratio = ratio
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MIFilter:
-        progress = progress or no_progress
-        check_params(self, MIFilterParams)
-        X, Y = check_multilabel(self, X, Y, class_vector=True)
+    def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         q = Y.shape[1]
         varying, _ = constant_labels(Y)
         mi = np.zeros((X.shape[1], q))
@@ -115,7 +105,6 @@ class MIFilter(RankedSelectorMixin, BaseEstimator):
         self.mutual_information_ = mi
         self.feature_scores_ = mi.sum(axis=1)
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
-        return self
 
     def _default_count(self, d: int) -> int:
         """Features kept by default: max(1, round(ratio * d))."""

@@ -32,15 +32,16 @@ import numpy as np
 from pydantic import Field
 
 from app.methods.base import (
+    InvalidParameterError,
+    MethodEstimator,
     MethodParams,
     MethodSpec,
     MultiLabelClassifierMixin,
-    ParamsContract,
     ProgressFn,
     check_features,
-    check_multilabel,
     no_progress,
 )
+from app.methods.baseline_support import MinMaxOption
 from app.methods.fit_warnings import warn_if_constant, warn_if_mostly_empty
 from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
 from app.methods.neighbours import EXACT_MAX_N, ExactKNN, NeighborSearch, training_graph
@@ -118,7 +119,7 @@ class MLkNNParams(MethodParams):
     )
 
 
-class MLkNN(MultiLabelClassifierMixin, ParamsContract):
+class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """ML-kNN (Zhang & Zhou 2007), vectorised, with deterministic neighbours.
 
     Parameters
@@ -212,22 +213,16 @@ class MLkNN(MultiLabelClassifierMixin, ParamsContract):
         self.neighbors = neighbors
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> MLkNN:
-        """Learn the priors, count likelihoods and label-set rule; returns self."""
-        progress = progress or no_progress
-        self._validated_params()
-        X, Yf = check_multilabel(self, X, Y)
-        Y = Yf.astype(np.uint8)
+    def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
         self._check_k(X.shape[0])
+
+    def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
+        """Learn the priors, count likelihoods and label-set rule."""
+        Y = Yf.astype(np.uint8)
         progress("neighbours", 0.0)
-        if self.scale == "minmax":
-            self.scaling_ = FeatureScaling.minmax(X, constant="zero")
-        else:
-            self.scaling_ = FeatureScaling.identity(X.shape[1])
-        neighbours = self._fit_tables(self.scaling_.transform(X), Y, progress)
+        neighbours = self._fit_tables(Xs, Y, progress)
         self._fit_rule(Y, lookup(self.posterior_table_, neighbour_counts(self.Y_fit_, neighbours)))
         progress("counts", 1.0)
-        return self
 
     def _fit_rule(self, Y: np.ndarray, loo_scores: np.ndarray) -> None:
         """The label-set rule from the leave-one-out training posteriors, and the fit's warnings."""
@@ -237,8 +232,8 @@ class MLkNN(MultiLabelClassifierMixin, ParamsContract):
         )
         loo_sets = self._label_sets(loo_scores, self.threshold_)
         what = f"the rule posterior > {self.threshold_:.3g}"
-        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "mlknn", what, stacklevel=4)
-        warn_if_constant(loo_scores, "mlknn", "label posterior of the training samples", stacklevel=4)
+        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "mlknn", what, stacklevel=5)
+        warn_if_constant(loo_scores, "mlknn", "label posterior of the training samples", stacklevel=5)
 
     def _label_sets(self, scores: np.ndarray, threshold: float) -> np.ndarray:
         Yhat = (scores > threshold).astype(np.int64)
@@ -288,7 +283,7 @@ class MLkNN(MultiLabelClassifierMixin, ParamsContract):
     def _check_k(self, m: int) -> None:
         """The one data-dependent bound: K <= m - 1 (a sample is never its own neighbour)."""
         if not self.k <= m - 1:
-            raise ValueError(f"k must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
+            raise InvalidParameterError.bound(self, "k", f"must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
 
     # -------------------------------------------------------------- prediction
     def kneighbors(self, X: np.ndarray) -> np.ndarray:

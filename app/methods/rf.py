@@ -14,15 +14,14 @@ and be cancelled between batches; with a fixed ``random_state`` the trees are th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestClassifier
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, check_multilabel, no_progress
-from app.methods.baseline_support import ProbabilityClassifierMixin, check_params
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.baseline_support import ProbabilityClassifierMixin
 
 #: trees grown between two progress reports
 _BATCH = 25
@@ -30,7 +29,7 @@ _BATCH = 25
 
 class RFParams(MethodParams):
     n_estimators: int = Field(200, ge=1, description="Number of trees.")
-    max_features: Literal["sqrt", "log2"] | float = Field(
+    max_features: Literal["sqrt", "log2"] | Annotated[float, Field(gt=0, le=1)] = Field(
         "sqrt", description="Features tried per split: 'sqrt', 'log2', or a fraction in (0, 1] of d."
     )
     min_samples_leaf: int = Field(1, ge=1, description="Minimum number of training samples in a leaf.")
@@ -38,13 +37,15 @@ class RFParams(MethodParams):
     random_state: int | None = Field(0, description="Seed of the bootstrap samples and feature draws.")
 
 
-class RandomForest(ProbabilityClassifierMixin, BaseEstimator):
+class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
     """Native multi-label random forest; parameters as :class:`RFParams`.
 
     Fitted attributes: ``n_features_in_``, ``forest_`` (the ``RandomForestClassifier``),
     ``positive_`` (q,) index of class 1 in each output's classes (-1 when the label was never
     present in training).
     """
+
+    _params_model = RFParams
 
     def __init__(
         self,
@@ -61,12 +62,7 @@ class RandomForest(ProbabilityClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> RandomForest:
-        progress = progress or no_progress
-        check_params(self, RFParams)
-        if isinstance(self.max_features, float) and not 0 < self.max_features <= 1:
-            raise ValueError("max_features as a number must be a fraction in (0, 1]")
-        X, Y = check_multilabel(self, X, Y)
+    def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         seed = self.random_state if self.random_state is not None else int(np.random.default_rng().integers(2**31))
         forest = RandomForestClassifier(
             n_estimators=0,
@@ -87,11 +83,9 @@ class RandomForest(ProbabilityClassifierMixin, BaseEstimator):
         classes = forest.classes_ if Y.shape[1] > 1 else [forest.classes_]
         self.positive_ = np.array([int(np.flatnonzero(c == 1)[0]) if (c == 1).any() else -1 for c in classes])
         self.forest_ = forest
-        self._set_classes(Y.shape[1])
-        return self
 
     # ----------------------------------------------------------------------- prediction
-    def _decision_function(self, X: np.ndarray) -> np.ndarray:
+    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf frequency of each label (n, q) for a float64 (n, d) array already validated."""
         X32 = np.ascontiguousarray(X, dtype=np.float32)
         q = self.positive_.shape[0]

@@ -21,10 +21,9 @@ import numpy as np
 from pydantic import Field
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
-from sklearn.base import BaseEstimator
 
-from app.methods.base import MethodParams, MethodSpec, ProgressFn, no_progress
-from app.methods.baseline_support import DistributionPredictorMixin, Scaling, check_distributions, check_params
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.baseline_support import DistributionPredictorMixin, MinMaxOption
 
 
 class SAMaxEntParams(MethodParams):
@@ -52,12 +51,14 @@ def objective(theta: np.ndarray, X: np.ndarray, D: np.ndarray, alpha: float) -> 
     return kl + 0.5 * alpha * float((W * W).sum()), grad
 
 
-class SAMaxEnt(DistributionPredictorMixin, BaseEstimator):
+class SAMaxEnt(DistributionPredictorMixin, MinMaxOption, MethodEstimator):
     """Softmax regression on soft targets; parameters as :class:`SAMaxEntParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``coef_`` (c, d) and ``intercept_`` (c,)
     on the scaled features, ``objective_`` final J, ``n_iter_``, ``converged_``.
     """
+
+    _params_model = SAMaxEntParams
 
     def __init__(
         self,
@@ -72,13 +73,8 @@ class SAMaxEnt(DistributionPredictorMixin, BaseEstimator):
         self.tol = tol
         self.scale = scale
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> SAMaxEnt:
-        progress = progress or no_progress
-        check_params(self, SAMaxEntParams)
-        X, D = check_distributions(self, X, Y)
-        self.scaling_ = Scaling(X, self.scale)
-        Xs = self.scaling_(X)
-        d, c = X.shape[1], D.shape[1]
+    def _fit(self, Xs: np.ndarray, D: np.ndarray, progress: ProgressFn) -> None:
+        d, c = Xs.shape[1], D.shape[1]
         iteration = [0]
 
         def report(_: np.ndarray) -> None:
@@ -101,11 +97,10 @@ class SAMaxEnt(DistributionPredictorMixin, BaseEstimator):
         self.objective_ = float(result.fun)
         self.n_iter_ = int(result.nit)
         self.converged_ = bool(result.success)
-        return self
 
     def _predict(self, X: np.ndarray) -> np.ndarray:
         """Distributions (n, c) for a float64 (n, d) array already validated."""
-        return softmax(self.scaling_(X) @ self.coef_.T + self.intercept_, axis=1)
+        return softmax(self.scaling_.transform(X) @ self.coef_.T + self.intercept_, axis=1)
 
 
 SPEC = MethodSpec(

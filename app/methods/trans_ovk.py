@@ -68,14 +68,12 @@ from sklearn.exceptions import ConvergenceWarning
 
 from app.methods import ovk_kernels as ok
 from app.methods.base import (
+    MethodEstimator,
     MethodParams,
     MethodSpec,
     MultiLabelClassifierMixin,
-    ParamsContract,
     ProgressFn,
     check_features,
-    check_multilabel,
-    no_progress,
 )
 from app.metrics import average_precision, micro_f1
 
@@ -204,7 +202,7 @@ class EmptyLabelSetWarning(UserWarning):
     """The label-set rule predicts an empty set for every training sample."""
 
 
-class TransOVK(MultiLabelClassifierMixin, ParamsContract):
+class TransOVK(MultiLabelClassifierMixin, MethodEstimator):
     """Multi-label classifier with a learned transformable operator-valued kernel.
 
     docs/methods/trans-ovk.md explains each reading and its default.
@@ -340,14 +338,11 @@ class TransOVK(MultiLabelClassifierMixin, ParamsContract):
 
     # ----------------------------------------------------------------------------- training
 
-    def fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn | None = None) -> TransOVK:
-        report = progress or no_progress
-        self._validated_params()
-        X, Y = check_multilabel(self, X, Y)
+    def _fit(self, X: np.ndarray, Y: np.ndarray, report: ProgressFn) -> None:
+        # min-max with constant features kept, stored as ``x_min_`` / ``x_span_`` (what artifacts hold)
         self.x_min_, self.x_span_ = ok.minmax_fit(X)
         Xs = (X - self.x_min_) / self.x_span_
         Ys = np.where(Y > 0, 1.0, -1.0)
-        self._set_classes(Y.shape[1])
         self.n_labels_ = Y.shape[1]
         self.sigma2_ = self.sigma**2 if self.sigma is not None else ok.median_sigma2(Xs)
         self.alignment_rows_ = _alignment_rows(Xs, Ys, self.max_alignment_samples)
@@ -361,11 +356,10 @@ class TransOVK(MultiLabelClassifierMixin, ParamsContract):
                 f"{self.n_qp_unconverged_} alignment QPs stopped at qp_max_iter={self.qp_max_iter} "
                 f"without reaching the KKT tolerance {self.qp_tol:g}",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         self._fit_head(Xs, Ys, stats, _staged(report), rows)
         self._check_degenerate()
-        return self
 
     def _distribution_stats(self, Xs, Ys, sigma2, readings: Sequence[tuple[str, str]], report) -> list[ok.SampleStats]:
         """Stages A-C, the expensive part: global and leave-one-out distributions (A, B), each
@@ -508,14 +502,14 @@ class TransOVK(MultiLabelClassifierMixin, ParamsContract):
                 "every training sample gets the same label ranking: the learned kernel does not depend on the "
                 "input (try pca_centering, kernel_inputs='mapped' or head='trace')",
                 ConstantRankingWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         if self._train_empty_rate >= 1.0:
             warnings.warn(
                 "the label-set rule predicts an empty set for every training sample "
                 f"(thresholds {np.round(self.thresholds_, 6).tolist()[:5]}...; threshold=None learns them)",
                 EmptyLabelSetWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     # ---------------------------------------------------------------------------- prediction

@@ -7,7 +7,10 @@ script would see them.
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -367,3 +370,144 @@ def test_compare_against_the_real_server(server: str, datasets: dict[str, dict],
     losses = [e["metrics"]["hamming_loss"]["mean"] for e in result["leaderboard"]]  # type: ignore[index]
     assert len(losses) == 2 and losses == sorted(losses)  # a loss ranks lowest first
     assert run(server, "compare", ml, "-m", "ldlkm")[0] != 0  # an LDL method on a multi-label set is refused
+
+
+def test_models_show_takes_a_reference(server: str, trained: dict[str, dict]) -> None:
+    """``models show`` names a model as predict does: name@version and name@alias show that version."""
+    by_version = run_json(server, "models", "show", "cli-mlknn@1")
+    assert by_version["version"] == 1 and by_version["params"]["k"] == 5  # type: ignore[index]
+    assert run(server, "models", "alias", "cli-mlknn", "staging", "1")[0] == 0
+    assert run_json(server, "models", "show", "cli-mlknn@staging") == by_version
+    code, stdout, _ = run(server, "models", "show", "cli-mlknn@staging")
+    assert code == 0 and "cli-mlknn@1" in stdout and "label_names" in stdout
+    code, _, stderr = run(server, "models", "show", "cli-mlknn@nope")
+    assert code == 4 and "no alias 'nope'" in stderr and "staging" in stderr
+    assert run(server, "models", "show", "cli-mlknn@1", "--version", "1")[0] == 2
+    assert run(server, "models", "alias", "cli-mlknn", "staging", "--delete")[0] == 0
+    with Client(server) as client:
+        assert client.model_version("cli-mlknn") == client.model_version("cli-mlknn@1") == by_version
+
+
+def test_param_comma_lists(server: str, datasets: dict[str, dict]) -> None:
+    """``-p candidates=br,mlknn`` is a list (it failed as "Input should be a valid list")."""
+    assert cli_module.parse_param("candidates=br,mlknn") == ("candidates", ["br", "mlknn"])
+    assert cli_module.parse_param("k=3,5") == ("k", [3, 5])
+    assert cli_module.parse_param('candidates=["br"]') == ("candidates", ["br"])
+    assert cli_module.parse_param('name="a,b"') == ("name", "a,b")
+    assert cli_module.parse_param("metric=hamming_loss") == ("metric", "hamming_loss")
+    job = run_json(
+        server, "train", "auto", datasets["ml"]["id"], "-n", "cli-auto", "-p", "candidates=br,mlknn", "-p", "cv=2", "-f"
+    )
+    assert job["status"] == "succeeded", job  # type: ignore[index]
+    version = run_json(server, "models", "show", "cli-auto@1")
+    assert version["method"] in ("br", "mlknn") or version["method"].startswith("blend")  # type: ignore[index]
+    result = runner.invoke(cli, ["train", "--help"])
+    assert "comma list" in result.stdout and "JSON" in result.stdout
+
+
+def test_tables_in_a_pipe_are_plain_columns(server: str, datasets: dict[str, dict], trained: dict[str, dict]) -> None:
+    """stdout is not a terminal here (as in ``| cat`` or a CI log): one line per row, no box, no folding."""
+    code, stdout, _ = run(server, "datasets", "list")
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[1].split() == ["id", "name", "kind", "samples", "features", "labels", "created"]
+    for dataset in datasets.values():
+        [line] = [line for line in lines if line.startswith(dataset["id"])]
+        assert line.split()[:6] == [
+            dataset["id"],
+            dataset["name"],
+            dataset["kind"],
+            "40",
+            str(dataset["n_features"]),
+            str(dataset["n_labels"]),
+        ]
+    assert not set("│┃┏━─") & set(stdout)
+    assert max(map(len, lines)) <= 80  # short names: the whole listing fits 80 columns
+    code, stdout, _ = run(server, "--wide", "models", "list")
+    assert code == 0 and any(line.startswith("cli-mlknn ") for line in stdout.splitlines())
+
+
+def test_compare_help_matches_its_options() -> None:
+    text = runner.invoke(cli, ["compare", "--help"]).stdout
+    assert "--timeout" in text and "--follow" not in text and "With --follow" not in text
+
+
+def test_client_takes_arrays_sparse_matrices_and_frames(server: str, trained: dict[str, dict]) -> None:
+    """NumPy arrays and SciPy sparse matrices in, for uploads, inline training and predictions; NumPy out."""
+    import scipy.sparse as sp
+
+    X, Y = make_multilabel(n=40)
+    with Client(server) as client:
+        dataset = client.upload_arrays(X, Y, name="from-arrays")
+        assert (dataset["n_samples"], dataset["n_features"], dataset["n_labels"]) == (40, 6, 3)
+        assert dataset["label_names"] == ["l0", "l1", "l2"] and dataset["feature_names"][0] == "f0"
+        assert client.upload_arrays(sp.csr_matrix(X), sp.csr_matrix(Y), name="from-arrays")["id"] == dataset["id"]
+        stored = client.dataset(dataset["id"])
+        assert stored["sha256"] == dataset["sha256"]  # the sparse upload is the same CSV, byte for byte
+        listed = client.predict("cli-mlknn", X[:5].tolist(), output="ranking")
+        assert client.predict("cli-mlknn", X[:5], output="ranking")["predictions"] == listed["predictions"]
+        assert (
+            client.predict("cli-mlknn", sp.csr_matrix(X[:5]), output="ranking")["predictions"] == listed["predictions"]
+        )
+        with pytest.raises(ValueError, match="2-D"):
+            client.predict("cli-mlknn", X[0])
+        labels = client.predict_array("cli-mlknn", X[:5])
+        names = client.model_version("cli-mlknn")["label_names"]
+        expected = client.predict("cli-mlknn", X[:5])["predictions"]
+        assert labels.dtype == np.int8 and labels.shape == (5, 3)
+        assert [[names[j] for j in np.flatnonzero(row)] for row in labels] == [
+            sorted(p["labels"], key=names.index) for p in expected
+        ]
+        ranking = client.predict_array("cli-mlknn", X[:5], output="ranking", top_k=2)
+        assert ranking.shape == (5, 3) and (np.isnan(ranking).sum(axis=1) == 1).all()
+        Xd, _ = make_distribution(n=40)
+        distribution = client.predict_array("cli-ldl", Xd[:4])
+        assert distribution.shape == (4, 4) and np.allclose(distribution.sum(axis=1), 1)
+        features = client.predict_array("cli-ghc")
+        assert features.dtype == np.int64 and sorted(features.tolist()) == list(range(6))
+        job = client.train("mlknn", None, "cli-inline", data=(sp.csr_matrix(X), Y), params={"k": 3})
+        assert client.wait(job["job_id"])["status"] == "succeeded"
+        assert client.model_version("cli-inline")["label_names"] == ["l0", "l1", "l2"]
+
+
+def test_client_takes_pandas_frames(server: str, trained: dict[str, dict]) -> None:
+    """A DataFrame's column names are the feature and label names, and match features by name."""
+    pd = pytest.importorskip("pandas")
+    X, Y = make_multilabel(n=40)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(6)])
+    labels = pd.DataFrame(Y, columns=["sun", "rain", "snow"])
+    with Client(server) as client:
+        dataset = client.upload_arrays(frame, labels, name="from-frames")
+        assert dataset["label_names"] == ["sun", "rain", "snow"] and dataset["feature_names"] == list(frame.columns)
+        by_position = client.predict("cli-mlknn", X[:4], output="ranking")["predictions"]
+        shuffled = frame.iloc[:4, ::-1]  # columns in another order: matched by name
+        assert client.predict("cli-mlknn", shuffled, output="ranking")["predictions"] == by_position
+        job = client.train("mlknn", None, "cli-frames", data=(frame, labels))
+        assert client.wait(job["job_id"])["status"] == "succeeded"
+        assert client.model_version("cli-frames")["label_names"] == ["sun", "rain", "snow"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tables_on_a_terminal_fit_its_width_unless_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the boxed table folds cells to its width; --wide folds and crops nothing."""
+    long_name = "a-dataset-name-much-longer-than-its-column-could-be-at-sixty-columns"
+    rows = [["0123456789abcdef", long_name, "multilabel"]]
+    monkeypatch.setenv("COLUMNS", "60")
+    for wide in (False, True):
+        screen = Terminal()
+        monkeypatch.setattr(sys, "stdout", screen)
+        monkeypatch.setitem(cli_module.display, "wide", wide)
+        cli_module.console.cache_clear()
+        cli_module.table("datasets", ["id", "name", "kind"], rows)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())  # colours and styles
+        lines = text.splitlines()
+        assert "│" in text and any("0123456789abcdef" in line for line in lines)  # ids never folded
+        if wide:
+            assert any(long_name in line for line in lines) and max(map(len, lines)) > 60
+        else:
+            assert max(map(len, lines)) <= 60 and not any(long_name in line for line in lines)
+    cli_module.console.cache_clear()

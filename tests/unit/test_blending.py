@@ -127,7 +127,7 @@ def test_members_are_checked_by_the_declaration_and_in_fit(method: str, members:
     spec = get_method(method)
     assert spec is not None
     with pytest.raises(ValidationError, match=message):
-        spec.build({"members": members})
+        spec.params.model_validate({"members": members})
     X, Y = mixed(n=20) if method == "blend" else make_distribution(n=20)
     with pytest.raises(ValueError, match=message):
         spec.estimator(members).fit(X, Y)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 
@@ -11,9 +13,44 @@ from app.api.errors import responses
 from app.schemas import DatasetOut, DatasetSummary, Page
 from app.services import datasets
 from app.services.datasets import Upload
+from app.upload_options import UPLOAD_OPTIONS, UploadOption
 
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
 router = APIRouter(prefix="/datasets", tags=["datasets"], responses=responses(422))
+Route = TypeVar("Route", bound=Callable[..., Any])
+
+
+def _form_parameter(option: UploadOption) -> inspect.Parameter:
+    """The route parameter of one declared upload option: a form field with its type, bounds and
+    description (so the OpenAPI document), defaulting like the declaration.
+
+    Optional fields carry the example "" so that the Swagger UI leaves them empty (and unsent)
+    instead of pre-filling a made-up sample such as "string" or 1 that the parser would obey.
+    """
+    kind: Any = Literal[option.choices] if option.choices else option.kind  # a list travels as one string
+    if option.default is None:
+        kind = kind | None
+    field = Form(
+        description=option.description,
+        examples=[""] if option.default is None else None,
+        ge=option.minimum,
+        max_length=option.max_length,
+        pattern=option.pattern,
+    )
+    return inspect.Parameter(
+        option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=Annotated[kind, field]
+    )
+
+
+def _with_option_fields(route: Route) -> Route:
+    """Replace the route's ``**options`` by one form parameter per declared upload option (FastAPI
+    reads the parameters from the signature, and passes them back as keyword arguments)."""
+    signature = inspect.signature(route)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    route.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*fixed, *(_form_parameter(option) for option in UPLOAD_OPTIONS)]
+    )
+    return route
 
 
 @router.post(
@@ -24,60 +61,27 @@ router = APIRouter(prefix="/datasets", tags=["datasets"], responses=responses(42
         400, 413, 422, success={200: {"model": DatasetOut, "description": "the same upload was stored before"}}
     ),
 )
+@_with_option_fields
 def upload_dataset(
     response: Response,
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,
-    # Optional fields carry the example "" so that the Swagger UI leaves them empty (and unsent)
-    # instead of pre-filling a made-up sample such as "string" or 1 that the parser would obey.
     file: Annotated[UploadFile, File(description="the dataset file: ARFF, CSV, LIBSVM or MAT")],
     labels_file: Annotated[
         UploadFile | None, File(description="ARFF: Mulan XML file naming the label attributes", examples=[""])
     ] = None,
-    name: Annotated[
-        str | None,
-        Form(max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$", description="default: the file name", examples=[""]),
-    ] = None,
-    format: Annotated[
-        Literal["auto", "arff", "csv", "libsvm", "mat"], Form(description="auto: from the file name's extension")
-    ] = "auto",
-    label_count: Annotated[
-        int | None,
-        Form(
-            ge=1, description="ARFF without labels_file or MEKA header, CSV: how many columns are labels", examples=[""]
-        ),
-    ] = None,
-    label_location: Annotated[
-        Literal["end", "start"], Form(description="ARFF with label_count: labels are the last or the first attributes")
-    ] = "end",
-    label_columns: Annotated[
-        str | None,
-        Form(
-            description="CSV: the label columns, comma-separated names or a JSON array (or label_count)", examples=[""]
-        ),
-    ] = None,
-    n_features: Annotated[
-        int | None,
-        Form(ge=1, description="LIBSVM: number of features (default: the largest index seen)", examples=[""]),
-    ] = None,
-    part: Annotated[Literal["train", "test"], Form(description="MAT train/test layout: which part to store")] = "train",
+    **options: Any,
 ) -> DatasetOut:
     """Upload one dataset (multipart); the same content again answers the stored dataset (200)."""
     # A sync route: parsing is CPU-bound and runs in the threadpool, off the event loop.
+    # ``options`` are the form fields of app.upload_options (see _with_option_fields).
     upload = Upload(
         content=file.file.read(),
         filename=file.filename,
         labels_file=labels_file.file.read() if labels_file is not None else None,
-        name=name,
-        options={
-            "format": format,
-            "label_count": label_count,
-            "label_location": label_location,
-            "label_columns": label_columns,
-            "n_features": n_features,
-            "part": part,
-        },
+        name=options.pop("name"),
+        options=options,
     )
     row, created = datasets.upload(session, store, datasets.limits_of(settings), upload)
     if not created:

@@ -435,7 +435,7 @@ def test_pickle_spec_progress_catalog():
     assert set(SPEC.params.model_fields) == set(inspect.signature(DMKNN.__init__).parameters) - {"self"}
     assert SPEC.build({}).get_params() == DMKNN().get_params()
     with pytest.raises(ValidationError):
-        SPEC.build({"min_support": 1.5})
+        SPEC.params.model_validate({"min_support": 1.5})
     from app.methods.catalog import catalog
 
     assert {"dmknn", "mlknn"} <= set(catalog())

@@ -1,0 +1,80 @@
+"""Start-up cost of the ``labelserve`` command: wall time of ``--help`` and of simple calls.
+
+Each command runs ``--runs`` times as a fresh process (``sys.executable -m app.cli ...``, as the
+installed script does) after one unmeasured warm-up run; the table gives the minimum and the
+median wall time, and the median CPU time (user + system of the process) in milliseconds. CPU
+time hardly moves when other jobs share the machine (waiting for a core is not counted), so it
+is the figure to compare on a loaded machine; the minimum wall time is the one to compare on a
+quiet one. ``python -c pass`` is the floor: the interpreter's own start-up. The simple calls go
+to a closed port (127.0.0.1:9), so they measure start-up, argument parsing and one refused
+connection, not a server.
+
+``--tree DIR`` (repeatable) measures the ``app`` package of another source tree too (for
+instance ``git archive main | tar -x -C /tmp/main``), in the same run, the trees taking turns
+run by run, so that a before/after comparison sees the same machine load.
+
+Run: ``.venv/bin/python -m benchmarks.cli_startup [--runs 20] [--tree /tmp/main]``. ``python -X
+importtime -c 'import app.cli'`` says which imports the time goes to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COMMANDS: list[list[str]] = [
+    ["-c", "pass"],
+    ["-m", "app.cli", "--version"],
+    ["-m", "app.cli", "--help"],
+    ["-m", "app.cli", "compare", "--help"],
+    ["-m", "app.cli", "datasets", "upload", "--help"],
+    ["-m", "app.cli", "--url", "http://127.0.0.1:9", "datasets", "list"],
+    ["-m", "app.cli", "--url", "http://127.0.0.1:9", "models", "show", "m@1"],
+]
+
+
+def measure(args: list[str], trees: list[str], runs: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Per tree, the wall and CPU seconds of each run of ``python ARGS`` run in that tree (stdout
+    and stderr discarded), after one warm-up run each; the trees take turns."""
+    command = [sys.executable, *args]
+    for tree in trees:
+        subprocess.run(command, capture_output=True, check=False, cwd=tree)
+    times: dict[str, tuple[list[float], list[float]]] = {tree: ([], []) for tree in trees}
+    for _ in range(runs):
+        for tree in trees:
+            before = os.times()
+            start = time.perf_counter()
+            subprocess.run(command, capture_output=True, check=False, cwd=tree)
+            wall = time.perf_counter() - start
+            after = os.times()
+            cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+            times[tree][0].append(wall)
+            times[tree][1].append(cpu)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--tree", action="append", default=[], help="another source tree to measure")
+    options = parser.parse_args()
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = [here, *options.tree]
+    print("| command | tree | min ms | median ms | CPU median ms |\n|---|---|---:|---:|---:|")
+    for args in COMMANDS:
+        shown = "python -c pass" if args[0] == "-c" else "labelserve " + " ".join(args[2:])
+        for tree, (wall, cpu) in measure(args, trees, options.runs).items():
+            label = "this" if tree == here else tree
+            print(
+                f"| `{shown}` | {label} | {min(wall) * 1000:.0f} | {statistics.median(wall) * 1000:.0f} "
+                f"| {statistics.median(cpu) * 1000:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
