@@ -248,6 +248,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """
 
     _params_model = DMKNNParams
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
 
     def __init__(
         self,

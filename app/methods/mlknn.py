@@ -194,6 +194,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """
 
     _params_model = MLkNNParams
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
 
     def __init__(
         self,
