@@ -116,13 +116,22 @@ def measure(
 
 # ------------------------------------------------------------------------------- per method
 def mlknn_rows(sizes: tuple[int, ...], X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, Yt: np.ndarray) -> Iterator[Row]:
-    """ML-kNN at defaults on every prefix, then the exact search forced on the largest."""
+    """ML-kNN at defaults on every prefix (and the approximate search forced where the default is
+    exact), then the exact search forced on the largest."""
     for n in sizes:
         row, model = measure("mlknn", MLkNN, X[:n], Y[:n], Xt, Yt)
         row.extra = {"search": model.neighbour_search_, "recall": model.neighbour_recall_}
         if model.neighbour_search_ == "approximate":
             row.extra["probes"] = f"{model.index_.n_probe}/{model.index_.n_lists}"
         yield row
+        if model.neighbour_search_ == "exact":  # the other side of EXACT_MAX_N, for its choice
+            other, forced = measure("mlknn approximate", lambda: MLkNN(neighbors="approximate"), X[:n], Y[:n], Xt, Yt)
+            other.extra = {
+                "search": "approximate",
+                "recall": forced.neighbour_recall_,
+                "probes": f"{forced.index_.n_probe}/{forced.index_.n_lists}",
+            }
+            yield other
     row, model = measure("mlknn exact", lambda: MLkNN(neighbors="exact"), X[: sizes[-1]], Y[: sizes[-1]], Xt, Yt)
     row.extra = {"search": model.neighbour_search_, "recall": None}
     yield row
