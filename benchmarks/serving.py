@@ -210,13 +210,20 @@ def _ms(text: str) -> float:
     return float(number) * _UNIT_MS[unit]
 
 
-def wrk(url: str, body: bytes, seconds: int, scripts: Path, pid: int) -> Result:
+def lua_string(data: bytes) -> str:
+    """``data`` as a Lua string literal (bytes outside printable ASCII as three-digit escapes)."""
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in b'"\\' else f"\\{b:03d}" for b in data) + '"'
+
+
+def wrk(url: str, body: Body, seconds: int, scripts: Path, pid: int) -> Result:
     """One wrk run (1 thread, 16 connections) POSTing ``body``; fails on any non-2xx response or socket error."""
-    script = scripts / f"post-{abs(hash(body))}.lua"
+    headers = {"Content-Type": "application/json"} if isinstance(body, bytes) else body[1]
+    content = body if isinstance(body, bytes) else body[0]
+    script = scripts / f"post-{abs(hash((content, *headers.items())))}.lua"
     script.write_text(
         'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-        f"wrk.body = {json.dumps(body.decode())}\n"
+        + "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items())
+        + f"wrk.body = {lua_string(content)}\n"
     )
     command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script), url]
     before = cpu_seconds(pid)
@@ -231,7 +238,7 @@ def wrk(url: str, body: bytes, seconds: int, scripts: Path, pid: int) -> Result:
     return Result(rate, p50, p99, used / max(requests, 1) * 1e6)
 
 
-def measure(url: str, body: bytes, args: argparse.Namespace, scripts: Path, pid: int) -> Result:
+def measure(url: str, body: Body, args: argparse.Namespace, scripts: Path, pid: int) -> Result:
     """A warm-up run (discarded), then the measured one."""
     wrk(url, body, args.warmup, scripts, pid)
     return wrk(url, body, args.duration, scripts, pid)
@@ -242,11 +249,28 @@ def v2_body(X: np.ndarray) -> bytes:
     return json.dumps({"inputs": [tensor]}).encode()
 
 
+def v2_binary_body(X: np.ndarray) -> tuple[bytes, dict[str, str]]:
+    """What Triton's client sends by default: binary input, all outputs asked as binary."""
+    raw = X.astype("<f8").tobytes()
+    tensor = {
+        "name": "input-0",
+        "shape": list(X.shape),
+        "datatype": "FP64",
+        "parameters": {"binary_data_size": len(raw)},
+    }
+    header = json.dumps({"inputs": [tensor], "parameters": {"binary_data_output": True}}).encode()
+    return header + raw, {
+        "Inference-Header-Content-Length": str(len(header)),
+        "Content-Type": "application/octet-stream",
+    }
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
 Row = tuple[str, Result, Result]  # label, result, the echo result it is compared with
+Body = bytes | tuple[bytes, dict[str, str]]  # a JSON body, or a body and its headers
 
 
 def service_rows(
@@ -275,15 +299,16 @@ def service_rows(
     out: list[Row] = []
     for n in rows:
         echo_base, echo_pid = echo
-        bodies = []
+        bodies: list[tuple[str, str, Body]] = []
         for name, X in features.items():
             native = json.dumps({"model": name, "instances": X[:n].tolist()}).encode()
+            v2 = f"/v2/models/{name}/infer"
             bodies.append((f"`POST /predict` {METHODS[name]}", "/predict", native))
-            bodies.append(
-                (f"`POST /v2/models/{name}/infer` {METHODS[name]}", f"/v2/models/{name}/infer", v2_body(X[:n]))
-            )
-        # the echo endpoint gets the largest of the bodies, so that its rate is not flattered
-        echo_result = measure(echo_base + "/echo", max((b for *_, b in bodies), key=len), args, tmp, echo_pid)
+            bodies.append((f"`POST {v2}` {METHODS[name]}", v2, v2_body(X[:n])))
+            bodies.append((f"`POST {v2}` {METHODS[name]}, binary tensors", v2, v2_binary_body(X[:n])))
+        # the echo endpoint gets the largest of the JSON bodies, so that its rate is not flattered
+        largest = max((b for *_, b in bodies if isinstance(b, bytes)), key=len)
+        echo_result = measure(echo_base + "/echo", largest, args, tmp, echo_pid)
         out.append((f"bare FastAPI `POST /echo`, {n}-row body", echo_result, echo_result))
         for label, path, body in bodies:
             result = measure(base + path, body, args, tmp, pid)

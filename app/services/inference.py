@@ -8,6 +8,8 @@ numbers ``/predict`` gives, as tensors: ``scores`` and ``labels`` for classifier
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,10 +24,8 @@ from app.registry import ModelRef, Served, is_version_number
 from app.schemas_v2 import (
     INPUT_NAME,
     InferRequest,
-    InferResponse,
     InputTensor,
     ModelMetadata,
-    OutputTensor,
     TensorMetadata,
     TensorType,
 )
@@ -36,6 +36,18 @@ OUTPUTS: dict[Task, tuple[tuple[str, TensorType], ...]] = {
     "distribution": (("distribution", "FP64"),),
     "selection": (("features", "INT64"),),
 }
+#: the little-endian element type of each input datatype, as the binary data extension lays it out
+INPUT_DTYPES: dict[str, np.dtype[Any]] = {"FP32": np.dtype("<f4"), "FP64": np.dtype("<f8")}
+
+
+@dataclass(frozen=True)
+class Inference:
+    """An inference's answer before it is framed: the output tensors, in the order asked."""
+
+    model_name: str
+    model_version: str
+    id: str | None
+    outputs: list[tuple[str, TensorType, np.ndarray]]
 
 
 def reference(name: str, version: str | None) -> str:
@@ -57,25 +69,43 @@ def reference(name: str, version: str | None) -> str:
 
 
 def metadata(session: Session, served: Served) -> ModelMetadata:
+    """The version's tensors, and the names of what their columns hold, so that a client that knows
+    only the protocol can map an output column to a label (``parameters.labels``) and build the
+    input's columns in training order (``parameters.features``)."""
     spec = method_of(served.method)
     versions = session.scalars(
         select(ModelVersion.version).where(ModelVersion.model_name == served.name).order_by(ModelVersion.version)
     ).all()
-    width = {"scores": len(served.label_names), "labels": len(served.label_names)}
-    width |= {"distribution": len(served.label_names), "features": len(served.feature_names)}
+    labels, features = served.label_names, served.feature_names
+    columns = {"scores": labels, "labels": labels, "distribution": labels, "features": features}
+    axis = {"scores": "labels", "labels": "labels", "distribution": "labels", "features": "features"}
     return ModelMetadata(
         name=served.name,
         versions=[str(v) for v in versions],
-        inputs=[TensorMetadata(name=INPUT_NAME, datatype="FP64", shape=[-1, len(served.feature_names)])],
+        inputs=[
+            TensorMetadata(
+                name=INPUT_NAME, datatype="FP64", shape=[-1, len(features)], parameters={"features": features}
+            )
+        ],
         outputs=[
-            TensorMetadata(name=n, datatype=t, shape=[width[n]] if n == "features" else [-1, width[n]])
+            TensorMetadata(
+                name=n,
+                datatype=t,
+                shape=[len(columns[n])] if n == "features" else [-1, len(columns[n])],
+                parameters={axis[n]: columns[n]},
+            )
             for n, t in OUTPUTS[spec.task]
         ],
+        parameters={"method": spec.id, "task": spec.task, "labels": labels, "features": features},
     )
 
 
-def infer(served: Served, request: InferRequest) -> InferResponse:
-    """The requested output tensors (all of the model's by default), computed as ``/predict`` does."""
+def infer(served: Served, request: InferRequest, binary: Sequence[bytes | None] = ()) -> Inference:
+    """The requested output tensors (all of the model's by default), computed as ``/predict`` does.
+
+    ``binary`` holds, by position in ``request.inputs``, the raw bytes of an input sent with the
+    binary data extension (None for one given as JSON ``data``).
+    """
     spec = method_of(served.method)
     available = dict(OUTPUTS[spec.task])
     wanted = [o.name for o in request.outputs] if request.outputs else list(available)
@@ -84,28 +114,23 @@ def infer(served: Served, request: InferRequest) -> InferResponse:
         raise InvalidInput(f"a {spec.id} model has the outputs {', '.join(available)}; not {', '.join(unknown)}")
     threshold = _threshold(request.parameters)
     model = served.model
-    tensors: dict[str, tuple[np.ndarray, TensorType]] = {}
+    tensors: dict[str, np.ndarray] = {}
     if spec.task == "selection":
-        tensors["features"] = (np.asarray(model.ranking_, dtype=np.int64), "INT64")
+        tensors["features"] = np.asarray(model.ranking_, dtype=np.int64)
     else:
-        X = _matrix(request.inputs, len(served.feature_names))
+        X = _matrix(request.inputs, len(served.feature_names), binary)
         if spec.task == "distribution":
-            tensors["distribution"] = (np.asarray(model._predict(X), dtype=np.float64), "FP64")
+            tensors["distribution"] = np.asarray(model._predict(X), dtype=np.float64)
         else:
             if "scores" in wanted:
-                tensors["scores"] = (np.asarray(model._decision_function(X), dtype=np.float64), "FP64")
+                tensors["scores"] = np.asarray(model._decision_function(X), dtype=np.float64)
             if "labels" in wanted:
-                tensors["labels"] = (np.asarray(label_matrix(model, X, threshold)[0], dtype=bool), "BOOL")
-    return InferResponse(
+                tensors["labels"] = np.asarray(label_matrix(model, X, threshold)[0], dtype=bool)
+    return Inference(
         model_name=served.name,
         model_version=str(served.version),
         id=request.id,
-        outputs=[
-            OutputTensor(
-                name=n, shape=list(tensors[n][0].shape), datatype=tensors[n][1], data=tensors[n][0].ravel().tolist()
-            )
-            for n in wanted
-        ],
+        outputs=[(n, available[n], tensors[n]) for n in wanted],
     )
 
 
@@ -118,21 +143,32 @@ def _threshold(parameters: dict[str, Any] | None) -> float | None:
     return float(value)
 
 
-def _matrix(inputs: list[InputTensor], d: int) -> np.ndarray:
+def _matrix(inputs: list[InputTensor], d: int, binary: Sequence[bytes | None]) -> np.ndarray:
     """The (n, d) float64 matrix of the one input tensor, or InvalidInput saying what is wrong."""
     if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
         raise InvalidInput(f"give exactly one input tensor, named '{INPUT_NAME}'")
     tensor = inputs[0]
     if len(tensor.shape) != 2 or tensor.shape[1] != d or tensor.shape[0] < 1:
         raise InvalidInput(f"input '{INPUT_NAME}' must have shape [n, {d}] with n >= 1, not {tensor.shape}")
-    dtype = np.float32 if tensor.datatype == "FP32" else np.float64
-    try:
-        values = np.asarray(tensor.data, dtype=dtype)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"input '{INPUT_NAME}': data must be numbers, flat or as rows of {d}") from None
-    if values.size != tensor.shape[0] * d or values.ndim not in (1, 2):
-        raise InvalidInput(f"input '{INPUT_NAME}': shape {tensor.shape} needs {tensor.shape[0] * d} numbers")
-    X = values.reshape(tensor.shape[0], d).astype(np.float64)
+    n, dtype = tensor.shape[0], INPUT_DTYPES[tensor.datatype]
+    raw = binary[0] if binary else None
+    if raw is not None:
+        if len(raw) != n * d * dtype.itemsize:  # checked before anything is allocated
+            raise InvalidInput(
+                f"input '{INPUT_NAME}': shape {tensor.shape} of {tensor.datatype} is {n * d * dtype.itemsize} "
+                f"bytes of binary data, but its binary_data_size is {len(raw)}"
+            )
+        values = np.frombuffer(raw, dtype=dtype)
+    else:
+        if tensor.data is None:
+            raise InvalidInput(f"input '{INPUT_NAME}' has no data: give data, or binary data with binary_data_size")
+        try:
+            values = np.asarray(tensor.data, dtype=dtype)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"input '{INPUT_NAME}': data must be numbers, flat or as rows of {d}") from None
+        if values.size != n * d or values.ndim not in (1, 2):
+            raise InvalidInput(f"input '{INPUT_NAME}': shape {tensor.shape} needs {n * d} numbers")
+    X = values.reshape(n, d).astype(np.float64)
     if not np.isfinite(X).all():
         i, j = (int(v) for v in np.argwhere(~np.isfinite(X))[0])
         raise InvalidInput(f"input '{INPUT_NAME}': the value at [{i}, {j}] is not a finite number")

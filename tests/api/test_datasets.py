@@ -6,9 +6,10 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 import scipy.io
 
-from app.db import session_scope
+from app.db import Database
 from app.orm import Job
 from app.services import datasets as dataset_service
 from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
@@ -88,6 +89,29 @@ def test_libsvm_upload(client):
     assert r.json()["n_samples"] == 3 and r.json()["n_labels"] == 3
 
 
+def test_sparse_upload_reports_its_storage_and_trains_densified(client, settings):
+    """A sparse file is stored sparse (GET and the 201 say so), and a method that needs dense
+    input still trains on it: the dataset loader densifies it."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(60):
+        cols = sorted(rng.choice(200, size=4, replace=False) + 1)
+        labels = ",".join(str(k) for k in range(3) if (i + k) % 3 == 0 or cols[0] % (k + 2) == 0)
+        lines.append(f"{labels} " + " ".join(f"{j}:{1 + (i + j) % 3}" for j in cols))
+    r = client.post("/datasets", files={"file": ("s.svm", "\n".join(lines).encode())})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["storage"] == "sparse" and created["density"] == pytest.approx(240 / (60 * 200), rel=0.05)
+    path = settings.model_dir / "datasets" / f"{created['sha256']}.npz"
+    assert created["stored_bytes"] == path.stat().st_size < 60 * 203 * 8
+    shown = client.get(f"/datasets/{created['id']}").json()
+    assert {k: shown[k] for k in ("storage", "density", "stored_bytes")} == {
+        k: created[k] for k in ("storage", "density", "stored_bytes")
+    }
+    job = train(client, "br", created["id"], "sparse-br")
+    assert job["status"] == "succeeded", job
+
+
 def test_rejections_name_the_problem_and_store_nothing(client, settings):
     cases = [
         (b"f0,f1,l0\n0.1,0.2,1\n0.3,nan,0\n", {"label_count": "1"}, "row"),
@@ -130,7 +154,7 @@ def test_list_get_page_and_delete(client, settings):
 
 
 def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, multilabel_dataset):
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         session.add(Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=multilabel_dataset["id"]))
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]

@@ -1,5 +1,6 @@
 """Operations: liveness, readiness and Prometheus metrics (never behind the API key), also in
-the open inference protocol's form (``/v2/health/live``, ``/v2/health/ready``)."""
+the open inference protocol's form (``/v2/health/live``, ``/v2/health/ready``, and the server
+metadata ``/v2`` that a V2 client reads first)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
-from app.db import session_scope
-from app.schemas_v2 import Live, Ready
-from app.services.maintenance import low_on_space
+from app import __version__
+from app.core import Core
+from app.schemas_v2 import BINARY_EXTENSION, Live, Ready, ServerMetadata
+from app.services.maintenance import database_ok, low_on_space
 
 router = APIRouter(tags=["operations"])
 
@@ -29,15 +30,6 @@ def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def _database_ok(url: str) -> bool:
-    try:
-        with session_scope(url) as session:
-            session.execute(text("SELECT 1"))
-        return True
-    except Exception:  # any failure to reach the database means "not ready"
-        return False
-
-
 @router.get(
     "/ready",
     response_model=Readiness,
@@ -53,15 +45,21 @@ async def ready(request: Request, response: Response) -> Readiness:
 
 
 async def _readiness(request: Request) -> Readiness:
-    state = request.app.state
-    database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
-    writable = await run_in_threadpool(state.store.writable)
-    low = writable and await run_in_threadpool(low_on_space, state.settings, state.store)
+    core: Core = request.app.state.core
+    database = await run_in_threadpool(database_ok, core)
+    writable = await run_in_threadpool(core.store.writable)
+    low = writable and await run_in_threadpool(low_on_space, core)
     return Readiness(
         status="ready" if database and writable and not low else "not ready",
         database="ok" if database else "unreachable",
         model_store="not writable" if not writable else "low on disk space" if low else "ok",
     )
+
+
+@router.get("/v2", tags=["inference protocol (v2)"])
+def v2_server_metadata() -> ServerMetadata:
+    """The V2 protocol's server metadata: name, version, and the protocol extensions spoken."""
+    return ServerMetadata(version=__version__, extensions=[BINARY_EXTENSION])
 
 
 @router.get("/v2/health/live", tags=["inference protocol (v2)"])
@@ -89,6 +87,6 @@ async def v2_ready(request: Request, response: Response) -> Ready:
     responses={200: {"description": "Prometheus text exposition format", "content": {CONTENT_TYPE_LATEST: {}}}},
 )
 def prometheus_metrics(request: Request) -> Response:
-    state = request.app.state
-    state.metrics.store_free_bytes.set(state.store.free_bytes())
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    core: Core = request.app.state.core
+    core.metrics.store_free_bytes.set(core.store.free_bytes())
+    return Response(generate_latest(core.metrics.registry), media_type=CONTENT_TYPE_LATEST)

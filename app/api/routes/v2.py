@@ -18,15 +18,15 @@ import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ValidationError
 
-from app.api.fast_path import INLINE_BYTES, large_body_limiter
-from app.db import session_scope
+from app.api import v2_binary
+from app.api.offload import INLINE_BYTES, large_body_limiter
+from app.core import Core
 from app.errors import DomainError
 from app.registry import Served
 from app.schemas_v2 import ErrorOut, InferRequest, InferResponse, ModelMetadata, ModelReady
 from app.services import inference
-from app.services.prediction import Predictor
+from app.services.prediction import served as lookup
 
 router = APIRouter(prefix="/v2/models", tags=["inference protocol (v2)"])
 T = TypeVar("T")
@@ -57,7 +57,24 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return dict(walk(schema))
 
 
-_INFER_BODY = {"required": True, "content": {"application/json": {"schema": _inline(InferRequest.model_json_schema())}}}
+_INFER_BODY = {
+    "required": True,
+    "description": "JSON; or, with the binary tensor data extension, the JSON inference header followed by "
+    "the inputs' raw bytes, the header's length in the `Inference-Header-Content-Length` header",
+    "content": {
+        "application/json": {"schema": _inline(InferRequest.model_json_schema())},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+#: an inference's answers: JSON (``InferResponse``), or with binary outputs the JSON header and their bytes
+INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    200: {
+        "description": "the outputs; with binary outputs asked, the JSON header (its length in the "
+        "`Inference-Header-Content-Length` header) followed by their raw bytes",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+}
 _PARAMETERS = {"name": "the model name, or name@alias", "version": "a version number of the model"}
 
 
@@ -86,21 +103,22 @@ def _error(exc: DomainError) -> Response:
 
 
 async def _with_session(request: Request, work: Callable[..., T], *args: Any) -> T:
-    """``work(session, predictor, *args)`` in a worker thread with a database session."""
+    """``work(session, core, *args)`` in a worker thread with a read-only database session."""
+    core: Core = request.app.state.core
 
     def run() -> T:
-        with session_scope(request.app.state.settings.resolved_database_url) as session:
-            return work(session, request.app.state.predictor, *args)
+        with core.database.reading() as session:
+            return work(session, core, *args)
 
     return await run_in_threadpool(run)
 
 
-def _served(session: Any, predictor: Predictor, ref: str) -> Served:
-    return predictor.served(session, ref)
+def _served(session: Any, core: Core, ref: str) -> Served:
+    return lookup(core, session, ref)
 
 
-def _metadata(session: Any, predictor: Predictor, ref: str) -> ModelMetadata:
-    return inference.metadata(session, predictor.served(session, ref))
+def _metadata(session: Any, core: Core, ref: str) -> ModelMetadata:
+    return inference.metadata(session, lookup(core, session, ref))
 
 
 async def _model_metadata(request: Request, name: str, version: str | None) -> Response:
@@ -122,32 +140,21 @@ async def _model_ready(request: Request, name: str, version: str | None) -> Resp
 
 async def _infer(request: Request, name: str, version: str | None) -> Response:
     body = await request.body()
+    header_length = request.headers.get("inference-header-content-length")
     try:
         ref = inference.reference(name, version)
-        try:
-            message = InferRequest.model_validate(orjson.loads(body))
-        except (orjson.JSONDecodeError, ValidationError) as exc:
-            return _error(DomainError(_describe(exc)))
-        predictor: Predictor = request.app.state.predictor
-        _, served = predictor.refs.get(ref)
+        core: Core = request.app.state.core
+        _, served = core.refs.get(ref)
         if served is not None and len(body) <= INLINE_BYTES:
-            out = inference.infer(served, message)
+            out = v2_binary.answer(served, body, header_length)
         elif served is not None:
             limiter = large_body_limiter(request.app.state)
-            out = await anyio.to_thread.run_sync(inference.infer, served, message, limiter=limiter)
+            out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _with_session(request, lambda s, p: inference.infer(p.served(s, ref), message))
+            out = await _with_session(request, lambda s, c: v2_binary.answer(lookup(c, s, ref), body, header_length))
     except DomainError as exc:
         return _error(exc)
-    return Response(out.model_dump_json(exclude_none=True), media_type="application/json")
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        return f"{where}: {first['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
-    return f"the body is not JSON: {exc}"
+    return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})
 
 
 @router.get("/{name}", response_model=ModelMetadata, responses=ERRORS, openapi_extra=_openapi("name"))
@@ -184,7 +191,9 @@ async def version_ready(request: Request) -> Response:
     return await _model_ready(request, *_path(request))
 
 
-@router.post("/{name}/infer", response_model=InferResponse, responses=ERRORS, openapi_extra=_openapi("name", body=True))
+@router.post(
+    "/{name}/infer", response_model=InferResponse, responses=INFER_RESPONSES, openapi_extra=_openapi("name", body=True)
+)
 async def model_infer(request: Request) -> Response:
     """Inference on the latest version (or `name@alias`): the same numbers as `POST /predict`."""
     return await _infer(request, *_path(request))
@@ -193,7 +202,7 @@ async def model_infer(request: Request) -> Response:
 @router.post(
     "/{name}/versions/{version}/infer",
     response_model=InferResponse,
-    responses=ERRORS,
+    responses=INFER_RESPONSES,
     openapi_extra=_openapi("name", "version", body=True),
 )
 async def version_infer(request: Request) -> Response:
