@@ -287,6 +287,14 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.independence_threshold_floor = independence_threshold_floor
         self.neighbors = neighbors
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        if "neighbors" not in state:
+            state = {**state, "neighbors": "exact"}
+            if "scaling_" in state:
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+        super().__setstate__(state)
+
     # ------------------------------------------------------------------------------ fitting
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
         """Learn the label and itemset models and their Beta thresholds."""

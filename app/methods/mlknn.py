@@ -26,7 +26,7 @@ sampled recall of the true K neighbours (``neighbour_recall_``; docs/neighbours.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -212,6 +212,14 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self.threshold = threshold
         self.ensure_nonempty = ensure_nonempty
         self.neighbors = neighbors
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        if "neighbors" not in state:
+            state = {**state, "neighbors": "exact"}
+            if "scaling_" in state:
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+        super().__setstate__(state)
 
     # ----------------------------------------------------------------- fitting
     def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:

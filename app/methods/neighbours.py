@@ -520,7 +520,7 @@ def _digest(X: Matrix) -> tuple[tuple[int, ...], str]:
 
 class GraphCache:
     """Neighbour graphs by (training matrix content, k, search), least recently used out
-    beyond ``max_bytes``; thread-safe (a graph is built at most once at a time per key)."""
+    beyond ``max_bytes``; thread-safe (builds run one at a time, so no graph is built twice)."""
 
     def __init__(self, max_bytes: int = SHARED_GRAPHS_BYTES) -> None:
         self.max_bytes = max_bytes

@@ -222,3 +222,16 @@ def test_sharing_is_keyed_by_content_and_k():
             assert inner is cache
     assert (cache.builds, cache.hits) == (3, 1)
     assert training_graph(X, 5, "exact") is not first  # outside the block nothing is shared
+
+
+def test_models_pickled_before_the_option_load_as_exact():
+    rng = np.random.default_rng(12)
+    X, Y = clustered(rng, 120, 4, 3)
+    for model in (MLkNN(k=5).fit(X, Y), DMKNN(k=5).fit(X, Y)):
+        state = model.__getstate__()
+        for name in ("neighbors", "neighbour_search_", "neighbour_recall_"):
+            del state[name]
+        old = type(model).__new__(type(model))
+        old.__setstate__(state)
+        assert old.get_params()["neighbors"] == "exact" and old.neighbour_search_ == "exact"
+        np.testing.assert_array_equal(old.decision_function(X[:9]), model.decision_function(X[:9]))
