@@ -117,7 +117,7 @@ class DMKNNParams(MethodParams):
     )
     neighbors: NeighborSearch = Field(
         "auto",
-        description=f"Neighbour search: 'exact'; 'approximate' (an HNSW index, its recall measured at fit); 'auto' = "
+        description=f"Neighbour search: 'exact'; 'approximate' (a faiss inverted-file index, its recall measured at fit); 'auto' = "
         f"exact up to {EXACT_MAX_N} training samples, approximate above.",
     )
 
@@ -196,7 +196,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         per-label branch never more permissive than ML-kNN's MAP rule (docs/methods/dmknn.md).
     neighbors : {"auto", "exact", "approximate"}, default="auto"
         The neighbour search, as ML-kNN's: exact up to ``EXACT_MAX_N`` training samples under
-        ``"auto"``, an HNSW index above (docs/neighbours.md).
+        ``"auto"``, an inverted-file index (faiss) above (docs/neighbours.md).
 
     Attributes
     ----------

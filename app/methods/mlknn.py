@@ -19,7 +19,7 @@ Neighbours are deterministic and **distance ties go to the lower training index*
 matters on binary or sparse data, where ties at the K-th neighbour are the norm). Up to
 ``EXACT_MAX_N`` training rows (and always with ``neighbors="exact"``) they are exact
 (:class:`app.methods.neighbours.ExactKNN`: a GEMM, or a KD-tree in low dimension, with an exact
-recomputation at near-ties); above it (or with ``neighbors="approximate"``) an HNSW index
+recomputation at near-ties); above it (or with ``neighbors="approximate"``) an inverted-file index (faiss)
 proposes candidates that are re-ranked by exact distance, and the fit records the index's
 sampled recall of the true K neighbours (``neighbour_recall_``; docs/neighbours.md).
 """
@@ -114,7 +114,7 @@ class MLkNNParams(MethodParams):
     )
     neighbors: NeighborSearch = Field(
         "auto",
-        description=f"Neighbour search: 'exact'; 'approximate' (an HNSW index, its recall measured at fit); 'auto' = "
+        description=f"Neighbour search: 'exact'; 'approximate' (a faiss inverted-file index, its recall measured at fit); 'auto' = "
         f"exact up to {EXACT_MAX_N} training samples, approximate above.",
     )
 
@@ -145,9 +145,10 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         ``threshold="map", ensure_nonempty="off"`` is ML-kNN exactly as published.
     neighbors : {"auto", "exact", "approximate"}, default="auto"
         ``"exact"``: exact neighbours (the only search before this option existed, bit for
-        bit); ``"approximate"``: an HNSW index (hnswlib) whose candidates are re-ranked by
-        exact distance, for fits that grow about as m log m instead of m^2 and one-row queries
-        that do not scan the training matrix; ``"auto"``: exact up to ``EXACT_MAX_N`` training
+        bit); ``"approximate"``: an inverted-file index (faiss k-means cells; a row is compared
+        with the rows of its nearest cells only) whose candidates are re-ranked by exact
+        distance, for fits that grow far slower than m^2 and one-row queries that do not scan
+        the training matrix; ``"auto"``: exact up to ``EXACT_MAX_N`` training
         samples, approximate above (the size chosen by measurement, docs/neighbours.md).
 
     Attributes
