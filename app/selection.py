@@ -21,7 +21,7 @@ cross-validation cost fits ``budget_seconds`` of this machine; methods marked ex
 only when named. A candidate's cost is measured, not guessed (``pilot_costs``): a pilot fold (fit
 on ``PILOT_SHARE`` of a fold's training rows, score a held-out part in the folds' proportion) is
 timed here and now, then extrapolated to a fold with the method's growth exponent in n
-(``GROWTH``, measured by ``benchmarks/scaling.py``); d and q are the dataset's own in the pilot,
+(``GROWTH``, measured by ``benchmarks/scaling_growth.py``); d and q are the dataset's own in the pilot,
 so they need no model. The candidates are taken cheapest first while the predicted total fits
 what the pilots left of the budget, so a cheap candidate whose pilot says it fits is never left
 out for a dearer one. A constant model fitted to a loaded machine's wall times priced ``br`` on
@@ -49,6 +49,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,7 @@ from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
 from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
+from app.methods.neighbours import sharing_graphs
 
 log = logging.getLogger("labelserve.selection")
 
@@ -81,13 +83,15 @@ _SMALL_RESAMPLING = ((10, 3), (10, 2), (10, 1))
 #: share of the budget the extra folds of a small dataset may take
 _RESAMPLING_SHARE = 0.25
 
+#: methods whose fits build the same leave-one-out neighbour graph (shared within a selection)
+GRAPH_METHODS = frozenset({"mlknn", "dmknn"})
 #: methods tried only when named: their cost grows too fast with the data for a default sweep
 EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
 
 #: Growth exponent in the training rows n of one fold's seconds (fit, then score the held-out
 #: part, both growing with n): a fold on n rows costs ``pilot seconds * (n / pilot rows) ** GROWTH``.
 #: The classifiers': least-squares slopes of log CPU seconds of one fold (``_fit_and_score``) on
-#: log n over tmc2007-500 prefixes of 500-4,000 training rows (``benchmarks/scaling.py --folds``,
+#: log n over tmc2007-500 prefixes of 500-4,000 training rows (``benchmarks/scaling_growth.py --folds``,
 #: docs/scaling.md), the range a pilot extrapolates over (a factor of up to 5). Fixed costs make
 #: them lower than the large-n slopes (BR's per-label overhead; ML-kNN's all-pairs product takes
 #: over from about 2,000 rows). The LDL methods and selectors are not measured yet: their
@@ -421,14 +425,17 @@ def cross_validate(
     A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
     kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
     BLAS runs single-threaded: the fits are small and BLAS threads competing for the cores of a
-    shared machine cost far more than they gain.
+    shared machine cost far more than they gain. When several entries search neighbours the
+    same way (``mlknn`` and ``dmknn`` with the same k), each fold's neighbour graph is computed
+    once and shared (:func:`app.methods.neighbours.sharing_graphs`).
     """
     progress = progress or no_progress
     if splits is None:
         splits = folds(Y, kind, cv, random_state, repeats)
     results: list[Entry] = []
     total = len(entries) * len(splits)
-    with threadpool_limits(limits=1, user_api="blas"):
+    sharing = sharing_graphs() if _graph_users(entries) > 1 else nullcontext()
+    with threadpool_limits(limits=1, user_api="blas"), sharing:
         for e, (method, params) in enumerate(entries):
             spec = get_method(method)
             if spec is None:
@@ -467,6 +474,11 @@ def _entry(spec: MethodSpec, method: str, params: dict[str, Any], Y: np.ndarray,
         entry.oof_scores = entry.oof_all[-1]
         entry.oof_labels = np.zeros(Y.shape, dtype=np.int8) if spec.task == "multilabel" else None
     return entry
+
+
+def _graph_users(entries: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    """How many entries build a leave-one-out neighbour graph (the kNN classifiers)."""
+    return sum(method in GRAPH_METHODS for method, _ in entries)
 
 
 def _fit_and_score(

@@ -28,7 +28,7 @@ import warnings
 from app import metrics, selection
 from app.methods.catalog import get_method
 from benchmarks.datasets import YAHOO_SETS, data_dir, load_yahoo
-from benchmarks.scaling import bibtex
+from benchmarks.scaling_growth import bibtex
 
 
 def yahoo_table(names: list[str], n_jobs: int | None) -> None:

@@ -1,199 +1,206 @@
-"""Growth benchmark: how fit time, peak memory, model size and one-row latency grow with n and q.
+"""Growth benchmark: how fit time, peak memory, model size and one-row latency grow with n.
 
-Issue 23, item 4. Each (method, n) point runs in a fresh child process (``fork``), so that its
-peak resident memory (``ru_maxrss``) is its own: the child loads nothing but the rows it fits.
-Rows are the first n of tmc2007-500's training split (``../shared/data/multilabel/tmc2007``;
-n = 2,000 .. 21,519); ``--q-growth`` fits bibtex on its first q labels instead, ``--generated`` a generated sparse set of
-13,000 rows x 500 features (3% non-zero) x 1,000 labels (1-5% positives each). Per point:
+Issue 23, item 4. Each classifier is fitted on prefixes of tmc2007-500's official training
+split (n = 2,000 / 5,000 / 10,000 / 21,519 rows, 500 binary features, 22 labels) and scored on
+its test split; the fit-time exponent is the least-squares slope of log(seconds) on log(n)
+from 5,000 rows up. Measurements are per method (``METHODS``: one function per classifier, each
+returning rows of the same table), so that a classifier is added by adding its function.
 
-* ``fit_s`` wall seconds of ``fit`` and ``cpu_s`` its process CPU seconds (all threads): on a
-  machine shared with other jobs the CPU seconds are what the method costs, the wall seconds
-  what it took; the load average at the start is printed with each row;
-* ``peak_mb`` the child's peak RSS, ``model_mb`` the pickled estimator's size;
-* ``row_ms`` the median of 50 one-row predictions through the private fast path the service
-  calls (``_decision_function``).
+* fit: wall seconds of ``fit`` (the template, scaling included) at the method's defaults;
+* peak MB: the peak of Python-tracked allocations during the fit (``tracemalloc``; NumPy
+  reports its buffers to it; native libraries such as faiss do not);
+* model MB: the pickled estimator (what the store writes);
+* one-row p50 / p90: the estimator's private fast path (what ``/predict`` calls after its
+  validation) on single test rows, 200 of them;
+* test AP: average precision on the whole test split.
 
-Growth exponents are least-squares slopes of log(cpu seconds) on log(n) (or log(q)) over the
-points from ``--fit-from`` rows on; they are the exponents ``app.selection.GROWTH`` declares
-(its docstring says which run they come from). The kNN rows (``mlknn``, ``dmknn``) belong to the
-neighbour-search work and are run the same way with ``--methods mlknn dmknn``.
+ML-kNN rows also report the neighbour search ``neighbors="auto"`` resolved to and the recall
+the fit recorded, and at the full size the exact search forced (today's path) in the same run,
+for the speed-up and AP difference the issue asks for. The machine may be loaded: the 1-minute
+load average is printed with every row, and only ratios within one run should be compared.
 
-Run: ``.venv/bin/python -m benchmarks.scaling [--methods br ecc rf] [--sizes 2000 5000 10000 21519]
-[--n-jobs 2]``. Skips cleanly without the data folder.
+BLAS threads default to 1 (set before NumPy loads) as in the service's cross-validation.
+
+Run: ``.venv/bin/python -m benchmarks.scaling [--methods mlknn] [--sizes 2000,5000,10000,21519]``.
+Skips cleanly without the data folder.
 """
 
 from __future__ import annotations
 
-import argparse
-import multiprocessing
 import os
-import pickle
-import resource
-import statistics
-import sys
-import time
-import warnings
-from typing import Any
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from app.methods.catalog import get_method
-from benchmarks.datasets import _parse_file, data_dir, require_data_dir
+import argparse  # noqa: E402
+import math  # noqa: E402
+import pickle  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
 
-DEFAULT_SIZES = (2000, 5000, 10000, 21519)
+import numpy as np  # noqa: E402
+from scipy import sparse  # noqa: E402
 
+from app.methods.mlknn import MLkNN  # noqa: E402
+from app.metrics import average_precision  # noqa: E402
+from benchmarks.datasets import data_dir, load_scaling  # noqa: E402
 
-def tmc2007(part: str = "train") -> tuple[np.ndarray, np.ndarray]:
-    """tmc2007-500's official split (500 binary features, 22 labels)."""
-    folder = require_data_dir() / "multilabel" / "tmc2007"
-    ds = _parse_file(folder / f"tmc2007-500-{part}.arff", folder / "tmc2007-500.xml")
-    return ds.X, ds.Y
-
-
-def bibtex(part: str = "train") -> tuple[np.ndarray, np.ndarray]:
-    """bibtex's official split (1,836 binary features, 159 labels)."""
-    folder = require_data_dir() / "multilabel" / "bibtex"
-    ds = _parse_file(folder / f"bibtex-{part}.arff", folder / "bibtex.xml")
-    return ds.X, ds.Y
-
-
-def generated(n: int = 13_000, d: int = 500, q: int = 1_000, density: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
-    """A sparse set of the issue's size: ``density`` of the features non-zero (positive values),
-    each label a noisy threshold of a random sparse linear score, 1-5% positives per label."""
-    rng = np.random.default_rng(0)
-    X = rng.random((n, d)) * (rng.random((n, d)) < density)
-    W = rng.standard_normal((d, q)) * (rng.random((d, q)) < 0.05)
-    Z = X @ W + 0.1 * rng.standard_normal((n, q))
-    positives = (rng.uniform(0.01, 0.05, q) * n).astype(int)
-    cut = np.sort(Z, axis=0)[n - positives - 1, np.arange(q)]  # the value below each label's positives
-    return X, (Z > cut).astype(np.float64)
+SIZES = (2_000, 5_000, 10_000, 21_519)
+#: the exponent is fitted from this size up (the issue's "from 5,000 to 21,519 rows")
+EXPONENT_FROM = 5_000
+LATENCY_ROWS = 200
 
 
-def _point(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray, out: Any) -> None:
-    """One fit in this (child) process; its measurements sent through ``out``."""
-    spec = get_method(method)
-    assert spec is not None
-    estimator = spec.build(params)
-    load = os.getloadavg()[0]
+@dataclass
+class Row:
+    """One measured fit."""
+
+    method: str
+    n: int
+    fit_seconds: float
+    peak_mb: float
+    model_mb: float
+    p50_ms: float
+    p90_ms: float
+    test_ap: float
+    load: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _dense(X: Any) -> np.ndarray:
+    return np.asarray(X.toarray() if sparse.issparse(X) else X, dtype=np.float64)
+
+
+def measure(
+    method: str, build: Callable[[], Any], X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, Yt: np.ndarray
+) -> tuple[Row, Any]:
+    """Fit ``build()`` on (X, Y), time one-row predictions on Xt, score on (Xt, Yt)."""
+    estimator = build()
+    tracemalloc.start()
+    started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wall, cpu = time.perf_counter(), time.process_time()
         estimator.fit(X, Y)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    row = np.ascontiguousarray(X[:1])
-    latencies = []
-    for _ in range(50):
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    size = len(pickle.dumps(estimator, protocol=5))
+    rows = np.random.default_rng(0).choice(len(Xt), size=min(LATENCY_ROWS, len(Xt)), replace=False)
+    times = []
+    for r in rows:
+        one = np.ascontiguousarray(Xt[r : r + 1])
         t0 = time.perf_counter()
-        estimator._decision_function(row)
-        latencies.append(time.perf_counter() - t0)
-    out.send(
-        {
-            "fit_s": wall,
-            "cpu_s": cpu,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "model_mb": len(pickle.dumps(estimator, protocol=5)) / 2**20,
-            "row_ms": 1000 * statistics.median(latencies),
-            "load": load,
-        }
+        estimator._decision_function(one)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    ap = average_precision(Yt, estimator.decision_function(Xt))
+    row = Row(
+        method=method,
+        n=len(X),
+        fit_seconds=seconds,
+        peak_mb=peak / 2**20,
+        model_mb=size / 2**20,
+        p50_ms=1e3 * statistics.median(times),
+        p90_ms=1e3 * times[int(0.9 * (len(times) - 1))],
+        test_ap=ap,
+        load=os.getloadavg()[0],
     )
+    return row, estimator
 
 
-def measure(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray) -> dict[str, float]:
-    """``_point`` in a forked child (its own peak memory)."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_point, args=(method, params, X, Y, send))
-    child.start()
-    result = receive.recv()
-    child.join()
-    return dict(result)
+# ------------------------------------------------------------------------------- per method
+def mlknn_rows(sizes: tuple[int, ...], X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, Yt: np.ndarray) -> Iterator[Row]:
+    """ML-kNN at defaults on every prefix (and the approximate search forced where the default is
+    exact), then the exact search forced on the largest."""
+    for n in sizes:
+        row, model = measure("mlknn", MLkNN, X[:n], Y[:n], Xt, Yt)
+        row.extra = {"search": model.neighbour_search_, "recall": model.neighbour_recall_}
+        if model.neighbour_search_ == "approximate":
+            row.extra["probes"] = f"{model.index_.n_probe}/{model.index_.n_lists}"
+        yield row
+        if model.neighbour_search_ == "exact":  # the other side of EXACT_MAX_N, for its choice
+            other, forced = measure("mlknn approximate", lambda: MLkNN(neighbors="approximate"), X[:n], Y[:n], Xt, Yt)
+            other.extra = {
+                "search": "approximate",
+                "recall": forced.neighbour_recall_,
+                "probes": f"{forced.index_.n_probe}/{forced.index_.n_lists}",
+            }
+            yield other
+    row, model = measure("mlknn exact", lambda: MLkNN(neighbors="exact"), X[: sizes[-1]], Y[: sizes[-1]], Xt, Yt)
+    row.extra = {"search": model.neighbour_search_, "recall": None}
+    yield row
 
 
-def fold_growth(methods: list[str], sizes: list[int], n_jobs: int | None) -> None:
-    """What ``app.selection.GROWTH`` declares: the growth of one cross-validation fold's seconds
-    (fit on n rows, score n / 4 held-out rows, as a 5-fold split has them) on tmc2007 prefixes,
-    timed by ``selection._fit_and_score`` as the pilots and the folds of ``auto`` are."""
-    from app import selection
-
-    X, Y = tmc2007()
-    print("| method | fold train rows | wall s | cpu s | load |")
-    print("|---|---|---|---|---|")
-    for method in methods:
-        spec = get_method(method)
-        assert spec is not None
-        params = {"n_jobs": n_jobs} if n_jobs and "n_jobs" in spec.params.model_fields else {}
-        cpus = []
-        for size in sizes:
-            tr, te = np.arange(size), np.arange(size, size + size // 4)
-            entry = selection._entry(spec, method, params, Y, 1)
-            load = os.getloadavg()[0]
-            wall, cpu = time.perf_counter(), time.process_time()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                selection._fit_and_score(spec, entry, X, Y, tr, te, lambda stage, fraction: None)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            cpus.append(cpu)
-            print(f"| {method} | {size} | {wall:.2f} | {cpu:.2f} | {load:.1f} |", flush=True)
-        print(f"| {method} | exponent (cpu s) | {exponent(sizes, cpus):.2f} | | |", flush=True)
+#: one function per classifier; each yields the rows of its measurements
+METHODS: dict[str, Callable[..., Iterator[Row]]] = {"mlknn": mlknn_rows}
 
 
-def exponent(sizes: list[int], seconds: list[float]) -> float:
-    """Least-squares slope of log(seconds) on log(size)."""
-    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+# ------------------------------------------------------------------------------- report
+def exponent(rows: list[Row]) -> float | None:
+    """Least-squares slope of log(fit seconds) on log(n) over the rows from ``EXPONENT_FROM``."""
+    pts = [(math.log(r.n), math.log(r.fit_seconds)) for r in rows if r.n >= EXPONENT_FROM]
+    if len(pts) < 2:
+        return None
+    return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| method | n | search | recall | fit s | peak MB | model MB | one-row p50 ms | p90 ms | test AP | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        recall = r.extra.get("recall")
+        search = r.extra.get("search", "")
+        if "probes" in r.extra:
+            search = f"{search} ({r.extra['probes']} cells)"
+        lines.append(
+            f"| {r.method} | {r.n:,} | {search} | {'-' if recall is None else f'{recall:.3f}'} | "
+            f"{r.fit_seconds:.2f} | {r.peak_mb:.0f} | {r.model_mb:.1f} | {r.p50_ms:.2f} | {r.p90_ms:.2f} | "
+            f"{r.test_ap:.4f} | {r.load:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["br", "ecc", "rf"])
-    parser.add_argument("--sizes", nargs="+", type=int, default=list(DEFAULT_SIZES))
-    parser.add_argument("--q-growth", nargs="*", type=int, help="bibtex label counts instead of tmc2007 rows")
-    parser.add_argument("--folds", action="store_true", help="fold-time growth (GROWTH), 500-4,000 rows")
-    parser.add_argument("--generated", action="store_true", help="one point: the generated 13,000 x 500 x 1,000 set")
-    parser.add_argument("--fit-from", type=int, default=5000, help="smallest size the exponent is fitted from")
-    parser.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the methods that take it")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated: " + ", ".join(METHODS))
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     args = parser.parse_args(argv)
     if data_dir() is None:
-        print("benchmark data not found (../shared/data): skipped")
+        print("benchmark data not found (../shared/data or LABELSERVE_DATA_DIR): skipped")
         return 0
-    if args.folds:
-        fold_growth(args.methods, [500, 1000, 2000, 4000], args.n_jobs)
-        return 0
-    if args.generated:
-        X, Y = generated()
-        sizes = [X.shape[0]]
-        axis = "n"
-    elif args.q_growth is not None:
-        X, Y = bibtex()
-        sizes = args.q_growth or [20, 40, 80, 159]
-        axis = "q"
-    else:
-        X, Y = tmc2007()
-        sizes = [min(s, X.shape[0]) for s in args.sizes]
-        axis = "n"
-    print(f"| method | {axis} | fit s | cpu s | peak MB | model MB | one-row ms | load |")
-    print("|---|---|---|---|---|---|---|---|")
-    for method in args.methods:
-        spec = get_method(method)
-        if spec is None:
-            print(f"unknown method {method}", file=sys.stderr)
-            return 2
-        params = {"n_jobs": args.n_jobs} if args.n_jobs and "n_jobs" in spec.params.model_fields else {}
-        used, cpus = [], []
-        for size in sizes:
-            Xs, Ys = (X, Y[:, :size]) if axis == "q" else (X[:size], Y[:size])
-            r = measure(method, params, Xs, Ys)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    train, test = load_scaling("tmc2007-500", "train"), load_scaling("tmc2007-500", "test")
+    X, Y, Xt, Yt = _dense(train.X), _dense(train.Y), _dense(test.X), _dense(test.Y)
+    print(f"tmc2007-500: train {X.shape}, test {Xt.shape}; load {os.getloadavg()}; {os.cpu_count()} CPUs", flush=True)
+    for method in args.methods.split(","):
+        rows: list[Row] = []
+        for row in METHODS[method](sizes, X, Y, Xt, Yt):
+            rows.append(row)
+            print(table([row]).splitlines()[-1], flush=True)
+        print()
+        print(table(rows))
+        grown = [r for r in rows if r.method == method]
+        slope = exponent(grown)
+        if slope is not None:
+            print(f"\n{method}: fit-time exponent from {EXPONENT_FROM:,} rows: {slope:.2f}")
+        if method == "mlknn" and len(grown) >= 2:
+            exact = rows[-1]
+            full = grown[-1]
             print(
-                f"| {method} | {size} | {r['fit_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_mb']:.0f} | "
-                f"{r['model_mb']:.1f} | {r['row_ms']:.2f} | {r['load']:.1f} |",
-                flush=True,
+                f"mlknn at {full.n:,} rows: exact / default fit = {exact.fit_seconds / full.fit_seconds:.1f}x; "
+                f"AP default - exact = {full.test_ap - exact.test_ap:+.4f}; "
+                f"one-row p50 at {full.n:,} / at {grown[0].n:,} = {full.p50_ms / grown[0].p50_ms:.2f}x"
             )
-            if axis == "q" or size >= args.fit_from:
-                used.append(size)
-                cpus.append(r["cpu_s"])
-        if len(used) >= 2:
-            print(f"| {method} | exponent in {axis} (cpu s, from {used[0]}) | {exponent(used, cpus):.2f} | | | | | |")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
