@@ -7,13 +7,15 @@ but not in the image, where the app then fails at start-up.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_package_data_globs_cover_every_non_python_file_of_the_app() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = config["tool"]["setuptools"]["package-data"]["app"]
     package = ROOT / "app"
