@@ -97,6 +97,21 @@ def test_k_beyond_the_dataset_is_a_422_at_submit(client: TestClient):
     assert client.get("/jobs").json()["items"] == []
 
 
+def test_clusters_may_be_as_many_as_the_samples(client: TestClient):
+    # ldlkm with k == n_samples was refused at submit ("k=6 needs more than 6 samples"), though one
+    # cluster a sample is valid k-means (the method's limiting case); neighbours still need k < n
+    X, D = make_distribution(n=6)
+    dataset = upload_csv(client, X, D)
+    job = train(client, "ldlkm", dataset["id"], "every-sample", k=6)
+    assert job["model"]["version"] == 1
+    response = client.post(
+        "/train", json={"method": "ldlkm", "dataset_id": dataset["id"], "model_name": "m", "params": {"k": 7}}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
+    assert "use k <= 6" in response.json()["detail"][0]["msg"]
+
+
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
     # n_jobs=100000 left 21,851 threads in the training process and killed the next job
     X, Y = make_multilabel(n=40)
