@@ -151,6 +151,31 @@ def test_serve_workers_restart_of_a_worker_keeps_the_other_workers_job(
     assert server.wait_no_processes(20) == []
 
 
+def test_a_killed_training_process_fails_only_its_own_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # an out-of-memory kill of one pool process broke the whole local pool (BrokenProcessPool):
+    # every job running in it failed as "the worker process died"
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="2")
+    with server.client() as client:
+        dataset_id = upload(client)
+        victim, neighbour = start_long_job(client, dataset_id, "victim"), start_long_job(client, dataset_id, "other")
+        os.kill(int(job_row(database_url, victim).worker.rpartition(":")[2]), signal.SIGKILL)
+        assert "died" in wait_job(client, victim, ("failed",), timeout=30)["error"]
+        before = job_row(database_url, neighbour).heartbeat_at
+        time.sleep(2)  # the neighbour's process keeps running it, and stamping its heartbeat
+        row = job_row(database_url, neighbour)
+        assert row.status == "running" and row.heartbeat_at > before, (row.status, row.error)
+        # the killed process's slot takes new jobs again
+        response = client.post(
+            "/train?wait=true",
+            json={"method": "mlknn", "dataset_id": dataset_id, "model_name": "after", "params": {"k": 3}},
+        )
+        assert response.json()["status"] == "succeeded", response.text
+        assert client.delete(f"/jobs/{neighbour}").status_code in (200, 202, 204)
+    assert server.stop() in CLEAN_EXIT
+
+
 def _children(pid: int) -> list[int]:
     children = []
     for entry in Path("/proc").iterdir():
