@@ -17,10 +17,11 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app import metrics, reports, selection
+from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
-from app.jobs.base import JobRunner, JobStatus
+from app.jobs.base import JobStatus
 from app.jobs.payloads import ComparePayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.observability import Metrics
@@ -30,11 +31,12 @@ from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
+from app.services.jobs import job_out
 from app.services.registry import load_served, method_of, resolve_version
 from app.store import Store
 
 
-def submit(session: Session, runner: JobRunner, body: CompareRequest) -> JobOut:
+def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     """Check the request and queue its compare job."""
     dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
     task = selection.task_of(dataset.kind)
@@ -51,7 +53,7 @@ def submit(session: Session, runner: JobRunner, body: CompareRequest) -> JobOut:
     payload = ComparePayload(
         dataset_id=dataset.id, methods=body.methods, metric=body.metric, cv=body.cv, random_state=body.random_state
     )
-    return job_out(enqueue(session, runner, payload))
+    return job_out(enqueue(session, core.runner, payload))
 
 
 def report_file(session: Session, store: Store, job_id: str) -> Path:

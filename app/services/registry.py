@@ -7,7 +7,7 @@ Versions are immutable: nothing here changes a version row; evaluations are stor
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -23,6 +23,7 @@ from app.registry import (
     RegistryError,
     Served,
     VersionKey,
+    drop_unused_artifacts,
     notify_on_commit,
     reserved_alias,
     resolve,
@@ -172,20 +173,6 @@ def show_model(session: Session, name: str) -> ModelOut:
 
 def show_version(session: Session, name: str, version: int) -> VersionOut:
     return version_out(_version(session, name, version))
-
-
-def drop_unused_artifacts(session: Session, store: Store, hashes: set[str]) -> None:
-    """Delete the artifact files that no version uses any more.
-
-    Called after the rows that used them are gone (committed), by the registry's deletions and
-    by a training whose job was cancelled after its artifact was written.
-    """
-    for sha256 in hashes:
-        used = session.scalar(
-            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
-        )
-        if not used:
-            store.delete_artifact(sha256)
 
 
 def delete_version(session: Session, store: Store, name: str, version: int) -> None:

@@ -1,8 +1,8 @@
 """Every call the dashboard makes into the service layer, in one place.
 
-The pages never touch the database or the store themselves: each function here opens its own
-session (read-only work and writes alike go through ``app.services``), so that rewiring the
-dashboard onto another shape of the services changes this module alone.
+The pages never touch the database or the store themselves: each function here takes the
+application core (``app.core.Core``, on ``app.state.core``) and opens its own session from it,
+read-only where it only reads (read-only work and writes alike go through ``app.services``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
-from starlette.datastructures import State
 
-from app.db import session_scope
+from app.core import Core
 from app.errors import NotFound
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
@@ -42,17 +41,17 @@ CHOICES = 200
 DATASET_VERSIONS = 50
 
 
-def _read(state: State) -> AbstractContextManager[Session]:
+def _read(core: Core) -> AbstractContextManager[Session]:
     """A read-only session: on SQLite it never takes the write lock other processes wait on."""
-    return session_scope(state.settings.resolved_database_url, readonly=True)
+    return core.database.reading()
 
 
-def _write(state: State) -> AbstractContextManager[Session]:
-    return session_scope(state.settings.resolved_database_url)
+def _write(core: Core) -> AbstractContextManager[Session]:
+    return core.database.session()
 
 
 # ---------------------------------------------------------------------------------- datasets
-def list_datasets(state: State, offset: int, limit: int) -> Page[DatasetSummary]:
+def list_datasets(state: Core, offset: int, limit: int) -> Page[DatasetSummary]:
     with _read(state) as session:
         return datasets.list_datasets(session, PageParams(limit=limit, offset=offset))
 
@@ -67,11 +66,11 @@ class DatasetView:
     versions: list[VersionOut] = field(default_factory=list)
 
 
-def dataset_view(state: State, dataset_id: str) -> DatasetView:
+def dataset_view(state: Core, dataset_id: str) -> DatasetView:
     with _read(state) as session:
-        row = datasets.show_dataset(session, dataset_id)
+        row = datasets.show_dataset(session, state.store, dataset_id)
         versions = registry.versions_trained_on(session, dataset_id, DATASET_VERSIONS)
-    _, Y = state.store.load_dataset(row.sha256)
+    Y = state.store.load_stored(row.sha256).Y  # the labels only: sparse features stay as stored
     counts = np.asarray(Y).sum(axis=0)
     cardinality = float(np.mean((np.asarray(Y) > 0).sum(axis=1))) if len(Y) else 0.0
     pairs = [
@@ -80,27 +79,27 @@ def dataset_view(state: State, dataset_id: str) -> DatasetView:
     return DatasetView(row, pairs, cardinality, versions)
 
 
-def upload_dataset(state: State, upload: datasets.Upload) -> tuple[DatasetOut, bool]:
+def upload_dataset(state: Core, upload: datasets.Upload) -> tuple[DatasetOut, bool]:
     with _write(state) as session:
         return datasets.upload(session, state.store, datasets.limits_of(state.settings), upload)
 
 
-def dataset_choices(state: State) -> list[DatasetSummary]:
+def dataset_choices(state: Core) -> list[DatasetSummary]:
     return list_datasets(state, 0, CHOICES).items
 
 
 # ------------------------------------------------------------------------------------ models
-def list_models(state: State, offset: int, limit: int) -> Page[ModelOut]:
+def list_models(state: Core, offset: int, limit: int) -> Page[ModelOut]:
     with _read(state) as session:
         return registry.list_models(session, PageParams(limit=limit, offset=offset))
 
 
-def model(state: State, name: str) -> ModelOut:
+def model(state: Core, name: str) -> ModelOut:
     with _read(state) as session:
         return registry.show_model(session, name)
 
 
-def version(state: State, name: str, number: int) -> tuple[VersionOut, dict[str, int]]:
+def version(state: Core, name: str, number: int) -> tuple[VersionOut, dict[str, int]]:
     """The version and the model's aliases."""
     with _read(state) as session:
         found = registry.show_version(session, name, number)
@@ -108,33 +107,33 @@ def version(state: State, name: str, number: int) -> tuple[VersionOut, dict[str,
     return found, aliases
 
 
-def set_alias(state: State, name: str, alias: str, number: int) -> None:
+def set_alias(state: Core, name: str, alias: str, number: int) -> None:
     with _write(state) as session:
         registry.set_alias(session, state.store, name, alias, number)
 
 
-def delete_alias(state: State, name: str, alias: str) -> None:
+def delete_alias(state: Core, name: str, alias: str) -> None:
     with _write(state) as session:
         registry.delete_alias(session, state.store, name, alias)
 
 
-def delete_version(state: State, name: str, number: int) -> None:
+def delete_version(state: Core, name: str, number: int) -> None:
     with _write(state) as session:
         registry.delete_version(session, state.store, name, number)
 
 
-def delete_model(state: State, name: str) -> None:
+def delete_model(state: Core, name: str) -> None:
     with _write(state) as session:
         registry.delete_model(session, state.store, name)
 
 
-def model_names(state: State) -> list[str]:
+def model_names(state: Core) -> list[str]:
     with _read(state) as session:
         return registry.model_names(session, CHOICES)
 
 
 # -------------------------------------------------------------------------------------- jobs
-def list_jobs(state: State, offset: int, limit: int, status: JobStatus | None) -> tuple[Page[JobOut], dict[str, int]]:
+def list_jobs(state: Core, offset: int, limit: int, status: JobStatus | None) -> tuple[Page[JobOut], dict[str, int]]:
     """A page of jobs and the queue position of those queued."""
     with _read(state) as session:
         found = jobs.list_jobs(session, PageParams(limit=limit, offset=offset), status)
@@ -142,7 +141,7 @@ def list_jobs(state: State, offset: int, limit: int, status: JobStatus | None) -
     return found, positions
 
 
-def jobs_by_id(state: State, job_ids: list[str]) -> tuple[list[JobOut], dict[str, int]]:
+def jobs_by_id(state: Core, job_ids: list[str]) -> tuple[list[JobOut], dict[str, int]]:
     """The given jobs as they are now (the pages' progress poll); unknown ids are left out."""
     found = []
     with _read(state) as session:
@@ -155,7 +154,7 @@ def jobs_by_id(state: State, job_ids: list[str]) -> tuple[list[JobOut], dict[str
     return found, positions
 
 
-def cancel_job(state: State, job_id: str) -> JobOut:
+def cancel_job(state: Core, job_id: str) -> JobOut:
     with _write(state) as session:
         return jobs.cancel_job(session, state.runner, job_id)
 
@@ -169,39 +168,36 @@ def auto_schema() -> dict[str, Any]:
     return AutoParams.model_json_schema()
 
 
-def submit_training(state: State, body: TrainRequest) -> JobOut:
+def submit_training(state: Core, body: TrainRequest) -> JobOut:
     with _write(state) as session:
-        return training.submit(session, state.store, state.runner, datasets.limits_of(state.settings), body)
+        return training.submit(session, state, body)
 
 
-def submit_comparison(state: State, body: CompareRequest) -> JobOut:
+def submit_comparison(state: Core, body: CompareRequest) -> JobOut:
     with _write(state) as session:
-        return comparison.submit(session, state.runner, body)
+        return comparison.submit(session, state, body)
 
 
 # -------------------------------------------------------------------------- predict, reports
-def predict(state: State, body: PredictRequest) -> prediction.Answer | JobOut:
-    with _write(state) as session:
-        return prediction.predict(session, state.predictor, body)
+def predict(state: Core, body: PredictRequest) -> prediction.Answer | JobOut:
+    return prediction.predict(state, body)
 
 
-def job_report(state: State, job_id: str) -> str:
+def job_report(state: Core, job_id: str) -> str:
     with _read(state) as session:
         return comparison.report_html(session, state.store, job_id)
 
 
-def leaderboard_csv(state: State, job_id: str) -> str:
+def leaderboard_csv(state: Core, job_id: str) -> str:
     with _read(state) as session:
         return comparison.leaderboard_csv(session, state.store, job_id)
 
 
-def result_file(state: State, job_id: str) -> Path:
+def result_file(state: Core, job_id: str) -> Path:
     with _read(state) as session:
         return jobs.result_file(session, state.store, job_id)
 
 
-def version_report(state: State, name: str, number: int, dataset_id: str) -> str:
+def version_report(state: Core, name: str, number: int, dataset_id: str) -> str:
     with _read(state) as session:
-        return comparison.version_report(
-            session, state.store, state.model_cache, state.metrics, name, number, dataset_id
-        )
+        return comparison.version_report(session, state.store, state.cache, state.metrics, name, number, dataset_id)

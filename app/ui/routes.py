@@ -140,7 +140,7 @@ async def logout(request: Request) -> Response:
 # -------------------------------------------------------------------------------- overview
 @router.get("")
 def overview(request: Request) -> HTMLResponse:
-    state = request.app.state
+    state = request.app.state.core
     models = data.list_models(state, 0, 10)
     recent, positions = data.list_jobs(state, 0, 10, None)
     sets = data.list_datasets(state, 0, 5)
@@ -155,7 +155,7 @@ def overview(request: Request) -> HTMLResponse:
 @router.get("/datasets")
 def datasets_page(request: Request) -> HTMLResponse:
     offset = _offset(request)
-    found = data.list_datasets(request.app.state, offset, PAGE)
+    found = data.list_datasets(request.app.state.core, offset, PAGE)
     context = {"title": "Datasets", "page": found, "offset": offset, "limit": PAGE}
     return render(request, "datasets.html", context)
 
@@ -169,7 +169,7 @@ async def upload(request: Request) -> Response:
     labels = form.get("labels_file")
     if not isinstance(file, UploadFile) or not file.filename:
         error = "file: choose a dataset file (ARFF, CSV, LIBSVM or MAT)"
-        found = data.list_datasets(request.app.state, 0, PAGE)
+        found = data.list_datasets(request.app.state.core, 0, PAGE)
         return render(
             request,
             "datasets.html",
@@ -179,7 +179,7 @@ async def upload(request: Request) -> Response:
     try:
         options = _upload_options(form)
     except InvalidInput as exc:
-        found = data.list_datasets(request.app.state, 0, PAGE)
+        found = data.list_datasets(request.app.state.core, 0, PAGE)
         context = {"title": "Datasets", "page": found, "offset": 0, "limit": PAGE, "error": str(exc)}
         return render(request, "datasets.html", context, 422)
     request_upload = Upload(
@@ -190,9 +190,9 @@ async def upload(request: Request) -> Response:
         options=options,
     )
     try:
-        row, _ = await _threaded(data.upload_dataset, request.app.state, request_upload)
+        row, _ = await _threaded(data.upload_dataset, request.app.state.core, request_upload)
     except DomainError as exc:
-        found = data.list_datasets(request.app.state, 0, PAGE)
+        found = data.list_datasets(request.app.state.core, 0, PAGE)
         context = {"title": "Datasets", "page": found, "offset": 0, "limit": PAGE, "error": str(exc)}
         return render(request, "datasets.html", context, exc.status_code)
     return _see(f"/ui/datasets/{row.id}")
@@ -218,7 +218,7 @@ def _upload_options(form: FormData) -> dict[str, Any]:
 def dataset_page(request: Request, dataset_id: str) -> HTMLResponse:
     try:
         _check(dataset_id, ID_PATTERN, "dataset_id")
-        view = data.dataset_view(request.app.state, dataset_id)
+        view = data.dataset_view(request.app.state.core, dataset_id)
     except DomainError as exc:
         return failure(request, exc)
     top = max((c for _, c in view.label_counts), default=0) or 1
@@ -229,7 +229,7 @@ def dataset_page(request: Request, dataset_id: str) -> HTMLResponse:
 @router.get("/models")
 def models_page(request: Request) -> HTMLResponse:
     offset = _offset(request)
-    found = data.list_models(request.app.state, offset, PAGE)
+    found = data.list_models(request.app.state.core, offset, PAGE)
     return render(request, "models.html", {"title": "Models", "page": found, "offset": offset, "limit": PAGE})
 
 
@@ -237,7 +237,7 @@ def models_page(request: Request) -> HTMLResponse:
 def model_page(request: Request, name: str) -> HTMLResponse:
     try:
         _check(name, NAME_PATTERN, "name")
-        found = data.model(request.app.state, name)
+        found = data.model(request.app.state.core, name)
     except DomainError as exc:
         return failure(request, exc)
     return render(request, "model.html", {"title": name, "model": found})
@@ -247,7 +247,7 @@ def model_page(request: Request, name: str) -> HTMLResponse:
 def version_page(request: Request, name: str, number: int) -> HTMLResponse:
     try:
         _check(name, NAME_PATTERN, "name")
-        found, aliases = data.version(request.app.state, name, number)
+        found, aliases = data.version(request.app.state.core, name, number)
     except DomainError as exc:
         return failure(request, exc)
     leaderboard = [
@@ -283,7 +283,7 @@ async def set_alias(request: Request, name: str) -> Response:
         _check(alias, ALIAS_PATTERN, "alias")
         if not number.isdigit():
             raise InvalidInput("version: give a version number", loc=("body", "version"))
-        await _threaded(data.set_alias, request.app.state, name, alias, int(number))
+        await _threaded(data.set_alias, request.app.state.core, name, alias, int(number))
     except DomainError as exc:
         return failure(request, exc)
     back = _text(form, "back")
@@ -296,7 +296,7 @@ async def delete_alias(request: Request, name: str, alias: str) -> Response:
     if isinstance(form, Response):
         return form
     try:
-        await _threaded(data.delete_alias, request.app.state, name, alias)
+        await _threaded(data.delete_alias, request.app.state.core, name, alias)
     except DomainError as exc:
         return failure(request, exc)
     return _see(f"/ui/models/{quote(name)}")
@@ -311,7 +311,7 @@ async def delete_version(request: Request, name: str, number: int) -> Response:
         message = f"confirm: type {name}@{number} to delete this version"
         return render(request, "error.html", {"title": "Not deleted", "message": message}, 422)
     try:
-        await _threaded(data.delete_version, request.app.state, name, number)
+        await _threaded(data.delete_version, request.app.state.core, name, number)
     except DomainError as exc:
         return failure(request, exc)
     return _see(f"/ui/models/{quote(name)}")
@@ -327,7 +327,7 @@ async def delete_model(request: Request, name: str) -> Response:
             request, "error.html", {"title": "Not deleted", "message": f"confirm: type {name} to delete it"}, 422
         )
     try:
-        await _threaded(data.delete_model, request.app.state, name)
+        await _threaded(data.delete_model, request.app.state.core, name)
     except DomainError as exc:
         return failure(request, exc)
     return _see("/ui/models")
@@ -339,7 +339,7 @@ def version_report(request: Request, name: str, number: int) -> HTMLResponse:
     try:
         _check(name, NAME_PATTERN, "name")
         _check(dataset_id, ID_PATTERN, "dataset_id")
-        return HTMLResponse(data.version_report(request.app.state, name, number, dataset_id))
+        return HTMLResponse(data.version_report(request.app.state.core, name, number, dataset_id))
     except DomainError as exc:
         return failure(request, exc)
 
@@ -350,7 +350,7 @@ def jobs_page(request: Request) -> HTMLResponse:
     offset = _offset(request)
     raw = request.query_params.get("status", "")
     status = JobStatus(raw) if raw in {s.value for s in JobStatus} else None
-    found, positions = data.list_jobs(request.app.state, offset, PAGE, status)
+    found, positions = data.list_jobs(request.app.state.core, offset, PAGE, status)
     context = {
         "title": "Jobs",
         "page": found,
@@ -367,7 +367,7 @@ def jobs_page(request: Request) -> HTMLResponse:
 def jobs_progress(request: Request) -> JSONResponse:
     """The listed jobs as they are now (what ``ui.js`` polls): status, progress, stage, queue place."""
     ids = [i for i in request.query_params.get("ids", "").split(",") if i][: PAGE * 2]
-    found, positions = data.jobs_by_id(request.app.state, [i for i in ids if len(i) <= 64])
+    found, positions = data.jobs_by_id(request.app.state.core, [i for i in ids if len(i) <= 64])
     return JSONResponse(
         {
             j.id: {
@@ -387,7 +387,7 @@ def jobs_progress(request: Request) -> JSONResponse:
 def job_page(request: Request, job_id: str) -> HTMLResponse:
     try:
         _check(job_id, ID_PATTERN, "job_id")
-        found, positions = data.jobs_by_id(request.app.state, [job_id])
+        found, positions = data.jobs_by_id(request.app.state.core, [job_id])
     except DomainError as exc:
         return failure(request, exc)
     if not found:
@@ -401,7 +401,7 @@ async def cancel(request: Request, job_id: str) -> Response:
     if isinstance(form, Response):
         return form
     try:
-        await _threaded(data.cancel_job, request.app.state, job_id)
+        await _threaded(data.cancel_job, request.app.state.core, job_id)
     except DomainError as exc:
         return failure(request, exc)
     back = _text(form, "back")
@@ -415,11 +415,11 @@ def job_report(request: Request, job_id: str) -> Response:
         _check(job_id, ID_PATTERN, "job_id")
         if request.query_params.get("format") == "csv":
             return Response(
-                data.leaderboard_csv(request.app.state, job_id),
+                data.leaderboard_csv(request.app.state.core, job_id),
                 media_type="text/csv",
                 headers={"Content-Disposition": f'attachment; filename="{job_id}-leaderboard.csv"'},
             )
-        return HTMLResponse(data.job_report(request.app.state, job_id))
+        return HTMLResponse(data.job_report(request.app.state.core, job_id))
     except DomainError as exc:
         return failure(request, exc)
 
@@ -428,7 +428,7 @@ def job_report(request: Request, job_id: str) -> Response:
 def job_result(request: Request, job_id: str) -> Response:
     try:
         _check(job_id, ID_PATTERN, "job_id")
-        path = data.result_file(request.app.state, job_id)
+        path = data.result_file(request.app.state.core, job_id)
     except DomainError as exc:
         return failure(request, exc)
     media = {".csv": "text/csv", ".json": "application/json"}.get(path.suffix, "application/x-ndjson")
@@ -449,7 +449,7 @@ def _train_context(request: Request, method: str, **extra: Any) -> dict[str, Any
         "fields": forms.param_fields(schema)
         if (chosen or method == "auto")
         else forms.param_fields(data.auto_schema()),
-        "datasets": data.dataset_choices(request.app.state),
+        "datasets": data.dataset_choices(request.app.state.core),
         "dataset_id": request.query_params.get("dataset_id", ""),
         "values": {},
         **extra,
@@ -480,7 +480,7 @@ async def train(request: Request) -> Response:
             params=params,
             random_state=int(seed) if seed.isdigit() else None,
         )
-        job = await _threaded(data.submit_training, request.app.state, body)
+        job = await _threaded(data.submit_training, request.app.state.core, body)
     except forms.FieldError as exc:
         return render(request, "train.html", {**context, "error": f"params.{exc}"}, 422)
     except ValidationError as exc:
@@ -494,7 +494,7 @@ def _compare_context(request: Request, **extra: Any) -> dict[str, Any]:
     return {
         "title": "Compare",
         "methods": [m for m in data.method_list() if m.id not in ("blend", "blend-ldl")],
-        "datasets": data.dataset_choices(request.app.state),
+        "datasets": data.dataset_choices(request.app.state.core),
         "metrics": sorted({*metric_names("multilabel"), *metric_names("distribution")}),
         "dataset_id": request.query_params.get("dataset_id", ""),
         "values": {},
@@ -525,7 +525,7 @@ async def compare(request: Request) -> Response:
             cv=int(cv) if cv.isdigit() else 5,
             random_state=int(seed) if seed.isdigit() else None,
         )
-        job = await _threaded(data.submit_comparison, request.app.state, body)
+        job = await _threaded(data.submit_comparison, request.app.state.core, body)
     except ValidationError as exc:
         return render(request, "compare.html", {**context, "error": _pydantic_text(exc)}, 422)
     except DomainError as exc:
@@ -537,8 +537,8 @@ async def compare(request: Request) -> Response:
 def _predict_context(request: Request, **extra: Any) -> dict[str, Any]:
     return {
         "title": "Predict",
-        "models": data.model_names(request.app.state),
-        "datasets": data.dataset_choices(request.app.state),
+        "models": data.model_names(request.app.state.core),
+        "datasets": data.dataset_choices(request.app.state.core),
         "outputs": ["labels", "ranking", "distribution", "features"],
         "values": {
             "model": request.query_params.get("model", ""),
@@ -571,7 +571,7 @@ async def predict(request: Request) -> Response:
                 "output": _text(form, "output") or None,
             }
         )
-        answer = await _threaded(data.predict, request.app.state, body)
+        answer = await _threaded(data.predict, request.app.state.core, body)
     except ValueError as exc:  # pasted rows that are not numbers, and pydantic's ValidationError
         text = _pydantic_text(exc) if isinstance(exc, ValidationError) else f"rows: {exc}"
         return render(request, "predict.html", {**context, "error": text}, 422)

@@ -1,7 +1,7 @@
 """The dashboard's browser session: the API key kept in an HttpOnly cookie, and CSRF tokens.
 
 When ``LABELSERVE_API_KEY`` is set, ``/ui/login`` asks for the key once and keeps it in an
-HttpOnly, ``SameSite=Strict`` cookie; ``app.api.auth.ApiKeyGate`` accepts that cookie on ``/ui``
+HttpOnly, ``SameSite=Strict`` cookie; ``app.api.gate.ApiKeyGate`` accepts that cookie on ``/ui``
 paths only (the JSON API keeps demanding a header, so a page of another site can never spend
 it). Forms that change something carry a CSRF token that must equal the token cookie (the
 double-submit pattern), and a request whose ``Origin`` names another host is refused.
@@ -17,11 +17,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
-KEY_COOKIE = "labelserve_ui_key"
+from app.api.gate import KEY_COOKIE, UI_PREFIX
+
 CSRF_COOKIE = "labelserve_csrf"
 CSRF_FIELD = "csrf"
-#: the path prefix under which the key cookie counts as a credential
-UI_PREFIX = "/ui"
 
 
 def csrf_token(request: Request) -> str:
@@ -51,7 +50,3 @@ def keep_key(response: Response, key: str, secure: bool) -> None:
 
 def forget_key(response: Response) -> None:
     response.delete_cookie(KEY_COOKIE, path=UI_PREFIX)
-
-
-def is_ui_path(path: str) -> bool:
-    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")

@@ -26,6 +26,8 @@ REDOC_FOOTER_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 API_KEY = "browser-key"
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
