@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -102,11 +104,20 @@ def _die_with_parent(api_pid: int) -> None:
 
 def reap_dead_jobs(database: Database, heartbeat_timeout: float) -> list[str]:
     """Fail every ``running`` job whose process is known dead (gone from this host, or never
-    recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone."""
+    recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone.
+
+    A job whose process this host sees running is never failed for its silence: its heartbeat
+    writes may be failing for a while ("database is locked" behind a long writer) while it
+    computes, and a live job was failed as dead that way. Silence settles only the jobs of other
+    hosts, and those whose pid now belongs to a process started after the job was claimed.
+    """
     failed: list[str] = []
+    alive: list[str] = []
     with database.session() as session:
-        running = session.execute(select(Job.id, Job.worker).where(Job.status == JobStatus.RUNNING.value)).all()
-        for job_id, worker in running:
+        running = session.execute(
+            select(Job.id, Job.worker, Job.started_at).where(Job.status == JobStatus.RUNNING.value)
+        ).all()
+        for job_id, worker, started_at in running:
             if worker is None:
                 failed += transitions.fail(
                     session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker.is_(None)]
@@ -115,7 +126,28 @@ def reap_dead_jobs(database: Database, heartbeat_timeout: float) -> list[str]:
                 failed += transitions.fail(
                     session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker == worker]
                 )
-        return failed + transitions.fail_stale(session, heartbeat_timeout)
+            elif runs_here_since(worker, started_at):
+                alive.append(job_id)
+        return failed + transitions.fail_stale(session, heartbeat_timeout, spare=alive)
+
+
+def runs_here_since(worker: str, claimed_at: datetime | None) -> bool:
+    """Whether ``worker`` (``host:pid``) is a live process of this host that was already running
+    when its job was claimed (a pid reused by a newer process is not the job's)."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or claimed_at is None:
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
+    except (OSError, StopIteration, IndexError, ValueError):
+        return False  # gone, or no /proc: only the heartbeat can tell
+    if fields[0] == "Z":
+        return False
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: start time in ticks
+    return started <= claimed_at.timestamp() + 1.0  # btime is whole seconds
 
 
 class LocalRunner:

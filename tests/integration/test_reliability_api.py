@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
+import threading
 import time
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.config import Settings
 from app.errors import InvalidInput
@@ -110,6 +113,61 @@ def test_clusters_may_be_as_many_as_the_samples(client: TestClient):
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
     assert "use k <= 6" in response.json()["detail"][0]["msg"]
+
+
+def test_reads_and_computations_never_wait_for_the_sqlite_write_lock(client: TestClient, settings: Settings):
+    # a session without readonly began with BEGIN IMMEDIATE: with another process holding the
+    # write lock, GET /models/{name}, slow-path predictions (404s included) and /evaluate each
+    # waited for it (5-7 s behind a 6 s write), and /evaluate held it for its whole computation
+    if not settings.resolved_database_url.startswith("sqlite"):
+        pytest.skip("the write lock is SQLite's")
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "clf", k=3)
+    path = settings.resolved_database_url.removeprefix("sqlite:///")
+    outside = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    outside.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock for 6 s
+    release = threading.Timer(6.0, outside.rollback)
+    release.start()
+    try:
+        reads = [
+            ("GET", "/models/clf", None, 200),
+            ("GET", "/models/unknown", None, 404),
+            ("POST", "/predict", {"model": "unknown", "instances": [X[0].tolist()]}, 404),
+            ("POST", "/predict", {"model": "clf", "dataset_id": dataset["id"]}, 200),
+            ("GET", "/v2/models/clf", None, 200),
+        ]
+        for method, path, body, status in reads:
+            started = time.monotonic()
+            response = client.request(method, path, json=body)
+            assert response.status_code == status, (path, response.text)
+            assert time.monotonic() - started < 1.0, path  # not behind the writer
+        # /evaluate records its result (a write: it waits for the lock), but computes outside it
+        assert client.post("/evaluate", json={"model": "clf", "dataset_id": dataset["id"]}).status_code == 200
+    finally:
+        release.join()
+        outside.close()
+
+
+def test_an_unknown_model_is_refused_from_memory_until_the_registry_changes(client: TestClient):
+    # 100 connections predicting an unknown model each read the registry (and on SQLite queued
+    # behind every writer): a plain GET /models/x waited 61 s
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    statements: list[str] = []
+    engine = client.app.state.core.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    body = {"model": "later", "instances": [X[0].tolist()]}
+    first = client.post("/predict", json=body)
+    assert first.status_code == 404 and statements
+    statements.clear()
+    for _ in range(3):
+        again = client.post("/predict", json=body)
+        assert (again.status_code, again.json()) == (404, first.json())
+        assert client.get("/v2/models/later").status_code == 404
+    assert statements == []
+    train(client, "mlknn", dataset["id"], "later", k=3)  # a registry change: the name is known now
+    assert client.post("/predict", json=body).status_code == 200
 
 
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):

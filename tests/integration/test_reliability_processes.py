@@ -163,7 +163,9 @@ def test_a_killed_training_process_fails_only_its_own_job(
         dataset_id = upload(client)
         victim, neighbour = start_long_job(client, dataset_id, "victim"), start_long_job(client, dataset_id, "other")
         os.kill(int(job_row(database_url, victim).worker.rpartition(":")[2]), signal.SIGKILL)
-        assert "died" in wait_job(client, victim, ("failed",), timeout=30)["error"]
+        # failed by its slot ("died") or by the reaper, which saw its process gone ("interrupted")
+        error = wait_job(client, victim, ("failed",), timeout=30)["error"]
+        assert "died" in error or "interrupted" in error, error
         before = job_row(database_url, neighbour).heartbeat_at
         time.sleep(2)  # the neighbour's process keeps running it, and stamping its heartbeat
         row = job_row(database_url, neighbour)
@@ -175,6 +177,31 @@ def test_a_killed_training_process_fails_only_its_own_job(
         )
         assert response.json()["status"] == "succeeded", response.text
         assert client.delete(f"/jobs/{neighbour}").status_code in (200, 202, 204)
+    assert server.stop() in CLEAN_EXIT
+
+
+def test_a_silent_but_live_training_process_keeps_its_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # during a long /evaluate the heartbeat writes of a running job failed ("database is locked")
+    # and the reaper failed the live job as "no heartbeat for more than 60 s"; a stopped process
+    # is as silent as one whose writes fail, and as alive
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="1")
+    with server.client() as client:
+        job_id = start_long_job(client, upload(client))
+        pid = int(job_row(database_url, job_id).worker.rpartition(":")[2])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(5)  # beyond the heartbeat timeout (3 s), several reaper rounds (0.5 s)
+            row = job_row(database_url, job_id)
+            assert row.status == "running", row.error
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        before = job_row(database_url, job_id).heartbeat_at
+        time.sleep(1.5)
+        assert job_row(database_url, job_id).heartbeat_at > before  # it beats again
+        os.kill(pid, signal.SIGKILL)  # really gone: failed at once (by the slot or the reaper)
+        assert wait_job(client, job_id, ("failed",), timeout=10)["error"]
     assert server.stop() in CLEAN_EXIT
 
 
