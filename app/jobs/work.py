@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from app import reports, selection
 from app.config import Settings
 from app.core import Core
 from app.db import Database
+from app.db_errors import retry_transient
 from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
@@ -171,11 +173,16 @@ def execute_job(job_id: str, core: Core) -> None:
     """
     database, store = core.database, core.store
     model_dir = str(core.settings.model_dir.resolve())
-    with database.session() as session:
-        job = transitions.claim(session, job_id, worker_identity())
-        if job is None:
-            return
-        kind, request = job.kind, job.request
+
+    def claim() -> tuple[str, dict[str, Any]] | None:
+        with database.session() as session:
+            job = transitions.claim(session, job_id, worker_identity())
+            return None if job is None else (job.kind, job.request)
+
+    claimed = retry_transient(claim, what="claim")
+    if claimed is None:
+        return
+    kind, request = claimed
     extra = {"job_id": job_id, "kind": kind}
     progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
     try:
@@ -199,8 +206,17 @@ def execute_job(job_id: str, core: Core) -> None:
             "job raised",
             extra=extra | {"seconds": progress.seconds(), "error": error, "traceback": traceback.format_exc()},
         )
-        with database.session() as session:
-            transitions.fail(session, job_id, error)
+        retry_transient(lambda: _record_failure(database, job_id, error), what="fail")
+
+
+def _succeed_with(database: Database, job_id: str, result_path: str) -> bool:
+    with database.session() as session:
+        return transitions.succeed(session, job_id, result_path=result_path)
+
+
+def _record_failure(database: Database, job_id: str, error: str) -> None:
+    with database.session() as session:
+        transitions.fail(session, job_id, error)
 
 
 _APP_DIR = str(Path(__file__).resolve().parent.parent)
@@ -458,31 +474,49 @@ def _register(
         }
     sha256 = store.save_artifact(artifact)
     dataset = data.dataset
-    with database.session() as session:
-        if transitions.lock_running(session, job_id):
-            version = register_version(
-                session,
-                store,
-                plan.model_name,
-                method=fitted.spec.id,
-                params=params,
-                dataset_id=dataset.id,
-                dataset_sha256=dataset.sha256,
-                feature_names=dataset.feature_names,
-                label_names=dataset.label_names,
-                training_seconds=fitted.seconds,
-                warnings=fitted.warnings,
-                library_versions=library_versions(),
-                artifact_sha256=sha256,
-                job_id=job_id,
-                selection=fitted.selection,
-            )
-            if transitions.succeed(session, job_id, model_version=version.version):
-                log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
-                return True
-            session.rollback()
-        # cancelled while fitting: register nothing, keep the artifact only if a version shares it
-        drop_unused_artifacts(session, store, {sha256})
+
+    def record() -> bool:  # one transaction, repeated whole if its connection drops
+        with database.session() as session:
+            return _record_version(session, job_id, plan, dataset, fitted, params, sha256, store)
+
+    return retry_transient(record, what="register")
+
+
+def _record_version(
+    session: Session,
+    job_id: str,
+    plan: TrainPayload,
+    dataset: Dataset,
+    fitted: _Fitted,
+    params: dict[str, Any],
+    sha256: str,
+    store: Store,
+) -> bool:
+    """Register the version and succeed the job, unless it was cancelled meanwhile."""
+    if transitions.lock_running(session, job_id):
+        version = register_version(
+            session,
+            store,
+            plan.model_name,
+            method=fitted.spec.id,
+            params=params,
+            dataset_id=dataset.id,
+            dataset_sha256=dataset.sha256,
+            feature_names=dataset.feature_names,
+            label_names=dataset.label_names,
+            training_seconds=fitted.seconds,
+            warnings=fitted.warnings,
+            library_versions=library_versions(),
+            artifact_sha256=sha256,
+            job_id=job_id,
+            selection=fitted.selection,
+        )
+        if transitions.succeed(session, job_id, model_version=version.version):
+            log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
+            return True
+        session.rollback()
+    # cancelled while fitting: register nothing, keep the artifact only if a version shares it
+    drop_unused_artifacts(session, store, {sha256})
     return False
 
 
@@ -524,8 +558,7 @@ def _batch_predict(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    with database.session() as session:
-        finished = transitions.succeed(session, job_id, result_path=path.name)
+    finished = retry_transient(lambda: _succeed_with(database, job_id, path.name), what="succeed")
     if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
     return finished
@@ -570,8 +603,7 @@ def _compare(job_id: str, payload: ComparePayload, database: Database, store: St
         tmp = target.with_suffix(target.suffix + ".part")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
-    with database.session() as session:
-        finished = transitions.succeed(session, job_id, result_path=path.name)
+    finished = retry_transient(lambda: _succeed_with(database, job_id, path.name), what="succeed")
     if not finished:  # cancelled meanwhile: nobody will ask for the files
         path.unlink(missing_ok=True)
         path.with_suffix(".html").unlink(missing_ok=True)

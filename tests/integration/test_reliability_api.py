@@ -9,13 +9,16 @@ import os
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
+from app.db_errors import retry_transient
 from app.errors import InvalidInput
 from app.jobs.work import bound_n_jobs, check_outputs, machine_cpus, public_error
 from app.main import create_app
@@ -168,6 +171,55 @@ def test_an_unknown_model_is_refused_from_memory_until_the_registry_changes(clie
     assert statements == []
     train(client, "mlknn", dataset["id"], "later", k=3)  # a registry change: the name is known now
     assert client.post("/predict", json=body).status_code == 200
+
+
+def test_a_dropped_database_connection_is_a_503_with_retry_after(client: TestClient, settings: Settings):
+    # with PostgreSQL backends terminated under load, uploads and listings answered 500
+    url = settings.resolved_database_url
+    if not url.startswith("postgresql"):
+        pytest.skip("terminates a PostgreSQL backend")
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as holder, admin.connect() as killer:
+        holder.execute(text("BEGIN"))
+        holder.execute(text("LOCK TABLE datasets IN ACCESS EXCLUSIVE MODE"))  # the listing blocks on it
+        with ThreadPoolExecutor(1) as pool:
+            listing = pool.submit(client.get, "/datasets")
+            deadline = time.monotonic() + 20
+            while not killer.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                )
+            ).all():
+                assert time.monotonic() < deadline, "the listing never waited for the lock"
+                time.sleep(0.05)
+            response = listing.result(timeout=30)
+        holder.execute(text("ROLLBACK"))
+    admin.dispose()
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "1" and "retry" in response.json()["detail"]
+    assert client.get("/datasets").status_code == 200  # the pool has a live connection again
+
+
+def test_a_job_transition_is_retried_through_a_transient_error():
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OperationalError("UPDATE jobs ...", {}, sqlite3.OperationalError("database is locked"))
+        return "done"
+
+    assert retry_transient(flaky, pause=0.01) == "done" and len(calls) == 3
+    calls.clear()
+
+    def broken() -> str:
+        calls.append(1)
+        raise OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: jobs"))
+
+    with pytest.raises(OperationalError):
+        retry_transient(broken, pause=0.01)
+    assert len(calls) == 1  # not transient: raised at once
 
 
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
