@@ -25,7 +25,7 @@ from app.main import create_app
 from app.methods.ldlkm import _order as minkowski_order
 from app.services.maintenance import sweep_store
 from app.store import Store
-from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
+from tests.helpers import csv_bytes, long_job, make_distribution, make_multilabel, train, upload_csv, wait_status
 
 HOSTILE_UPLOADS = [
     # (file name, content, form fields): each expanded to gigabytes or raised a 500 before
@@ -220,6 +220,26 @@ def test_a_job_transition_is_retried_through_a_transient_error():
     with pytest.raises(OperationalError):
         retry_transient(broken, pause=0.01)
     assert len(calls) == 1  # not transient: raised at once
+
+
+def test_a_queued_job_shows_its_place_in_the_queue(client: TestClient):
+    # a job queued behind an `auto` said only "queued" for minutes, with no hint why
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    running = long_job(client, dataset["id"], "first")  # the one training process (workers=1)
+    wait_status(client, running, ("running",))
+    second, third = long_job(client, dataset["id"], "second"), long_job(client, dataset["id"], "third")
+    try:
+        assert client.get(f"/jobs/{running}").json()["queue_position"] is None
+        assert client.get(f"/jobs/{second}").json()["queue_position"] == 1
+        assert client.get(f"/jobs/{third}").json()["queue_position"] == 2
+        listed = {job["id"]: job["queue_position"] for job in client.get("/jobs").json()["items"]}
+        assert listed == {running: None, second: 1, third: 2}
+        assert client.delete(f"/jobs/{second}").status_code in (200, 202)
+        assert client.get(f"/jobs/{third}").json()["queue_position"] == 1
+    finally:
+        for job_id in (running, second, third):
+            client.delete(f"/jobs/{job_id}")
 
 
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
