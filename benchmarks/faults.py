@@ -314,6 +314,7 @@ def scenario_startup(workdir: Path, runs: int = 10) -> list[str]:
             up = [server.ready() for server in pair]
             if all(up):
                 ok += 1
+            print(f"startup run {run + 1}: {'both up' if all(up) else 'FAILED'}", file=sys.stderr, flush=True)
             else:
                 failures.append(next(s.log.read_text()[-300:] for s, u in zip(pair, up) if not u))
         finally:
@@ -330,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="unknown,alias,pgkill,startup")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the unknown and alias runs")
+    parser.add_argument("--runs", type=int, default=10, help="start-up runs")
     args = parser.parse_args(argv)
     rows = ["| scenario | load | measured | target |", "|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="labelserve-faults-") as tmp:
@@ -343,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "pgkill":
                 rows += scenario_pgkill(folder)
             elif name == "startup":
-                rows += scenario_startup(folder)
+                rows += scenario_startup(folder, args.runs)
             print(rows[-1], flush=True)
     print("\n".join(rows))
     return 0

@@ -46,6 +46,15 @@ from app.store import Store
 log = logging.getLogger("labelserve.jobs")
 
 
+class JobTimedOut(JobCancelled):
+    """The job ran past ``LABELSERVE_MAX_JOB_SECONDS``: it stops as a cancelled one does (every
+    layer that lets a cancellation through lets this through), then fails with ``message``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class JobProgress:
     """The job's reports while it runs: the ``(stage, fraction)`` callable given to ``fit``, the
     heartbeat, the cancellation check and the stage log lines, in one daemon thread.
@@ -62,12 +71,23 @@ class JobProgress:
     whose heartbeat has gone stale: their process died without recording it (SIGKILL, out of
     memory). A thread rather than the reports stamps it, because a long step between two
     reports is no sign of death.
+
+    ``max_seconds`` (``LABELSERVE_MAX_JOB_SECONDS``): the first report after that many seconds
+    raises ``JobTimedOut``, so a 114-byte ``auto`` request cannot hold a training process for
+    twenty minutes; like cancellation, the fit stops at a report, not in the middle of a step.
     """
 
     def __init__(
-        self, database: Database, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
+        self,
+        database: Database,
+        job_id: str,
+        *,
+        heartbeat_seconds: float | None = None,
+        interval: float = 0.25,
+        max_seconds: float | None = None,
     ) -> None:
         self.database = database
+        self.max_seconds = max_seconds
         self.job_id = job_id
         self.interval = interval
         self.heartbeat_seconds = heartbeat_seconds
@@ -86,6 +106,11 @@ class JobProgress:
     def __call__(self, stage: str, fraction: float) -> None:
         if self._ended.is_set():
             raise JobCancelled(self.job_id)
+        if self.max_seconds is not None and time.monotonic() - self.started > self.max_seconds:
+            raise JobTimedOut(
+                f"stopped after {self.seconds():.0f} s: the server's job time limit is {self.max_seconds:g} s "
+                "(LABELSERVE_MAX_JOB_SECONDS); train on fewer rows or with a smaller search (cv, tune)"
+            )
         with self._lock:
             changed = stage != self._stage
             self._stage, self._pending = stage, (stage, fraction)
@@ -184,7 +209,12 @@ def execute_job(job_id: str, core: Core) -> None:
         return
     kind, request = claimed
     extra = {"job_id": job_id, "kind": kind}
-    progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
+    progress = JobProgress(
+        database,
+        job_id,
+        heartbeat_seconds=core.settings.heartbeat_seconds,
+        max_seconds=core.settings.max_job_seconds,
+    )
     try:
         payload = load_payload(kind, request)
         with progress:
@@ -198,6 +228,10 @@ def execute_job(job_id: str, core: Core) -> None:
             log.info("job succeeded", extra=extra | {"seconds": progress.seconds()})
         else:
             log.info("job stopped: it was cancelled", extra=extra | {"seconds": progress.seconds()})
+    except JobTimedOut as exc:
+        log.warning("job stopped: time limit", extra=extra | {"seconds": progress.seconds()})
+        message = exc.message
+        retry_transient(lambda: _record_failure(database, job_id, message), what="fail")
     except JobCancelled:
         log.info("job stopped: it was cancelled", extra=extra | {"seconds": progress.seconds()})
     except Exception as exc:  # a failed job must record why, whatever went wrong

@@ -242,6 +242,17 @@ def test_a_queued_job_shows_its_place_in_the_queue(client: TestClient):
             client.delete(f"/jobs/{job_id}")
 
 
+def test_a_job_past_the_time_limit_fails_saying_so(settings: Settings):
+    # a 114-byte auto request held a training process for over 20 minutes: nothing bounded a job
+    with TestClient(create_app(settings.model_copy(update={"max_job_seconds": 2.0}))) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        job_id = long_job(client, dataset["id"], "endless")
+        job = wait_status(client, job_id, ("failed", "succeeded", "cancelled"), timeout=60)
+    assert job["status"] == "failed" and "LABELSERVE_MAX_JOB_SECONDS" in job["error"], job
+    assert "time limit is 2 s" in job["error"]
+
+
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):
     # n_jobs=100000 left 21,851 threads in the training process and killed the next job
     X, Y = make_multilabel(n=40)
