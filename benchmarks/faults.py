@@ -312,9 +312,9 @@ def scenario_startup(workdir: Path, runs: int = 10) -> list[str]:
         pair = [Server(folder, url).spawn(), Server(folder, url).spawn()]
         try:
             up = [server.ready() for server in pair]
+            print(f"startup run {run + 1}: {'both up' if all(up) else 'FAILED'}", file=sys.stderr, flush=True)
             if all(up):
                 ok += 1
-            print(f"startup run {run + 1}: {'both up' if all(up) else 'FAILED'}", file=sys.stderr, flush=True)
             else:
                 failures.append(next(s.log.read_text()[-300:] for s, u in zip(pair, up) if not u))
         finally:
