@@ -40,6 +40,12 @@ class Settings(BaseSettings):
         60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
     )
     reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
+    max_job_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="A running job is stopped and failed at its first progress report after this many seconds; "
+        "unset: no limit",
+    )
     wait_poll_seconds: float = Field(
         2.0,
         gt=0,

@@ -41,6 +41,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.migration_lock import migration_lock
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -175,7 +176,11 @@ def migrate(url: str, revision: str = "head", sql: bool = False) -> None:
     """Bring the schema to ``revision`` (idempotent); with ``sql``, print the SQL instead (offline)."""
     if url.startswith("sqlite:///") and not sql:
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    command.upgrade(alembic_config(url), revision, sql=sql)
+    if sql:
+        command.upgrade(alembic_config(url), revision, sql=True)
+        return
+    with migration_lock(url):  # processes started together on a new database migrate in turn
+        command.upgrade(alembic_config(url), revision)
 
 
 def head_revision() -> str | None:

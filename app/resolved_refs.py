@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from app.errors import DomainError
 from app.registry import Served
 from app.store import Store
 
@@ -21,6 +22,11 @@ class ResolvedRefs:
     Valid while the store's registry token is the one read *before* the resolution: a change
     committed meanwhile writes a new token, so the entry is dropped on the next lookup instead
     of being served stale. Thread-safe: the event loop and worker threads share it.
+
+    References that did not resolve (an unknown name, version or alias) are kept too, with the
+    error they gave, under the same token rule: until the next registry change the same error
+    is raised again without a database session. 100 connections predicting an unknown model
+    otherwise each read the registry, and queued behind its writers.
     """
 
     def __init__(self, store: Store, size: int = REFS_KEPT) -> None:
@@ -29,6 +35,7 @@ class ResolvedRefs:
         self._lock = threading.Lock()
         self._token: bytes | None = None
         self._served: OrderedDict[str, Served] = OrderedDict()
+        self._refused: OrderedDict[str, DomainError] = OrderedDict()
 
     def get(self, ref: str) -> tuple[bytes, Served | None]:
         """The registry token now, and the version ``ref`` resolved to if it has not changed since
@@ -37,6 +44,7 @@ class ResolvedRefs:
         with self._lock:
             if token != self._token:
                 self._served.clear()
+                self._refused.clear()
                 self._token = token
             served = self._served.get(ref)
             if served is not None:
@@ -52,6 +60,25 @@ class ResolvedRefs:
             self._served.move_to_end(ref)
             while len(self._served) > self._size:
                 self._served.popitem(last=False)
+
+    def refusal(self, ref: str) -> DomainError | None:
+        """A fresh copy of the error ``ref`` gave since the registry token ``get`` last read, if any."""
+        with self._lock:
+            error = self._refused.get(ref)
+            if error is None:
+                return None
+            self._refused.move_to_end(ref)
+        return type(error)(error.message, loc=error.loc)
+
+    def refuse(self, token: bytes, ref: str, error: DomainError) -> None:
+        """Keep the error resolving ``ref`` gave after reading ``token``; ignored if the registry changed since."""
+        with self._lock:
+            if token != self._token:
+                return
+            self._refused[ref] = error
+            self._refused.move_to_end(ref)
+            while len(self._refused) > self._size:
+                self._refused.popitem(last=False)
 
     def forget(self, served: Served) -> None:
         """Drop the references resolved to ``served`` (the model cache let go of it: holding it

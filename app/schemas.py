@@ -222,6 +222,11 @@ class JobOut(BaseModel):
     result_url: str | None = Field(
         None, description="where a succeeded comparison or batch prediction's result is; null otherwise"
     )
+    queue_position: int | None = Field(
+        None,
+        description="while queued, its place in the queue (1: the next to start, once a training process is "
+        "free); null otherwise",
+    )
 
 
 # registry ---------------------------------------------------------------------------------

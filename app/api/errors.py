@@ -27,10 +27,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
+from app.db_errors import RETRY_AFTER_SECONDS, is_transient
 from app.errors import DomainError, InvalidFields, InvalidInput
 from app.store import DISK_FULL, is_disk_full
 
 log = logging.getLogger("labelserve.api")
+
+DATABASE_BUSY = "the database is briefly unavailable (connection lost or busy); retry the request in a moment"
 
 
 class ValidationItem(BaseModel):
@@ -61,6 +64,7 @@ _DESCRIPTIONS = {
     409: "the request clashes with the current state",
     413: "the request body is larger than LABELSERVE_MAX_UPLOAD_MB",
     422: "the request's content is invalid",
+    503: "the database is briefly unavailable (connection lost or busy): retry after Retry-After seconds",
     507: "no room left in the store or the database",
 }
 
@@ -130,10 +134,18 @@ def _allowed(request: Request) -> list[str]:
 
 
 async def storage_error(request: Request, exc: Exception) -> JSONResponse:
-    """A full disk under the database or the store is a 507 saying so; any other failure of the
-    database or the file system stays a 500 without its internals (SQL, paths) in the body."""
+    """A full disk under the database or the store is a 507 saying so; a transient database
+    error (``app.db_errors``) a 503 with ``Retry-After``; any other failure of the database or
+    the file system stays a 500 without its internals (SQL, paths) in the body."""
     if _disk_full(exc):
         return JSONResponse({"detail": DISK_FULL}, status_code=507)
+    if is_transient(exc):  # a dropped connection, a lock timeout: the same request succeeds soon
+        log.warning("transient database error", exc_info=(type(exc), exc, exc.__traceback__))
+        return JSONResponse(
+            {"detail": DATABASE_BUSY},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
     return JSONResponse({"detail": "internal error; the server log has the details"}, status_code=500)
 

@@ -31,9 +31,12 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -101,11 +104,20 @@ def _die_with_parent(api_pid: int) -> None:
 
 def reap_dead_jobs(database: Database, heartbeat_timeout: float) -> list[str]:
     """Fail every ``running`` job whose process is known dead (gone from this host, or never
-    recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone."""
+    recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone.
+
+    A job whose process this host sees running is never failed for its silence: its heartbeat
+    writes may be failing for a while ("database is locked" behind a long writer) while it
+    computes, and a live job was failed as dead that way. Silence settles only the jobs of other
+    hosts, and those whose pid now belongs to a process started after the job was claimed.
+    """
     failed: list[str] = []
+    alive: list[str] = []
     with database.session() as session:
-        running = session.execute(select(Job.id, Job.worker).where(Job.status == JobStatus.RUNNING.value)).all()
-        for job_id, worker in running:
+        running = session.execute(
+            select(Job.id, Job.worker, Job.started_at).where(Job.status == JobStatus.RUNNING.value)
+        ).all()
+        for job_id, worker, started_at in running:
             if worker is None:
                 failed += transitions.fail(
                     session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker.is_(None)]
@@ -114,11 +126,38 @@ def reap_dead_jobs(database: Database, heartbeat_timeout: float) -> list[str]:
                 failed += transitions.fail(
                     session, job_id, INTERRUPTED, sources=[JobStatus.RUNNING], when=[Job.worker == worker]
                 )
-        return failed + transitions.fail_stale(session, heartbeat_timeout)
+            elif runs_here_since(worker, started_at):
+                alive.append(job_id)
+        return failed + transitions.fail_stale(session, heartbeat_timeout, spare=alive)
+
+
+def runs_here_since(worker: str, claimed_at: datetime | None) -> bool:
+    """Whether ``worker`` (``host:pid``) is a live process of this host that was already running
+    when its job was claimed (a pid reused by a newer process is not the job's)."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or claimed_at is None:
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
+    except (OSError, StopIteration, IndexError, ValueError):
+        return False  # gone, or no /proc: only the heartbeat can tell
+    if fields[0] == "Z":
+        return False
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: start time in ticks
+    return started <= claimed_at.timestamp() + 1.0  # btime is whole seconds
 
 
 class LocalRunner:
-    """A pool of ``settings.workers`` training processes next to the API process.
+    """``settings.workers`` training processes next to the API process, one job at a time each.
+
+    Each process is a single-process executor of its own (a *slot*): when the kernel kills one
+    (out of memory, kill -9), only that executor breaks, so only the job it was running fails;
+    one shared pool broke as a whole (``BrokenProcessPool``) and failed every job running in it.
+    Jobs wait in submission order for a free slot (``_pending``); a broken slot is replaced
+    before it takes the next one.
 
     Cancellation of a running job is cooperative: the job stops at its next progress report
     (see ``JobProgress``) and its result, if it finishes first, is discarded.
@@ -129,65 +168,87 @@ class LocalRunner:
         self._database = database
         self._lock = threading.Lock()
         self._futures: dict[str, Future[None]] = {}
+        self._pending: deque[str] = deque()
+        self._busy: dict[int, str] = {}  # slot index -> the job it runs
         self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here)
         self._retired: list[ProcessPoolExecutor] = []
-        self._pool = self._new_pool()
+        self._slots = [self._new_slot() for _ in range(settings.workers)]
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)
         self._reaper.start()
 
     def _runs_here(self, job_id: str) -> bool:
-        """Whether this process's pool runs ``job_id`` (its end will be heard at once)."""
+        """Whether this process's pool runs or holds ``job_id`` (its end will be heard at once)."""
         with self._lock:
-            return job_id in self._futures
+            return job_id in self._futures or job_id in self._pending
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(
-            max_workers=self._settings.workers,
+    def _new_slot(self) -> ProcessPoolExecutor:
+        slot = ProcessPoolExecutor(
+            max_workers=1,
             mp_context=_pool_context(),
             initializer=_init_pool_process,
             initargs=(os.getpid(), self._settings.log_level),
         )
-        pool.submit(int)  # start the fork server and a process now, not on the first job
-        return pool
+        slot.submit(int)  # start the fork server and the process now, not on the first job
+        return slot
 
     def submit(self, job_id: str) -> None:
         with self._lock:
-            future = self._pool.submit(run_job, job_id, self._settings)
-            self._futures[job_id] = future
-        future.add_done_callback(functools.partial(self._done, job_id))
+            self._pending.append(job_id)
+        self._dispatch()
 
-    def _done(self, job_id: str, future: Future[None]) -> None:
-        """The pool is done with the job: settle what it could not record, then wake the waiters.
+    def _dispatch(self) -> None:
+        """Start pending jobs on free slots (callbacks are attached outside the lock: a future
+        that is already done runs its callback at once, which takes the lock)."""
+        started: list[tuple[int, str, Future[None]]] = []
+        with self._lock:
+            while self._pending and not self._stop.is_set():
+                free = next((i for i in range(len(self._slots)) if i not in self._busy), None)
+                if free is None:
+                    break
+                job_id = self._pending.popleft()
+                future = self._slots[free].submit(run_job, job_id, self._settings)
+                self._busy[free] = job_id
+                self._futures[job_id] = future
+                started.append((free, job_id, future))
+        for slot, job_id, future in started:
+            future.add_done_callback(functools.partial(self._done, slot, job_id))
 
-        ``execute_job`` has committed the job's end before its future completes, so the waiters
+    def _done(self, slot: int, job_id: str, future: Future[None]) -> None:
+        """The slot is done with the job: settle what it could not record, wake the waiters, and
+        give the slot (a new process if this one died) the next pending job.
+
+        ``run_job`` has committed the job's end before its future completes, so the waiters
         (``POST /train?wait=true``) learn it now instead of at their next read.
         """
         with self._lock:
             self._futures.pop(job_id, None)
+            self._busy.pop(slot, None)
+            broken = self._slots[slot]._broken  # noqa: SLF001 - the documented way to tell is this flag
+            if broken and not self._stop.is_set():
+                self._retired.append(self._slots[slot])
+                self._slots[slot] = self._new_slot()
         try:
             if future.cancelled() or future.exception() is None or self._stop.is_set():
                 return
             if isinstance(future.exception(), BrokenProcessPool):
-                self._handle_broken_pool(job_id)
-            else:  # execute_job records its own failures; this is a bug in the runner itself
+                self._settle_killed(job_id)
+            else:  # run_job records its own failures; this is a bug in the runner itself
                 log.error("runner error", extra={"job_id": job_id, "error": repr(future.exception())})
                 self._fail(job_id, "the job runner failed; see the server log")
         finally:
             self.events.notify(job_id)
+            self._dispatch()
 
-    def _handle_broken_pool(self, job_id: str) -> None:
-        """A pool process died: fail the job it was running and re-queue the others."""
-        with self._lock:
-            if self._pool._broken:  # noqa: SLF001 - the documented way to tell is this flag
-                self._retired.append(self._pool)
-                self._pool = self._new_pool()
+    def _settle_killed(self, job_id: str) -> None:
+        """The slot's process died: fail its job, or queue it again if it had not started."""
         with self._database.reading() as session:
             status = session.scalar(select(Job.status).where(Job.id == job_id))
         if status == JobStatus.RUNNING:
             self._fail(job_id, WORKER_DIED)
         elif status == JobStatus.QUEUED:
-            self.submit(job_id)
+            with self._lock:
+                self._pending.appendleft(job_id)
 
     def _fail(self, job_id: str, error: str) -> None:
         with self._database.session() as session:
@@ -196,6 +257,8 @@ class LocalRunner:
     def cancel(self, job_id: str) -> None:
         with self._lock:
             future = self._futures.get(job_id)
+            if job_id in self._pending:
+                self._pending.remove(job_id)
         if future is not None:
             future.cancel()
 
@@ -225,7 +288,9 @@ class LocalRunner:
     def shutdown(self) -> None:
         """Stop the pool processes and their trainings (``stop_process_helpers`` stops the rest)."""
         self._stop.set()
-        pools = [*self._retired, self._pool]
+        with self._lock:
+            self._pending.clear()
+        pools = [*self._retired, *self._slots]
         processes = [p for pool in pools for p in list((pool._processes or {}).values())]  # noqa: SLF001
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)

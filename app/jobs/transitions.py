@@ -175,12 +175,15 @@ def _stale(timeout: float) -> ColumnElement[bool]:
     return func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at) < cutoff
 
 
-def fail_stale(session: Session, timeout: float, job_id: str | None = None) -> list[str]:
+def fail_stale(session: Session, timeout: float, job_id: str | None = None, *, spare: Sequence[str] = ()) -> list[str]:
     """Recovery with remote workers: fail every ``running`` job (or just ``job_id``) whose
-    heartbeat is older than ``timeout`` seconds; its process died without recording it."""
+    heartbeat is older than ``timeout`` seconds; its process died without recording it.
+    ``spare``: jobs whose process is known to be alive (the local backend can tell)."""
     query = select(Job.id).where(Job.status == JobStatus.RUNNING.value, _stale(timeout))
     if job_id is not None:
         query = query.where(Job.id == job_id)
+    if spare:
+        query = query.where(Job.id.not_in(list(spare)))
     stale = list(session.scalars(query).all())
     error = f"{WORKER_DIED}: no heartbeat for more than {timeout:g} s"
     # the staleness is checked again in the update: a beat may have landed in between

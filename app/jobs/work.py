@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from app import reports, selection
 from app.config import Settings
 from app.core import Core
 from app.db import Database
+from app.db_errors import retry_transient
 from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
@@ -42,6 +44,15 @@ from app.registry import drop_unused_artifacts, library_versions, register_versi
 from app.store import Store
 
 log = logging.getLogger("labelserve.jobs")
+
+
+class JobTimedOut(JobCancelled):
+    """The job ran past ``LABELSERVE_MAX_JOB_SECONDS``: it stops as a cancelled one does (every
+    layer that lets a cancellation through lets this through), then fails with ``message``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class JobProgress:
@@ -60,12 +71,23 @@ class JobProgress:
     whose heartbeat has gone stale: their process died without recording it (SIGKILL, out of
     memory). A thread rather than the reports stamps it, because a long step between two
     reports is no sign of death.
+
+    ``max_seconds`` (``LABELSERVE_MAX_JOB_SECONDS``): the first report after that many seconds
+    raises ``JobTimedOut``, so a 114-byte ``auto`` request cannot hold a training process for
+    twenty minutes; like cancellation, the fit stops at a report, not in the middle of a step.
     """
 
     def __init__(
-        self, database: Database, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
+        self,
+        database: Database,
+        job_id: str,
+        *,
+        heartbeat_seconds: float | None = None,
+        interval: float = 0.25,
+        max_seconds: float | None = None,
     ) -> None:
         self.database = database
+        self.max_seconds = max_seconds
         self.job_id = job_id
         self.interval = interval
         self.heartbeat_seconds = heartbeat_seconds
@@ -84,6 +106,11 @@ class JobProgress:
     def __call__(self, stage: str, fraction: float) -> None:
         if self._ended.is_set():
             raise JobCancelled(self.job_id)
+        if self.max_seconds is not None and time.monotonic() - self.started > self.max_seconds:
+            raise JobTimedOut(
+                f"stopped after {self.seconds():.0f} s: the server's job time limit is {self.max_seconds:g} s "
+                "(LABELSERVE_MAX_JOB_SECONDS); train on fewer rows or with a smaller search (cv, tune)"
+            )
         with self._lock:
             changed = stage != self._stage
             self._stage, self._pending = stage, (stage, fraction)
@@ -171,13 +198,23 @@ def execute_job(job_id: str, core: Core) -> None:
     """
     database, store = core.database, core.store
     model_dir = str(core.settings.model_dir.resolve())
-    with database.session() as session:
-        job = transitions.claim(session, job_id, worker_identity())
-        if job is None:
-            return
-        kind, request = job.kind, job.request
+
+    def claim() -> tuple[str, dict[str, Any]] | None:
+        with database.session() as session:
+            job = transitions.claim(session, job_id, worker_identity())
+            return None if job is None else (job.kind, job.request)
+
+    claimed = retry_transient(claim, what="claim")
+    if claimed is None:
+        return
+    kind, request = claimed
     extra = {"job_id": job_id, "kind": kind}
-    progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
+    progress = JobProgress(
+        database,
+        job_id,
+        heartbeat_seconds=core.settings.heartbeat_seconds,
+        max_seconds=core.settings.max_job_seconds,
+    )
     try:
         payload = load_payload(kind, request)
         with progress:
@@ -191,6 +228,10 @@ def execute_job(job_id: str, core: Core) -> None:
             log.info("job succeeded", extra=extra | {"seconds": progress.seconds()})
         else:
             log.info("job stopped: it was cancelled", extra=extra | {"seconds": progress.seconds()})
+    except JobTimedOut as exc:
+        log.warning("job stopped: time limit", extra=extra | {"seconds": progress.seconds()})
+        message = exc.message
+        retry_transient(lambda: _record_failure(database, job_id, message), what="fail")
     except JobCancelled:
         log.info("job stopped: it was cancelled", extra=extra | {"seconds": progress.seconds()})
     except Exception as exc:  # a failed job must record why, whatever went wrong
@@ -199,8 +240,17 @@ def execute_job(job_id: str, core: Core) -> None:
             "job raised",
             extra=extra | {"seconds": progress.seconds(), "error": error, "traceback": traceback.format_exc()},
         )
-        with database.session() as session:
-            transitions.fail(session, job_id, error)
+        retry_transient(lambda: _record_failure(database, job_id, error), what="fail")
+
+
+def _succeed_with(database: Database, job_id: str, result_path: str) -> bool:
+    with database.session() as session:
+        return transitions.succeed(session, job_id, result_path=result_path)
+
+
+def _record_failure(database: Database, job_id: str, error: str) -> None:
+    with database.session() as session:
+        transitions.fail(session, job_id, error)
 
 
 _APP_DIR = str(Path(__file__).resolve().parent.parent)
@@ -472,32 +522,50 @@ def _register(
         }
     sha256 = store.save_artifact(artifact)
     dataset = data.dataset
-    with database.session() as session:
-        if transitions.lock_running(session, job_id):
-            version = register_version(
-                session,
-                store,
-                plan.model_name,
-                method=fitted.spec.id,
-                params=params,
-                dataset_id=dataset.id,
-                dataset_sha256=dataset.sha256,
-                feature_names=dataset.feature_names,
-                label_names=dataset.label_names,
-                training_seconds=fitted.seconds,
-                warnings=fitted.warnings,
-                library_versions=library_versions(),
-                artifact_sha256=sha256,
-                job_id=job_id,
-                selection=fitted.selection,
-                fit_details=fit_details(fitted.estimator),
-            )
-            if transitions.succeed(session, job_id, model_version=version.version):
-                log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
-                return True
-            session.rollback()
-        # cancelled while fitting: register nothing, keep the artifact only if a version shares it
-        drop_unused_artifacts(session, store, {sha256})
+
+    def record() -> bool:  # one transaction, repeated whole if its connection drops
+        with database.session() as session:
+            return _record_version(session, job_id, plan, dataset, fitted, params, sha256, store)
+
+    return retry_transient(record, what="register")
+
+
+def _record_version(
+    session: Session,
+    job_id: str,
+    plan: TrainPayload,
+    dataset: Dataset,
+    fitted: _Fitted,
+    params: dict[str, Any],
+    sha256: str,
+    store: Store,
+) -> bool:
+    """Register the version and succeed the job, unless it was cancelled meanwhile."""
+    if transitions.lock_running(session, job_id):
+        version = register_version(
+            session,
+            store,
+            plan.model_name,
+            method=fitted.spec.id,
+            params=params,
+            dataset_id=dataset.id,
+            dataset_sha256=dataset.sha256,
+            feature_names=dataset.feature_names,
+            label_names=dataset.label_names,
+            training_seconds=fitted.seconds,
+            warnings=fitted.warnings,
+            library_versions=library_versions(),
+            artifact_sha256=sha256,
+            job_id=job_id,
+            selection=fitted.selection,
+            fit_details=fit_details(fitted.estimator),
+        )
+        if transitions.succeed(session, job_id, model_version=version.version):
+            log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
+            return True
+        session.rollback()
+    # cancelled while fitting: register nothing, keep the artifact only if a version shares it
+    drop_unused_artifacts(session, store, {sha256})
     return False
 
 
@@ -539,8 +607,7 @@ def _batch_predict(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    with database.session() as session:
-        finished = transitions.succeed(session, job_id, result_path=path.name)
+    finished = retry_transient(lambda: _succeed_with(database, job_id, path.name), what="succeed")
     if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
     return finished
@@ -585,8 +652,7 @@ def _compare(job_id: str, payload: ComparePayload, database: Database, store: St
         tmp = target.with_suffix(target.suffix + ".part")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
-    with database.session() as session:
-        finished = transitions.succeed(session, job_id, result_path=path.name)
+    finished = retry_transient(lambda: _succeed_with(database, job_id, path.name), what="succeed")
     if not finished:  # cancelled meanwhile: nobody will ask for the files
         path.unlink(missing_ok=True)
         path.with_suffix(".html").unlink(missing_ok=True)

@@ -213,6 +213,10 @@ class MethodSpec:
     paper: str = ""
     dataset_kind: DatasetKind = "multilabel"
     stages: tuple[str, ...] = field(default_factory=tuple)
+    #: parameters that count clusters rather than neighbours: one cluster a training sample is
+    #: valid (k-means' limiting case), so their value may equal the number of samples, where
+    #: ``k`` neighbours of a sample need ``k`` other samples
+    clusters: tuple[str, ...] = ()
 
     @property
     def default_output(self) -> Output:

@@ -345,6 +345,7 @@ SPEC = MethodSpec(
     outputs=("features",),
     params=ELCFSParams,
     estimator=ELCFS,
+    clusters=("n_clusters",),
     summary="Multi-label feature selection with K-means-enhanced label-correlation learning "
     "(non-negative l2,1-sparse projection onto a self-represented label space; "
     "features ranked by row norms of W).",

@@ -441,6 +441,7 @@ SPEC = MethodSpec(
     outputs=("distribution",),
     params=LDLKMParams,
     estimator=LDLKM,
+    clusters=("k",),
     summary=(
         "Label distribution learning based on k-means: batch k-means on the features; a test "
         "sample's distribution is the softmax(1/Minkowski distance)-weighted mean of the "

@@ -17,7 +17,7 @@ from app.services.paging import PageParams, page
 from app.store import Store
 
 
-def job_out(job: Job) -> JobOut:
+def job_out(job: Job, queue_position: int | None = None) -> JobOut:
     model = None
     if job.model_version is not None and job.model_name is not None:
         model = ModelPointer(name=job.model_name, version=job.model_version)
@@ -37,6 +37,7 @@ def job_out(job: Job) -> JobOut:
         model=model,
         error=job.error,
         result_url=result_url,
+        queue_position=queue_position if status is JobStatus.QUEUED else None,
     )
 
 
@@ -51,7 +52,11 @@ def list_jobs(session: Session, params: PageParams, status: JobStatus | None) ->
     query = select(Job).order_by(Job.created_at.desc(), Job.id)
     if status is not None:
         query = query.where(Job.status == status.value)
-    return page(session, query, params, job_out)
+    found = page(session, query, params, job_out)
+    positions = queue_positions(session, [j.id for j in found.items if j.status == JobStatus.QUEUED])
+    for item in found.items:
+        item.queue_position = positions.get(item.id)
+    return found
 
 
 def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
@@ -73,7 +78,11 @@ async def await_job(core: Core, job_id: str, timeout: float) -> JobOut:
     job = await wait_for(core.database, core.runner.events, job_id, timeout)
     if job is None:
         raise NotFound(f"job '{job_id}' not found")
-    return job_out(job)
+    if job.status != JobStatus.QUEUED:
+        return job_out(job)
+    with core.database.reading() as session:  # a job that waits says how many are ahead of it
+        position = queue_positions(session, [job_id]).get(job_id)
+    return job_out(job, position)
 
 
 def result_file(session: Session, store: Store, job_id: str) -> Path:
@@ -111,4 +120,5 @@ def queue_positions(session: Session, job_ids: list[str]) -> dict[str, int]:
 
 def show_job(session: Session, job_id: str) -> JobOut:
     """The job as it is now (NotFound when there is none)."""
-    return job_out(_job(session, job_id))
+    job = _job(session, job_id)
+    return job_out(job, queue_positions(session, [job.id]).get(job.id))

@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy.orm import Session
 
 from app.core import Core
-from app.errors import InvalidInput
+from app.errors import InvalidInput, NotFound
 from app.jobs.payloads import BatchPredictPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
@@ -39,7 +39,15 @@ def served(core: Core, session: Session, ref: str) -> Served:
     if found is not None:
         core.metrics.cache_lookup(True)
         return found
-    found = load_served(core.cache, core.metrics, resolve_version_key(session, ref))
+    refused = core.refs.refusal(ref)
+    if refused is not None:  # did not resolve, and the registry has not changed since
+        raise refused
+    try:
+        key = resolve_version_key(session, ref)
+    except (NotFound, InvalidInput) as exc:
+        core.refs.refuse(token, ref, exc)
+        raise
+    found = load_served(core.cache, core.metrics, key)
     core.refs.put(token, ref, found)
     return found
 

@@ -160,16 +160,25 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     return Prepared(None, dataset, payload)
 
 
-# parameters that count training samples (neighbours, clusters): each needs fewer than the dataset has
+# parameters that count training samples: neighbours (each needs fewer than the dataset has) or,
+# when the method's spec lists them in ``clusters``, clusters (at most as many as the samples)
 _SAMPLE_COUNTS = ("k", "n_clusters")
 
 
 def check_sizes(spec: MethodSpec, params: dict[str, Any], n_samples: int) -> None:
-    """Refuse at submit what the job would only find out later: ``k`` neighbours or clusters out
-    of a dataset with no more than ``k`` samples."""
+    """Refuse at submit what the job would only find out later: ``k`` neighbours out of a dataset
+    with no more than ``k`` samples, or more clusters than samples."""
     for name in _SAMPLE_COUNTS:
         value = params.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= n_samples:
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if name in spec.clusters and value > n_samples:
+            raise InvalidInput(
+                f"{name}={value} clusters need a dataset of at least {value} samples; this one has {n_samples} "
+                f"(use {name} <= {n_samples})",
+                loc=("body", "params", name),
+            )
+        if name not in spec.clusters and value >= n_samples:
             raise InvalidInput(
                 f"{name}={value} needs a dataset of more than {value} samples; this one has {n_samples} "
                 f"(use {name} <= {n_samples - 1})",

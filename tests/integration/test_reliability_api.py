@@ -6,20 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
+from app.db_errors import retry_transient
 from app.errors import InvalidInput
 from app.jobs.work import bound_n_jobs, check_outputs, machine_cpus, public_error
 from app.main import create_app
 from app.methods.ldlkm import _order as minkowski_order
 from app.services.maintenance import sweep_store
 from app.store import Store
-from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
+from tests.helpers import csv_bytes, long_job, make_distribution, make_multilabel, train, upload_csv, wait_status
 
 HOSTILE_UPLOADS = [
     # (file name, content, form fields): each expanded to gigabytes or raised a 500 before
@@ -95,6 +101,156 @@ def test_k_beyond_the_dataset_is_a_422_at_submit(client: TestClient):
         assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
         assert "this one has 12" in response.json()["detail"][0]["msg"]
     assert client.get("/jobs").json()["items"] == []
+
+
+def test_clusters_may_be_as_many_as_the_samples(client: TestClient):
+    # ldlkm with k == n_samples was refused at submit ("k=6 needs more than 6 samples"), though one
+    # cluster a sample is valid k-means (the method's limiting case); neighbours still need k < n
+    X, D = make_distribution(n=6)
+    dataset = upload_csv(client, X, D)
+    job = train(client, "ldlkm", dataset["id"], "every-sample", k=6)
+    assert job["model"]["version"] == 1
+    response = client.post(
+        "/train", json={"method": "ldlkm", "dataset_id": dataset["id"], "model_name": "m", "params": {"k": 7}}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
+    assert "use k <= 6" in response.json()["detail"][0]["msg"]
+
+
+def test_reads_and_computations_never_wait_for_the_sqlite_write_lock(client: TestClient, settings: Settings):
+    # a session without readonly began with BEGIN IMMEDIATE: with another process holding the
+    # write lock, GET /models/{name}, slow-path predictions (404s included) and /evaluate each
+    # waited for it (5-7 s behind a 6 s write), and /evaluate held it for its whole computation
+    if not settings.resolved_database_url.startswith("sqlite"):
+        pytest.skip("the write lock is SQLite's")
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "clf", k=3)
+    path = settings.resolved_database_url.removeprefix("sqlite:///")
+    outside = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    outside.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock for 6 s
+    release = threading.Timer(6.0, outside.rollback)
+    release.start()
+    try:
+        reads = [
+            ("GET", "/models/clf", None, 200),
+            ("GET", "/models/unknown", None, 404),
+            ("POST", "/predict", {"model": "unknown", "instances": [X[0].tolist()]}, 404),
+            ("POST", "/predict", {"model": "clf", "dataset_id": dataset["id"]}, 200),
+            ("GET", "/v2/models/clf", None, 200),
+        ]
+        for method, path, body, status in reads:
+            started = time.monotonic()
+            response = client.request(method, path, json=body)
+            assert response.status_code == status, (path, response.text)
+            assert time.monotonic() - started < 1.0, path  # not behind the writer
+        # /evaluate records its result (a write: it waits for the lock), but computes outside it
+        assert client.post("/evaluate", json={"model": "clf", "dataset_id": dataset["id"]}).status_code == 200
+    finally:
+        release.join()
+        outside.close()
+
+
+def test_an_unknown_model_is_refused_from_memory_until_the_registry_changes(client: TestClient):
+    # 100 connections predicting an unknown model each read the registry (and on SQLite queued
+    # behind every writer): a plain GET /models/x waited 61 s
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    statements: list[str] = []
+    engine = client.app.state.core.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    body = {"model": "later", "instances": [X[0].tolist()]}
+    first = client.post("/predict", json=body)
+    assert first.status_code == 404 and statements
+    statements.clear()
+    for _ in range(3):
+        again = client.post("/predict", json=body)
+        assert (again.status_code, again.json()) == (404, first.json())
+        assert client.get("/v2/models/later").status_code == 404
+    assert statements == []
+    train(client, "mlknn", dataset["id"], "later", k=3)  # a registry change: the name is known now
+    assert client.post("/predict", json=body).status_code == 200
+
+
+def test_a_dropped_database_connection_is_a_503_with_retry_after(client: TestClient, settings: Settings):
+    # with PostgreSQL backends terminated under load, uploads and listings answered 500
+    url = settings.resolved_database_url
+    if not url.startswith("postgresql"):
+        pytest.skip("terminates a PostgreSQL backend")
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as holder, admin.connect() as killer:
+        holder.execute(text("BEGIN"))
+        holder.execute(text("LOCK TABLE datasets IN ACCESS EXCLUSIVE MODE"))  # the listing blocks on it
+        with ThreadPoolExecutor(1) as pool:
+            listing = pool.submit(client.get, "/datasets")
+            deadline = time.monotonic() + 20
+            while not killer.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                )
+            ).all():
+                assert time.monotonic() < deadline, "the listing never waited for the lock"
+                time.sleep(0.05)
+            response = listing.result(timeout=30)
+        holder.execute(text("ROLLBACK"))
+    admin.dispose()
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "1" and "retry" in response.json()["detail"]
+    assert client.get("/datasets").status_code == 200  # the pool has a live connection again
+
+
+def test_a_job_transition_is_retried_through_a_transient_error():
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OperationalError("UPDATE jobs ...", {}, sqlite3.OperationalError("database is locked"))
+        return "done"
+
+    assert retry_transient(flaky, pause=0.01) == "done" and len(calls) == 3
+    calls.clear()
+
+    def broken() -> str:
+        calls.append(1)
+        raise OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: jobs"))
+
+    with pytest.raises(OperationalError):
+        retry_transient(broken, pause=0.01)
+    assert len(calls) == 1  # not transient: raised at once
+
+
+def test_a_queued_job_shows_its_place_in_the_queue(client: TestClient):
+    # a job queued behind an `auto` said only "queued" for minutes, with no hint why
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    running = long_job(client, dataset["id"], "first")  # the one training process (workers=1)
+    wait_status(client, running, ("running",))
+    second, third = long_job(client, dataset["id"], "second"), long_job(client, dataset["id"], "third")
+    try:
+        assert client.get(f"/jobs/{running}").json()["queue_position"] is None
+        assert client.get(f"/jobs/{second}").json()["queue_position"] == 1
+        assert client.get(f"/jobs/{third}").json()["queue_position"] == 2
+        listed = {job["id"]: job["queue_position"] for job in client.get("/jobs").json()["items"]}
+        assert listed == {running: None, second: 1, third: 2}
+        assert client.delete(f"/jobs/{second}").status_code in (200, 202)
+        assert client.get(f"/jobs/{third}").json()["queue_position"] == 1
+    finally:
+        for job_id in (running, second, third):
+            client.delete(f"/jobs/{job_id}")
+
+
+def test_a_job_past_the_time_limit_fails_saying_so(settings: Settings):
+    # a 114-byte auto request held a training process for over 20 minutes: nothing bounded a job
+    with TestClient(create_app(settings.model_copy(update={"max_job_seconds": 2.0}))) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        job_id = long_job(client, dataset["id"], "endless")
+        job = wait_status(client, job_id, ("failed", "succeeded", "cancelled"), timeout=60)
+    assert job["status"] == "failed" and "LABELSERVE_MAX_JOB_SECONDS" in job["error"], job
+    assert "time limit is 2 s" in job["error"]
 
 
 def test_n_jobs_is_bounded_by_the_machine(client: TestClient):

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from app.orm import Job
-from tests.helpers import LiveServer, csv_bytes, make_multilabel
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, throwaway_postgres
 
 # real `labelserve` processes: left out of the quick subset
 pytestmark = pytest.mark.slow
@@ -150,6 +151,58 @@ def test_serve_workers_restart_of_a_worker_keeps_the_other_workers_job(
         client.delete(f"/jobs/{job_id}")
     assert server.stop() in CLEAN_EXIT
     assert server.wait_no_processes(20) == []
+
+
+def test_a_killed_training_process_fails_only_its_own_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # an out-of-memory kill of one pool process broke the whole local pool (BrokenProcessPool):
+    # every job running in it failed as "the worker process died"
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="2")
+    with server.client() as client:
+        dataset_id = upload(client)
+        victim, neighbour = start_long_job(client, dataset_id, "victim"), start_long_job(client, dataset_id, "other")
+        os.kill(int(job_row(database_url, victim).worker.rpartition(":")[2]), signal.SIGKILL)
+        # failed by its slot ("died") or by the reaper, which saw its process gone ("interrupted")
+        error = wait_job(client, victim, ("failed",), timeout=30)["error"]
+        assert "died" in error or "interrupted" in error, error
+        before = job_row(database_url, neighbour).heartbeat_at
+        time.sleep(2)  # the neighbour's process keeps running it, and stamping its heartbeat
+        row = job_row(database_url, neighbour)
+        assert row.status == "running" and row.heartbeat_at > before, (row.status, row.error)
+        # the killed process's slot takes new jobs again
+        response = client.post(
+            "/train?wait=true",
+            json={"method": "mlknn", "dataset_id": dataset_id, "model_name": "after", "params": {"k": 3}},
+        )
+        assert response.json()["status"] == "succeeded", response.text
+        assert client.delete(f"/jobs/{neighbour}").status_code in (200, 202, 204)
+    assert server.stop() in CLEAN_EXIT
+
+
+def test_a_silent_but_live_training_process_keeps_its_job(
+    servers: list[LiveServer], tmp_path: Path, database_url: str
+) -> None:
+    # during a long /evaluate the heartbeat writes of a running job failed ("database is locked")
+    # and the reaper failed the live job as "no heartbeat for more than 60 s"; a stopped process
+    # is as silent as one whose writes fail, and as alive
+    server = serve(servers, tmp_path, database_url, LABELSERVE_WORKERS="1")
+    with server.client() as client:
+        job_id = start_long_job(client, upload(client))
+        pid = int(job_row(database_url, job_id).worker.rpartition(":")[2])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(5)  # beyond the heartbeat timeout (3 s), several reaper rounds (0.5 s)
+            row = job_row(database_url, job_id)
+            assert row.status == "running", row.error
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        before = job_row(database_url, job_id).heartbeat_at
+        time.sleep(1.5)
+        assert job_row(database_url, job_id).heartbeat_at > before  # it beats again
+        os.kill(pid, signal.SIGKILL)  # really gone: failed at once (by the slot or the reaper)
+        assert wait_job(client, job_id, ("failed",), timeout=10)["error"]
+    assert server.stop() in CLEAN_EXIT
 
 
 def _children(pid: int) -> list[int]:
@@ -287,6 +340,63 @@ def test_serve_workers_start_on_a_new_database_and_share_the_connections(
         for conn in connections:
             conn.close()
     assert "Traceback" not in server.log.read_text()
+
+
+MIGRATE_AT = (
+    "import sys, time\n"
+    "from app.db import migrate\n"
+    "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
+    "migrate(sys.argv[1])\n"
+)
+
+
+def _migrate_together(database_url: str, processes: int = 4) -> list[subprocess.CompletedProcess[str]]:
+    """``processes`` Python processes, imports done, migrating ``database_url`` at the same instant."""
+    start = time.time() + 8.0  # past every process's imports, even on a loaded machine
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATE_AT, database_url, str(start)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    results = []
+    for process in running:
+        out, err = process.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    return results
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_processes_migrating_a_new_database_together_all_succeed(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    # two API processes started together on a fresh store both migrated it: one died with "table
+    # datasets already exists" (3 of 4 runs); a migration now waits for the other's to end
+    if backend == "sqlite":
+        results = _migrate_together(f"sqlite:///{tmp_path / 'fresh.db'}")
+    else:
+        with throwaway_postgres(request.getfixturevalue("postgres_admin")) as url:
+            results = _migrate_together(url)
+    failed = [r.stderr[-2000:] for r in results if r.returncode != 0]
+    assert failed == []
+
+
+def test_two_servers_started_together_on_a_new_store_both_come_up(servers: list[LiveServer], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    env = {"LABELSERVE_DATABASE_URL": url, "LABELSERVE_AUTO_MIGRATE": "true"} | FAST_LIVENESS
+    pair = [LiveServer(tmp_path, env), LiveServer(tmp_path, env)]
+    servers.extend(pair)
+    with ThreadPoolExecutor(2) as pool:
+        started = list(pool.map(lambda server: server.start(), pair))
+    for server in started:
+        with server.client() as client:
+            assert client.get("/datasets").status_code == 200
+        assert "Traceback" not in server.log.read_text()
 
 
 def _tcp_sockets() -> list[tuple[int, int, int, str]]:

@@ -1,0 +1,355 @@
+"""Faults survived (issue 24): registry reads under load, alias churn, PostgreSQL backends killed,
+simultaneous start-ups. Real ``labelserve serve`` processes on 127.0.0.1 only, bounded durations.
+
+Scenarios (each prints one row of the table; the targets are the issue's done-lines):
+
+* ``unknown``: 100 connections predicting a model that does not exist (SQLite) while a prober
+  reads ``GET /models/clf`` every 50 ms: the probe's p99 (target < 100 ms).
+* ``alias``: fast-path ``POST /predict`` throughput from 16 connections for ``--seconds`` without,
+  then with one alias move a second: the ratio (target >= 0.8) and each move's latency (target
+  < 200 ms).
+* ``pgkill``: on a throw-away PostgreSQL database, mixed load (listings, uploads, predictions,
+  trainings) for 40 s while every backend of the database is terminated every 4 s: answers of
+  500 (target 0; 503 is allowed) and trainings lost (target 0).
+* ``startup``: two ``labelserve serve`` processes started together on a fresh SQLite store, 10
+  runs: runs where both came up (target 10 of 10).
+
+The machine these ran on is shared: the absolute rates mean little, the ratios and counts do.
+Run: ``.venv/bin/python -m benchmarks.faults [--only unknown,alias,pgkill,startup] [--seconds 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def csv_upload(n: int = 200, d: int = 8, q: int = 4, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    Y = (X @ rng.standard_normal((d, q)) > 0).astype(int)
+    out = io.StringIO()
+    out.write(",".join([f"f{j}" for j in range(d)] + [f"l{j}" for j in range(q)]) + "\n")
+    for x, y in zip(X, Y):
+        out.write(",".join([repr(float(v)) for v in x] + [str(v) for v in y]) + "\n")
+    return out.getvalue().encode()
+
+
+class Server:
+    """``labelserve serve`` in a subprocess on a free port."""
+
+    def __init__(self, workdir: Path, database_url: str, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
+        self.env = base | {
+            "PYTHONPATH": str(REPO),
+            "LABELSERVE_DATABASE_URL": database_url,
+            "LABELSERVE_AUTO_MIGRATE": "true",
+            "LABELSERVE_MODEL_DIR": str(workdir / "store"),
+            "LABELSERVE_LOG_LEVEL": "ERROR",
+            **env,
+        }
+        self.log = workdir / f"server-{self.port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def spawn(self) -> Server:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+                env=self.env,
+                stdout=log,
+                stderr=log,
+            )
+        return self
+
+    def ready(self, timeout: float = 90) -> bool:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(workdir: Path, database_url: str, **env: str) -> Server:
+    server = Server(workdir, database_url, **env).spawn()
+    if not server.ready():
+        raise RuntimeError(f"server did not start: {server.log.read_text()[-2000:]}")
+    return server
+
+
+def trained(client: httpx.Client, name: str = "clf") -> tuple[str, list[float]]:
+    """A dataset and a model ``name`` (two versions) on it; one instance to predict."""
+    upload = client.post("/datasets", files={"file": ("d.csv", csv_upload())}, data={"label_count": "4"})
+    upload.raise_for_status()
+    dataset_id = upload.json()["id"]
+    for _ in range(2):
+        body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": name, "params": {"k": 5}}
+        job = client.post("/train?wait=true", json=body, timeout=300).json()
+        assert job["status"] == "succeeded", job
+    return dataset_id, [0.5] * 8
+
+
+def p(samples: list[float], q: float) -> float:
+    return float(np.percentile(samples, q)) * 1000 if samples else float("nan")
+
+
+async def _hammer(url: str, body: dict, connections: int, seconds: float) -> Counter[int]:
+    statuses: Counter[int] = Counter()
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        stop = time.monotonic() + seconds
+
+        async def one() -> None:
+            while time.monotonic() < stop:
+                try:
+                    statuses[(await client.post("/predict", json=body)).status_code] += 1
+                except httpx.TransportError:
+                    statuses[0] += 1
+
+        await asyncio.gather(*(one() for _ in range(connections)))
+    return statuses
+
+
+def scenario_unknown(workdir: Path, seconds: float) -> list[str]:
+    server = start(workdir, f"sqlite:///{workdir / 'unknown.db'}")
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            trained(client)
+            probes: list[float] = []
+            done = threading.Event()
+
+            def probe() -> None:
+                with httpx.Client(base_url=server.url, timeout=60) as prober:
+                    while not done.is_set():
+                        started = time.perf_counter()
+                        assert prober.get("/models/clf").status_code == 200
+                        probes.append(time.perf_counter() - started)
+                        time.sleep(0.05)
+
+            prober = threading.Thread(target=probe)
+            prober.start()
+            statuses = asyncio.run(_hammer(server.url, {"model": "nope", "instances": [[0.5] * 8]}, 100, seconds))
+            done.set()
+            prober.join()
+        return [
+            f"| unknown | 100 connections predicting an unknown model for {seconds:g} s (SQLite) | "
+            f"GET /models/clf p50 {p(probes, 50):.1f} ms, p99 {p(probes, 99):.1f} ms ({len(probes)} probes); "
+            f"{sum(statuses.values())} predictions, statuses {dict(statuses)} | p99 < 100 ms |"
+        ]
+    finally:
+        server.stop()
+
+
+def scenario_alias(workdir: Path, seconds: float) -> list[str]:
+    server = start(workdir, f"sqlite:///{workdir / 'alias.db'}")
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            trained(client)
+            assert client.put("/models/clf/aliases/prod", json={"version": 1}).status_code in (200, 201)
+            body = {"model": "clf@prod", "instances": [[0.5] * 8]}
+            asyncio.run(_hammer(server.url, body, 16, 1.0))  # warm: the reference resolved
+            still = asyncio.run(_hammer(server.url, body, 16, seconds))
+            moves: list[float] = []
+            done = threading.Event()
+
+            def mover() -> None:
+                with httpx.Client(base_url=server.url, timeout=60) as moving:
+                    version = 1
+                    while not done.wait(1.0):
+                        version = 3 - version
+                        started = time.perf_counter()
+                        moving.put("/models/clf/aliases/prod", json={"version": version}).raise_for_status()
+                        moves.append(time.perf_counter() - started)
+
+            thread = threading.Thread(target=mover)
+            thread.start()
+            moving = asyncio.run(_hammer(server.url, body, 16, seconds))
+            done.set()
+            thread.join()
+        rate_still, rate_moving = still[200] / seconds, moving[200] / seconds
+        return [
+            f"| alias | fast-path /predict, 16 connections, {seconds:g} s without then with 1 alias move/s | "
+            f"{rate_still:.0f} vs {rate_moving:.0f} req/s (ratio {rate_moving / rate_still:.2f}); "
+            f"moves p50 {p(moves, 50):.0f} ms, max {max(moves) * 1000:.0f} ms ({len(moves)} moves); "
+            f"non-200: {sum(v for k, v in (still + moving).items() if k != 200)} | ratio >= 0.8, move < 200 ms |"
+        ]
+    finally:
+        server.stop()
+
+
+def scenario_pgkill(workdir: Path, seconds: float = 40.0, every: float = 4.0) -> list[str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    name = f"labelserve_faults_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    server = start(workdir, url, LABELSERVE_WORKERS="2")
+    statuses: Counter[str] = Counter()
+    jobs: list[str] = []
+    kills = 0
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            dataset_id, instance = trained(client)
+            stop = time.monotonic() + seconds
+
+            def load(kind: str) -> None:
+                with httpx.Client(base_url=server.url, timeout=120) as c:
+                    while time.monotonic() < stop:
+                        try:
+                            if kind == "list":
+                                r = c.get("/datasets")
+                            elif kind == "upload":
+                                r = c.post(
+                                    "/datasets",
+                                    files={"file": ("d.csv", csv_upload(60, seed=len(jobs)))},
+                                    data={"label_count": "4"},
+                                )
+                            elif kind == "predict":
+                                r = c.post("/predict", json={"model": "clf", "dataset_id": dataset_id})
+                            else:
+                                body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": "t", "params": {}}
+                                r = c.post("/train", json=body)
+                                if r.status_code == 202:
+                                    jobs.append(r.json()["job_id"])
+                                time.sleep(1.0)
+                            statuses[f"{kind} {r.status_code}"] += 1
+                        except httpx.TransportError:
+                            statuses[f"{kind} transport"] += 1
+
+            threads = [threading.Thread(target=load, args=(k,)) for k in ("list", "upload", "predict", "train")]
+            for thread in threads:
+                thread.start()
+            while time.monotonic() < stop:
+                time.sleep(every)
+                with admin.connect() as conn:
+                    conn.execute(
+                        text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = :name AND pid <> pg_backend_pid()"
+                        ),
+                        {"name": name},
+                    )
+                kills += 1
+            for thread in threads:
+                thread.join()
+            ends: Counter[str] = Counter()
+            for job_id in jobs:
+                deadline = time.monotonic() + 120
+                while True:
+                    r = client.get(f"/jobs/{job_id}")
+                    status = r.json()["status"] if r.status_code == 200 else "?"
+                    if status in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
+                        ends[status] += 1
+                        break
+                    time.sleep(0.5)
+        fives = {k: v for k, v in statuses.items() if k.endswith(" 500")}
+        lost = sum(v for k, v in ends.items() if k != "succeeded")
+        return [
+            f"| pgkill | mixed load {seconds:g} s, every backend terminated every {every:g} s ({kills} rounds) | "
+            f"answers of 500: {sum(fives.values())} {fives or ''}; 503s: "
+            f"{sum(v for k, v in statuses.items() if k.endswith(' 503'))}; "
+            f"answers {sum(statuses.values())}; trainings {len(jobs)}, not succeeded {lost} {dict(ends)} | "
+            "0 of 500, 0 lost |"
+        ]
+    finally:
+        server.stop()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def scenario_startup(workdir: Path, runs: int = 10) -> list[str]:
+    ok = 0
+    failures: list[str] = []
+    for run in range(runs):
+        folder = workdir / f"startup-{run}"
+        folder.mkdir()
+        url = f"sqlite:///{folder / 'fresh.db'}"
+        pair = [Server(folder, url).spawn(), Server(folder, url).spawn()]
+        try:
+            up = [server.ready() for server in pair]
+            print(f"startup run {run + 1}: {'both up' if all(up) else 'FAILED'}", file=sys.stderr, flush=True)
+            if all(up):
+                ok += 1
+            else:
+                failures.append(next(s.log.read_text()[-300:] for s, u in zip(pair, up) if not u))
+        finally:
+            for server in pair:
+                server.stop()
+    detail = f"; first failure: {failures[0]!r}" if failures else ""
+    return [
+        f"| startup | two `labelserve serve` started together on a fresh SQLite store | "
+        f"both up in {ok} of {runs} runs{detail} | 10 of 10 |"
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="unknown,alias,pgkill,startup")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of the unknown and alias runs")
+    parser.add_argument("--runs", type=int, default=10, help="start-up runs")
+    args = parser.parse_args(argv)
+    rows = ["| scenario | load | measured | target |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="labelserve-faults-") as tmp:
+        for name in args.only.split(","):
+            folder = Path(tmp) / name
+            folder.mkdir()
+            if name == "unknown":
+                rows += scenario_unknown(folder, args.seconds)
+            elif name == "alias":
+                rows += scenario_alias(folder, args.seconds)
+            elif name == "pgkill":
+                rows += scenario_pgkill(folder)
+            elif name == "startup":
+                rows += scenario_startup(folder, args.runs)
+            print(rows[-1], flush=True)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
