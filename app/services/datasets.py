@@ -102,7 +102,14 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
     name = request.name or _printable(request.filename or "") or "dataset"
     fmt = _format_name(request.content, request.filename, options.format)
     row, created = store_dataset(session, store, parsed, sha256, name, fmt)
-    return dataset_out(row), created
+    out = dataset_out(row)
+    if not created and row.name != name:  # the answer is the stored dataset, under its stored name
+        out.warnings = [
+            *out.warnings,
+            f"this upload is already stored as '{row.name}' (id {row.id}); the name '{name}' was not used. "
+            "The same file and options are one dataset: use its id, or delete it and upload again to rename it",
+        ]
+    return out, created
 
 
 def _printable(text: str) -> str:
