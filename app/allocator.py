@@ -39,3 +39,22 @@ def keep_freed_memory() -> bool:
     if not done:
         log.warning("the allocator settings were refused (mallopt); freed memory is returned at once")
     return done
+
+
+def release_freed_memory() -> bool:
+    """Give the free memory of the heap back to the system now (glibc's ``malloc_trim``; True if
+    it released any).
+
+    With the settings above a process keeps what it frees; after the model cache evicts a model
+    of hundreds of megabytes that memory would stay resident for good (the API sat at 1.9 GB
+    with a 1000 MB cache). Trimming costs a walk of the heap, paid once per eviction, never per
+    request.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return False
+    return bool(malloc_trim(0))

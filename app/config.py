@@ -48,7 +48,13 @@ class Settings(BaseSettings):
     )
     job_backend: Literal["local", "celery"] = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"
-    model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU)")
+    model_cache_size: int = Field(16, ge=1, description="Loaded models kept in memory (LRU), at most")
+    model_cache_mb: float = Field(
+        2048,
+        gt=0,
+        description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files); "
+        "a model larger than this alone is still served, and kept alone",
+    )
     batch_job_rows: int = Field(50_000, ge=1, description="Datasets with more rows are predicted as a background job")
     log_level: str = "INFO"
     auto_migrate: bool | None = Field(

@@ -46,7 +46,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
         api.state.store = Store(settings.model_dir)
-        api.state.model_cache = ModelCache(api.state.store, settings.resolved_database_url, settings.model_cache_size)
+        api.state.model_cache = ModelCache(
+            api.state.store,
+            settings.resolved_database_url,
+            settings.model_cache_size,
+            max_bytes=int(settings.model_cache_mb * 1024 * 1024),
+        )
         api.state.runner = make_runner(settings)
         api.state.runner.recover()
         api.state.predictor = Predictor(

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import platform
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.allocator import release_freed_memory
 from app.db import session_scope
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
@@ -189,36 +192,127 @@ class Served:
 
 
 class ModelCache:
-    """Loaded versions by ``VersionKey``, least recently used evicted first.
+    """Loaded versions by ``VersionKey``: at most ``size`` of them and ``max_bytes`` in all, least
+    recently used evicted first.
+
+    A model's size is its artifact file's (a pickle holds a model's arrays byte for byte, so it
+    is close to the memory the loaded model takes: 883 MB for a forest of 883 MB on disk). It is
+    known before the load, so room is made *before* the model is read: the process holds at
+    most ``max_bytes`` of models even while a new one loads, instead of the cache's worth plus
+    the one in flight. A model larger than ``max_bytes`` evicts every other and is kept alone
+    (else every request would pay its load). One load per key at a time: concurrent first
+    requests for the same version wait for one load rather than each reading its own copy.
+
+    Whoever keeps references to served models (``services.prediction.ResolvedRefs``) registers
+    with ``on_evict`` and drops them when a model is evicted: a model pinned elsewhere would stay
+    in memory whatever the bound.
 
     The artifact's sha256 is verified on every load (in ``Store.load_artifact``); failures are
     not cached, so a repaired store is picked up on the next request.
     """
 
-    def __init__(self, store: Store, database_url: str, size: int) -> None:
+    def __init__(self, store: Store, database_url: str, size: int, *, max_bytes: int | None = None) -> None:
         self._store = store
         self._database_url = database_url
-        self._load = lru_cache(maxsize=size)(self._load_version)
+        self.size = size
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[VersionKey, tuple[Served, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._loading: dict[VersionKey, threading.Lock] = {}
+        self._listeners: list[Callable[[Served], None]] = []
 
-    def _load_version(self, key: VersionKey) -> Served:
-        with session_scope(self._database_url) as session:
-            row = session.get(ModelVersion, key[0])
-        if row is None:
-            raise RegistryError("the model version was deleted meanwhile")
-        return Served(
-            name=row.model_name,
-            version=row.version,
-            method=row.method,
-            feature_names=row.feature_names,
-            label_names=row.label_names,
-            model=self._store.load_artifact(row.artifact_sha256),
-        )
+    def on_evict(self, listener: Callable[[Served], None]) -> None:
+        """Call ``listener`` with every model the cache lets go of (evicted or cleared)."""
+        self._listeners.append(listener)
+
+    def _evicted(self, models: list[Served]) -> None:
+        """Tell the listeners, drop the last references, and return the memory to the system
+        (the processes keep freed memory for reuse, ``app.allocator``: an evicted model's
+        hundreds of megabytes would otherwise stay resident)."""
+        if not models:
+            return
+        for served in models:
+            for listener in self._listeners:
+                listener(served)
+        models.clear()
+        release_freed_memory()
+
+    @property
+    def bytes_held(self) -> int:
+        """The bytes of the models kept (by their artifacts' sizes)."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _cached(self, key: VersionKey) -> Served | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def _make_room(self, incoming: int) -> list[Served]:
+        """Evict least recently used entries until one of ``incoming`` bytes fits (under the
+        lock); the evicted models, for the listeners (called outside the lock)."""
+        evicted = []
+        while self._entries and (
+            len(self._entries) >= self.size or (self.max_bytes is not None and self._bytes + incoming > self.max_bytes)
+        ):
+            _, (served, nbytes) = self._entries.popitem(last=False)
+            self._bytes -= nbytes
+            evicted.append(served)
+        return evicted
 
     def get(self, key: VersionKey) -> tuple[Served, bool]:
         """The loaded version and whether it came from the cache."""
-        hits = self._load.cache_info().hits
-        served = self._load(key)
-        return served, self._load.cache_info().hits > hits
+        served = self._cached(key)
+        if served is not None:
+            return served, True
+        with self._lock:
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            served = self._cached(key)  # loaded meanwhile by the request this one waited for
+            if served is not None:
+                return served, True
+            try:
+                row = self._version_row(key)
+                nbytes = self._store.artifact_size(row.artifact_sha256)
+                with self._lock:
+                    evicted = self._make_room(nbytes)
+                self._evicted(evicted)
+                served = Served(
+                    name=row.model_name,
+                    version=row.version,
+                    method=row.method,
+                    feature_names=row.feature_names,
+                    label_names=row.label_names,
+                    model=self._store.load_artifact(row.artifact_sha256),
+                )
+                with self._lock:
+                    evicted = self._make_room(nbytes)  # another version may have come in meanwhile
+                    self._entries[key] = (served, nbytes)
+                    self._bytes += nbytes
+                self._evicted(evicted)
+                release_freed_memory()  # what unpickling freed (the arrays copied into the trees)
+            finally:
+                with self._lock:
+                    self._loading.pop(key, None)
+        return served, False
+
+    def _version_row(self, key: VersionKey) -> ModelVersion:
+        with session_scope(self._database_url) as session:
+            row = session.get(ModelVersion, key[0])
+            if row is None:
+                raise RegistryError("the model version was deleted meanwhile")
+            session.expunge(row)
+        return row
 
     def clear(self) -> None:
-        self._load.cache_clear()
+        with self._lock:
+            evicted = [served for served, _ in self._entries.values()]
+            self._entries.clear()
+            self._bytes = 0
+        self._evicted(evicted)

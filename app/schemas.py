@@ -92,6 +92,19 @@ class DatasetOut(DatasetSummary):
 
     feature_names: list[str] = Field(description="the feature names, in column order")
     label_names: list[str] = Field(description="the label names, in column order")
+    storage: Literal["dense", "sparse"] | None = Field(
+        None,
+        description="how the features are stored: dense, or sparse (CSR: only the non-zeros; sparse ARFF and "
+        "LIBSVM uploads, and tables mostly of zeros); null when the stored file is missing",
+    )
+    density: float | None = Field(
+        None,
+        description="share of non-zero feature values (0-1); null for datasets stored by earlier releases (dense float64 files) "
+        "or when the stored file is missing",
+    )
+    stored_bytes: int | None = Field(
+        None, description="size of the stored file in bytes (compressed); null when the stored file is missing"
+    )
 
 
 # methods ----------------------------------------------------------------------------------

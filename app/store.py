@@ -5,7 +5,9 @@ directory, fsync, rename, fsync of the directory), so a crash never leaves a hal
 under a final name. Artifacts are checked against their recorded sha256 before unpickling: a
 mismatch is refused, never loaded. Datasets carry their own check: the ``.npz`` holds a sha256
 of its arrays, verified on every load, so a corrupt or missing dataset file is a clear 409
-(``DatasetUnavailable``) rather than whatever numpy raises.
+(``DatasetUnavailable``) rather than whatever numpy raises. Their layout is in
+``dataset_files``: sparse features as CSR, 0/1 labels as packed bits, each member compressed
+where that pays; the dense float64 ``.npz`` files of earlier releases still load.
 
 A write that finds the disk full is an ``InsufficientStorage`` (507), and the partial file is
 removed. Temporary files of writes that never finished (the process was killed) and files no
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import io
 import os
 import pickle
 import tempfile
@@ -31,8 +32,11 @@ from typing import IO, Any
 
 import joblib
 import numpy as np
+import scipy.sparse as sp
 
-from app.errors import Conflict, InsufficientStorage
+from app import dataset_files
+from app.dataset_files import DatasetStorage, StoredArrays
+from app.errors import Conflict, InsufficientStorage, PayloadTooLarge
 from app.registry_token import RegistryToken
 
 DISK_FULL = "the model store's disk is full; free some space (or delete unused datasets and models) and retry"
@@ -52,9 +56,15 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Write ``path`` so that readers see either nothing or the complete file."""
+    tmp = _write_temporary(path.parent, f".{path.name}.", write)
+    _publish(tmp, path)
+
+
+def _write_temporary(folder: Path, prefix: str, write: Callable[[IO[bytes]], Any]) -> Path:
+    """A durable (fsynced) temporary file in ``folder`` holding what ``write`` wrote."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
     except OSError as exc:
         if is_disk_full(exc):
             raise InsufficientStorage(DISK_FULL) from None
@@ -64,17 +74,51 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if is_disk_full(exc):
             raise InsufficientStorage(DISK_FULL) from None
+        raise
+    return Path(tmp)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Rename a temporary file to its final name, durably (fsync of the directory)."""
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class _HashingWriter:
+    """A binary file that hashes what is written through it (pickle streams into it)."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self._fh = fh
+        self._sha256 = hashlib.sha256()
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._sha256.update(data)
+        return self._fh.write(data)
+
+    def hexdigest(self) -> str:
+        return self._sha256.hexdigest()
+
+
+_READ_CHUNK = 1 << 20
+
+
+def _file_sha256(fh: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    while chunk := fh.read(_READ_CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 class VerifiedDatasets:
@@ -85,40 +129,48 @@ class VerifiedDatasets:
     again and again: by every training of a tuning or an ``auto`` job in the same pool process,
     by repeated ``dataset_id`` predictions and evaluations. Stored files are content-addressed
     and never rewritten in place, so a file whose inode, size and modification time are
-    unchanged holds the arrays already verified. Thread-safe; the arrays kept are never handed
-    out, only copies.
+    unchanged holds the arrays already verified. The arrays are kept in their stored form (CSR
+    features, uint8 labels), counted by the bytes they hold (for CSR: values, indices and row
+    pointers). Thread-safe; the arrays kept are never handed out, only copies.
     """
 
     def __init__(self, budget_bytes: int) -> None:
         self.budget_bytes = budget_bytes
         self._lock = threading.Lock()
-        self._arrays: OrderedDict[tuple[str, int, int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._arrays: OrderedDict[tuple[str, int, int, int], StoredArrays] = OrderedDict()
         self._bytes = 0
 
-    def get(self, key: tuple[str, int, int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def get(self, key: tuple[str, int, int, int]) -> StoredArrays | None:
         with self._lock:
             arrays = self._arrays.get(key)
             if arrays is not None:
                 self._arrays.move_to_end(key)
             return arrays
 
-    def put(self, key: tuple[str, int, int, int], X: np.ndarray, Y: np.ndarray) -> None:
-        size = X.nbytes + Y.nbytes
+    def put(self, key: tuple[str, int, int, int], arrays: StoredArrays) -> None:
+        size = arrays.nbytes
         if size > self.budget_bytes:
             return
         with self._lock:
             if key in self._arrays:
                 return
-            self._arrays[key] = (X, Y)
+            self._arrays[key] = arrays
             self._bytes += size
             while self._bytes > self.budget_bytes:
-                _, (x, y) = self._arrays.popitem(last=False)
-                self._bytes -= x.nbytes + y.nbytes
+                _, evicted = self._arrays.popitem(last=False)
+                self._bytes -= evicted.nbytes
 
 
 #: per process: small against the model cache, large enough for the benchmark sets (Yahoo: 10 MB)
 VERIFIED = VerifiedDatasets(64 * 1024 * 1024)
 
+
+#: the largest dense table (values) ``Store.load_dataset`` makes of a sparse dataset: 400 MB of float64
+DENSE_MAX_CELLS = 50_000_000
 
 #: artifact file formats by suffix, the one written first: pickles, and the joblib files that
 #: stores of earlier releases hold (still loaded, never written)
@@ -140,18 +192,24 @@ class Store:
     def dataset_path(self, sha256: str) -> Path:
         return self.datasets / f"{sha256}.npz"
 
-    def save_dataset(self, sha256: str, X: np.ndarray, Y: np.ndarray) -> None:
+    def save_dataset(self, sha256: str, X: np.ndarray | sp.csr_matrix, Y: np.ndarray) -> None:
+        """Store a dataset's arrays in their compact form (``dataset_files``), once per sha256."""
         path = self.dataset_path(sha256)
         if not path.exists():
-            check = np.array(arrays_digest(X, Y))
-            atomic_write(path, lambda fh: np.savez(fh, X=X, Y=Y, sha256=check))
+            atomic_write(path, lambda fh: dataset_files.write(fh, X, Y))
 
-    def load_dataset(self, sha256: str) -> tuple[np.ndarray, np.ndarray]:
-        """The arrays of a stored dataset, verified; ``DatasetUnavailable`` when missing or corrupt.
+    def load_stored(self, sha256: str) -> StoredArrays:
+        """The arrays of a stored dataset as stored (CSR or dense features, uint8 or float64
+        labels), verified; ``DatasetUnavailable`` when missing or corrupt. Each call gets its
+        own copies."""
+        return self._verified(sha256).copy()
 
-        Each call gets its own copies. A dataset this process read and verified before, from a
-        file that has not changed since (same inode, size and modification time), comes from
-        ``VERIFIED`` instead of being read and hashed again.
+    def _verified(self, sha256: str) -> StoredArrays:
+        """The verified arrays, possibly the ones ``VERIFIED`` keeps (never to be modified).
+
+        A dataset this process read and verified before, from a file that has not changed since
+        (same inode, size and modification time), comes from ``VERIFIED`` instead of being read
+        and hashed again.
         """
         short = sha256[:16]
         path = self.dataset_path(sha256)
@@ -162,19 +220,41 @@ class Store:
         key = (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
         known = VERIFIED.get(key)
         if known is not None:
-            return known[0].copy(), known[1].copy()
+            return known
         try:
-            with np.load(path, allow_pickle=False) as data:
-                X, Y = data["X"], data["Y"]
-                recorded = str(data["sha256"]) if "sha256" in data.files else None
+            arrays = dataset_files.read(path)
         except FileNotFoundError:
             raise DatasetUnavailable(f"dataset '{short}': its stored arrays are missing from the store") from None
+        except dataset_files.ChecksumMismatch:
+            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (checksum mismatch)") from None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (unreadable)") from None
-        if recorded is not None and recorded != arrays_digest(X, Y):
-            raise DatasetUnavailable(f"dataset '{short}': its stored arrays are corrupt (checksum mismatch)")
-        VERIFIED.put(key, X, Y)
-        return X.copy(), Y.copy()
+        VERIFIED.put(key, arrays)
+        return arrays
+
+    def load_dataset(self, sha256: str, max_dense_cells: int = DENSE_MAX_CELLS) -> tuple[np.ndarray, np.ndarray]:
+        """The arrays of a stored dataset as dense float64 ``X`` and ``Y``, verified.
+
+        The one place where sparse data is densified, for the methods and evaluation paths that
+        need dense input (until they take CSR); refused with a 413 naming the size when the
+        dense table would exceed ``max_dense_cells``, rather than letting the process be killed.
+        """
+        arrays = self._verified(sha256)  # dense() makes new arrays: no copy needed
+        if not isinstance(arrays.X, np.ndarray):
+            n, d = arrays.X.shape
+            if n * d > max_dense_cells:
+                raise PayloadTooLarge(
+                    f"dataset '{sha256[:16]}' is stored sparse ({arrays.X.nnz} non-zeros); this use needs it dense, "
+                    f"{n} x {d} = {n * d} values, more than the {max_dense_cells} a process densifies"
+                )
+        return arrays.dense()
+
+    def dataset_storage(self, sha256: str) -> DatasetStorage | None:
+        """How a dataset is stored (form, density, bytes), from its file; None when it is missing."""
+        try:
+            return dataset_files.storage(self.dataset_path(sha256))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
 
     def delete_dataset(self, sha256: str) -> None:
         self.dataset_path(sha256).unlink(missing_ok=True)
@@ -187,31 +267,56 @@ class Store:
     def save_artifact(self, obj: Any) -> str:
         """Persist ``obj`` durably and return the sha256 of its bytes.
 
-        Plain pickle: joblib's pickler and unpickler are pure Python, and for a model holding
-        its training matrix (ML-kNN on scene, 2.9 MB) took 2.9 ms to write and 0.8 ms to read,
-        against 1.2 ms and 0.15 ms; nothing joblib adds (memory maps, compression) is used here.
+        The pickle is streamed into a temporary file while it is hashed, then renamed to its
+        content address: the model is never pickled into memory as a second copy (a 900 MB
+        forest would need 1.8 GB). Plain pickle: joblib's pickler and unpickler are pure Python,
+        and for a model holding its training matrix (ML-kNN on scene, 2.9 MB) took 2.9 ms to
+        write and 0.8 ms to read, against 1.2 ms and 0.15 ms.
         """
-        payload = pickle.dumps(obj, protocol=5)
-        sha256 = hashlib.sha256(payload).hexdigest()
+        writer: list[_HashingWriter] = []
+
+        def write(fh: IO[bytes]) -> None:
+            writer.append(_HashingWriter(fh))
+            pickle.dump(obj, writer[0], protocol=5)
+
+        tmp = _write_temporary(self.artifacts, ".artifact.", write)
+        sha256 = writer[0].hexdigest()
         path = self.artifact_path(sha256)
-        if not path.exists():
-            atomic_write(path, lambda fh: fh.write(payload))
+        if path.exists():  # the same bytes are stored already
+            tmp.unlink(missing_ok=True)
+        else:
+            _publish(tmp, path)
         return sha256
 
     def load_artifact(self, sha256: str) -> Any:
-        """The artifact with this sha256, verified; a joblib file of an earlier store loads too."""
+        """The artifact with this sha256, verified; a joblib file of an earlier store loads too.
+
+        The open file is hashed in chunks, then unpickled from the same descriptor (the same
+        inode, whatever is renamed meanwhile): the model is never held as bytes beside itself.
+        """
         for suffix in ARTIFACT_SUFFIXES:
             try:
-                payload = (self.artifacts / f"{sha256}{suffix}").read_bytes()
+                fh = open(self.artifacts / f"{sha256}{suffix}", "rb")  # noqa: SIM115 (closed below)
             except FileNotFoundError:
                 continue
-            actual = hashlib.sha256(payload).hexdigest()
-            if actual != sha256:
-                raise ArtifactIntegrityError(
-                    f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
-                )
-            return pickle.loads(payload) if suffix == ".pkl" else joblib.load(io.BytesIO(payload))
+            with fh:
+                actual = _file_sha256(fh)
+                if actual != sha256:
+                    raise ArtifactIntegrityError(
+                        f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
+                    )
+                fh.seek(0)
+                return pickle.load(fh) if suffix == ".pkl" else joblib.load(fh)
         raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
+
+    def artifact_size(self, sha256: str) -> int:
+        """The artifact file's size in bytes (0 when it is not in the store)."""
+        for suffix in ARTIFACT_SUFFIXES:
+            try:
+                return (self.artifacts / f"{sha256}{suffix}").stat().st_size
+            except FileNotFoundError:
+                continue
+        return 0
 
     def delete_artifact(self, sha256: str) -> None:
         for suffix in ARTIFACT_SUFFIXES:
@@ -274,13 +379,3 @@ class Store:
                 return True
         except OSError:
             return False
-
-
-def arrays_digest(X: np.ndarray, Y: np.ndarray) -> str:
-    """sha256 over a dataset's arrays: their shapes and their bytes (C order, float64)."""
-    digest = hashlib.sha256()
-    for array in (X, Y):
-        data = np.ascontiguousarray(array, dtype=np.float64)
-        digest.update(repr(data.shape).encode())
-        digest.update(data.data)
-    return digest.hexdigest()

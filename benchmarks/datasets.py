@@ -79,12 +79,13 @@ def _frozen(ds: ParsedDataset) -> ParsedDataset:
 
 
 def _parse_file(path: Path, labels: Path | None = None, **options: object) -> ParsedDataset:
+    """The parsed file as dense float64 arrays (what the methods take; sparse files parse to CSR)."""
     return parse_dataset(
         path.read_bytes(),
         filename=path.name,
         labels_file=labels.read_bytes() if labels is not None else None,
         options=ParseOptions(**options),
-    )
+    ).dense()
 
 
 @cache

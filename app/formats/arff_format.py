@@ -27,8 +27,11 @@ Attribute encoding:
 * sparse rows: omitted values are 0 for numeric attributes and the first declared value for
   nominal ones (WEKA's rule, as liac-arff implements it).
 
-Rows are streamed (liac-arff's generator mode) into numpy blocks, so memory is about the size
-of the final float64 matrix, not of a list of Python objects per value. The header is checked
+A file whose data rows are all sparse is read with liac-arff's COO return type into a CSR
+feature matrix and a uint8 label table (``arff_sparse``): never expanded to its dense table,
+and the limits count its stored values. Dense rows are streamed (liac-arff's generator mode)
+into numpy blocks, so memory is about the size of the final float64 matrix, not of a list of
+Python objects per value. The header is checked
 against ``DatasetLimits`` (attribute and label counts) before the first row is read, and the
 rows read so far times the columns kept are checked as the rows stream in, so a small sparse
 file declaring many attributes is refused before it is expanded. Every check is linear in the
@@ -46,9 +49,11 @@ from operator import itemgetter
 
 import arff
 import numpy as np
+import scipy.sparse as sp
 
+from .arff_sparse import DataLines, SparseColumns, data_lines, missing_error, simple_columns
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
-from .hints import is_binary_column, label_count_hint
+from .hints import binary_columns, label_count_hint
 from .limits import DatasetLimits
 from .validation import finalize
 
@@ -226,12 +231,147 @@ def _decode(
     raise AssertionError("latin-1 decodes any byte string")
 
 
+def _decode_sparse(
+    content: bytes,
+    lines: DataLines,
+    warnings: list[str],
+    limits: DatasetLimits,
+    check_header: Callable[[dict], None],
+    n_labels: Callable[[], int],
+) -> tuple[dict, SparseColumns]:
+    """Header and stored values of a sparse file, retrying as Latin-1 when it is not UTF-8.
+
+    The header is decoded alone first, so the limits see it (and a bound on the stored values:
+    each is at most one comma or one row) before any value is read. Plain rows are read by
+    ``arff_sparse.simple_columns``; any other file by liac-arff's COO reader.
+    """
+    for encoding in ("utf-8-sig", "latin-1"):
+        decoder = arff.ArffDecoder()
+        try:
+            header = decoder.decode(
+                _lines(content[: lines.header_end], encoding), encode_nominal=True, return_type=arff.COO
+            )
+            if all(kind == "STRING" for _, kind in header["attributes"]):
+                raise DatasetFormatError("the ARFF file has no numeric or nominal attribute")
+            check_header(header)
+            n_rows = len(lines.rows)
+            limits.check_sparse(n_rows, content.count(b",", lines.header_end) + n_rows, n_labels(), "up to ")
+            attributes = header["attributes"]
+            dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+            columns = simple_columns(content, lines, attributes) if encoding == "utf-8-sig" else None
+            if columns is None:
+                decoder = arff.ArffDecoder()
+                obj = decoder.decode(_lines(content, encoding), encode_nominal=True, return_type=arff.COO)
+                columns = SparseColumns.from_coo(obj["data"], n_rows, dropped)
+        except UnicodeDecodeError:
+            continue
+        except (DatasetFormatError, MemoryError):
+            raise
+        except Exception as exc:  # untrusted text: any library error is a format error
+            where = "data" if decoder._current_line > lines.data_line else "header"
+            raise DatasetFormatError(f"ARFF {where}: {_describe(exc, decoder._current_line)}") from exc
+        if encoding == "latin-1":
+            warnings.append("the file is not valid UTF-8; it was read as Latin-1")
+        return header, columns
+    raise AssertionError("latin-1 decodes any byte string")
+
+
+def _nominal_warnings(names: list[str], identifiers: set[int], ordinal: list[str], warnings: list[str]) -> None:
+    for j in sorted(identifiers):
+        warnings.append(f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)")
+    if ordinal:
+        more = f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else ""
+        warnings.append(
+            "nominal attribute(s) encoded as the 0-based position of their value in the "
+            f"declaration: {', '.join(ordinal[:10])}{more}"
+        )
+
+
+def _parse_sparse(
+    content: bytes,
+    lines: DataLines,
+    labels_file: bytes | None,
+    options: ParseOptions,
+    limits: DatasetLimits,
+) -> ParsedDataset:
+    """A file of sparse rows, kept sparse (see ``arff_sparse``)."""
+    warnings: list[str] = []
+    found: dict[str, list[int]] = {}
+
+    def check_header(header: dict) -> None:
+        attributes = header["attributes"]
+        limits.check_columns(len(attributes))
+        label_idx = _label_indices(
+            [normalise_name(name) for name, _ in attributes], header["relation"], labels_file, options
+        )
+        limits.check_labels(len(label_idx))
+        limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
+        found["labels"] = label_idx
+
+    header, columns = _decode_sparse(content, lines, warnings, limits, check_header, lambda: len(found["labels"]))
+    attributes = header["attributes"]
+    names = [normalise_name(name) for name, _ in attributes]
+    label_idx = found["labels"]
+    label_set = set(label_idx)
+    dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+    for j in dropped:
+        if j in label_set:
+            raise DatasetFormatError(f"label attribute {names[j]!r} is a string attribute")
+    if dropped:
+        warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
+    n_rows = len(lines.rows)
+    missing = columns.first_missing()
+    if missing is not None:
+        raise missing_error(missing[0], names[missing[1]], int(lines.rows[missing[0]]))
+
+    codes: dict[int, np.ndarray] = {}
+    ordinal: list[str] = []
+    candidates: list[int] = []
+    for j, (_, kind) in enumerate(attributes):
+        if not isinstance(kind, list):
+            continue
+        if any(value is None for value in kind):
+            raise DatasetFormatError(f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value")
+        codes[j], how = _nominal_codes(kind)
+        if how == "ordinal" and j not in label_set:
+            candidates.append(j)
+    columns.encode_nominal(codes)
+    identifiers: set[int] = set()
+    for j in candidates:
+        kind = attributes[j][1]
+        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(columns.column(j)).size == n_rows:
+            identifiers.add(j)
+        else:
+            ordinal.append(names[j])
+    _nominal_warnings(names, identifiers, ordinal, warnings)
+
+    feature_idx = [
+        j for j in range(len(attributes)) if j not in label_set and j not in identifiers and j not in dropped
+    ]
+    X = columns.features(feature_idx, len(attributes))
+    Y = columns.labels(label_idx, len(attributes))
+    del columns
+    if labels_file is None and not options.label_columns:  # the labels are a block chosen by a count
+        hint = _label_count_hint(X, [names[j] for j in feature_idx], feature_idx, attributes, label_idx)
+        if hint:
+            warnings.append(hint)
+    return finalize(
+        X,
+        Y,
+        [names[j] for j in feature_idx],
+        [names[j] for j in label_idx],
+        warnings,
+        lambda i: f"data row {i + 1} (line {int(lines.rows[i])})" if i < n_rows else f"row {i + 1}",
+        limits,
+    )
+
+
 def _declared_binary(kind: object) -> bool:
     return isinstance(kind, list) and sorted(str(v).strip() for v in kind) == ["0", "1"]
 
 
 def _label_count_hint(
-    X: np.ndarray,
+    X: np.ndarray | sp.csr_matrix,
     feature_names: list[str],
     feature_idx: list[int],
     attributes: list[tuple[str, object]],
@@ -243,9 +383,10 @@ def _label_count_hint(
         return None
     at_end = label_idx[-1] == len(attributes) - 1
     edge = feature_idx[-1] if at_end else feature_idx[0]
+    holds_binary = binary_columns(X)
     return label_count_hint(
         feature_names,
-        lambda j: _declared_binary(attributes[feature_idx[j]][1]) or is_binary_column(X[:, j]),
+        lambda j: _declared_binary(attributes[feature_idx[j]][1]) or holds_binary(j),
         len(label_idx),
         at_end=at_end,
         declared=" (declared {0,1})" if _declared_binary(attributes[edge][1]) else "",
@@ -256,6 +397,9 @@ def parse_arff(
     content: bytes, *, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits | None = None
 ) -> ParsedDataset:
     limits = limits or DatasetLimits()
+    layout = data_lines(content)
+    if layout.sparse:
+        return _parse_sparse(content, layout, labels_file, options, limits)
     warnings: list[str] = []
     found: dict[str, list[int]] = {}
 
@@ -320,14 +464,7 @@ def parse_arff(
             identifiers.add(j)
         else:
             ordinal.append(names[j])
-    for j in sorted(identifiers):
-        warnings.append(f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)")
-    if ordinal:
-        more = f" and {len(ordinal) - 10} more" if len(ordinal) > 10 else ""
-        warnings.append(
-            "nominal attribute(s) encoded as the 0-based position of their value in the "
-            f"declaration: {', '.join(ordinal[:10])}{more}"
-        )
+    _nominal_warnings(names, identifiers, ordinal, warnings)
 
     feature_idx = [j for j in keep if j not in label_set and j not in identifiers]
     feature_cols = [column[j] for j in feature_idx]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
+import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.errors import InvalidInput, PayloadTooLarge
@@ -86,16 +87,23 @@ class ParseOptions(BaseModel):
         return value
 
 
+#: a feature table: dense float64, or CSR for sparse files
+Features: TypeAlias = np.ndarray | sp.csr_matrix
+
+
 @dataclass
 class ParsedDataset:
-    """A validated dataset: dense float64 features and labels plus names.
+    """A validated dataset: features, labels and names.
 
-    ``Y`` is 0/1 for ``kind == "multilabel"`` and has rows summing to 1 for
+    ``X`` is float64, dense (C order) or ``scipy.sparse`` CSR (canonical: sorted indices, no
+    explicit zeros) when the file was sparse (sparse ARFF, LIBSVM): a sparse file is never
+    expanded to its dense table on the way to the store. ``Y`` is uint8 0/1 for
+    ``kind == "multilabel"`` (one byte per cell, not eight) and float64 rows summing to 1 for
     ``kind == "distribution"``. ``warnings`` are what the parser changed or dropped (shown to
     the user in the upload response).
     """
 
-    X: np.ndarray
+    X: Features
     Y: np.ndarray
     feature_names: list[str]
     label_names: list[str]
@@ -113,6 +121,16 @@ class ParsedDataset:
     @property
     def n_labels(self) -> int:
         return int(self.Y.shape[1])
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.X)
+
+    def dense(self) -> ParsedDataset:
+        """The same dataset with dense float64 ``X`` and ``Y`` (for code that needs dense arrays:
+        the benchmarks' loaders, until every method takes CSR)."""
+        X = self.X if isinstance(self.X, np.ndarray) else self.X.toarray()
+        return replace(self, X=np.ascontiguousarray(X, dtype=np.float64), Y=self.Y.astype(np.float64))
 
 
 def generated_names(prefix: str, count: int) -> list[str]:

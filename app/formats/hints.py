@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 # how many column names a warning lists before it says "and N more"
 _NAMED = 5
@@ -21,6 +22,22 @@ def is_binary_column(column: np.ndarray) -> bool:
     """Only 0s and 1s, and both of them (a constant column says nothing about being a label)."""
     zero, one = column == 0, column == 1
     return bool((zero | one).all() and zero.any() and one.any())
+
+
+def binary_columns(X: np.ndarray | sp.spmatrix | sp.sparray) -> Callable[[int], bool]:
+    """``is_binary(j)`` for the columns of ``X``: dense columns are judged when asked (the walk
+    stops at the first non-binary one); a sparse matrix is judged whole in one pass over its
+    stored values, since slicing a CSR column costs a pass each."""
+    if not sp.issparse(X):
+        dense = np.asarray(X)
+        return lambda j: is_binary_column(dense[:, j])
+    csc = sp.csc_array(X)
+    n, d = csc.shape
+    stored = np.diff(csc.indptr)
+    not_one = np.zeros(d, dtype=bool)
+    not_one[np.repeat(np.arange(d), stored)[csc.data != 1]] = True
+    binary = ~not_one & (stored > 0) & (stored < n)
+    return lambda j: bool(binary[j])
 
 
 def label_count_hint(

@@ -6,10 +6,11 @@ non-negative integers and are 0-based label columns: ``q`` is ``label_count`` wh
 the largest id + 1. A line with no label id is an empty label set. Names are generated:
 ``f0, f1, ...`` for features and ``l0, l1, ...`` for labels (``l<id>``).
 
-The file is first read as a sparse matrix (memory proportional to the file), so the declared
-``n_features`` / ``label_count`` and the discovered dimensions (largest index, largest label id)
-are checked against ``DatasetLimits`` before the dense arrays are built: one line
-``0 1:1 30000000:1`` must not become a 30-million-column table.
+The features stay the sparse (CSR) matrix the loader reads (memory proportional to the file);
+the declared ``n_features`` / ``label_count`` and the discovered dimensions (largest index,
+largest label id) and the stored values (non-zeros, plus the 0/1 label table) are checked
+against ``DatasetLimits`` before the label table is built: one line ``0 1:1 30000000:1`` must
+not become a 30-million-column table.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits
                 f"label_count={options.label_count} (ids are 0-based)"
             )
         q = options.label_count
-    check_dimensions(limits, n, X.shape[1], q)
-    Y = np.zeros((n, q), dtype=np.float64)
-    Y[rows, ids.astype(np.intp)] = 1.0
+    check_dimensions(limits, n, X.shape[1], q, int(X.nnz))
+    Y = np.zeros((n, q), dtype=np.uint8)
+    Y[rows, ids.astype(np.intp)] = 1
     return finalize(
-        X.toarray(),
+        X,
         Y,
         generated_names("f", X.shape[1]),
         generated_names("l", q),

@@ -7,6 +7,9 @@ dataset limits (``limits``); finite feature values no larger in magnitude than
 (``kind = "distribution"``; rows within ``SUM_TOLERANCE`` of 1 are renormalised exactly).
 Every rejection names the row and column (1-based rows; the parser may describe rows better,
 e.g. with their ARFF line, through ``describe_row``).
+
+Sparse features (CSR) are checked on their stored values only, never expanded; multi-label
+label matrices leave as uint8 0/1.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import unicodedata
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
-from .common import DatasetFormatError, DatasetKind, ParsedDataset
+from .common import DatasetFormatError, DatasetKind, Features, ParsedDataset
 from .limits import DatasetLimits, check_dimensions
 
 SUM_TOLERANCE = 1e-6
@@ -51,7 +55,7 @@ def _first_bad(mask: np.ndarray) -> tuple[int, int]:
     return int(i), int(j)
 
 
-def check_features(X: np.ndarray, feature_names: list[str], describe_row: RowDescriber) -> None:
+def check_features(X: Features, feature_names: list[str], describe_row: RowDescriber) -> None:
     if X.ndim != 2:
         raise DatasetFormatError(f"features must form a table, got an array of shape {X.shape}")
     n, d = X.shape
@@ -62,6 +66,9 @@ def check_features(X: np.ndarray, feature_names: list[str], describe_row: RowDes
     if len(feature_names) != d:
         raise DatasetFormatError(f"{len(feature_names)} feature names for {d} feature columns")
     _check_names(feature_names, "feature")
+    if sp.issparse(X):
+        _check_sparse_values(X, feature_names, describe_row)
+        return
     if not np.isfinite(X).all():
         i, j = _first_bad(~np.isfinite(X))
         raise DatasetFormatError(
@@ -75,6 +82,20 @@ def check_features(X: np.ndarray, feature_names: list[str], describe_row: RowDes
             f"feature {feature_names[j]!r} (column {j + 1}) at {describe_row(i)} is {float(X[i, j])!r}; "
             f"feature values must lie within +-{MAX_ABS_FEATURE:g}"
         )
+
+
+def _check_sparse_values(X: sp.csr_matrix, feature_names: list[str], describe_row: RowDescriber) -> None:
+    """The dense checks on a CSR matrix's stored values (its implicit zeros are valid values)."""
+    for bad, rule in (
+        (~np.isfinite(X.data), "every feature value must be a finite number"),
+        (np.abs(X.data) > MAX_ABS_FEATURE, f"feature values must lie within +-{MAX_ABS_FEATURE:g}"),
+    ):
+        if bad.any():
+            k = int(np.argmax(bad))
+            i, j = int(np.searchsorted(X.indptr, k, side="right")) - 1, int(X.indices[k])
+            raise DatasetFormatError(
+                f"feature {feature_names[j]!r} (column {j + 1}) at {describe_row(i)} is {_show(X.data[k])}; {rule}"
+            )
 
 
 def _show(value: float) -> str:
@@ -97,17 +118,19 @@ def check_labels(
     def where(i: int, j: int) -> str:
         return f"label {label_names[j]!r} (label column {j + 1}) at {describe_row(i)}"
 
+    if Y.dtype == np.uint8 and Y.max(initial=0) <= 1:  # a parser's 0/1 table (sparse files)
+        return Y, "multilabel"
     if not np.isfinite(Y).all():
         i, j = _first_bad(~np.isfinite(Y))
         raise DatasetFormatError(f"{where(i, j)} is {_show(Y[i, j])}; labels must be finite")
 
     is_zero, is_one = Y == 0, Y == 1
     if (is_zero | is_one).all():
-        return Y, "multilabel"
+        return is_one.view(np.uint8), "multilabel"
     is_minus = Y == -1
     if (is_minus | is_one).all():
         warnings.append("labels given as -1/+1 were mapped to 0/1")
-        return is_one.astype(np.float64), "multilabel"
+        return is_one.view(np.uint8), "multilabel"
     if is_minus.any():
         i, j = _first_bad(is_minus)
         k, m = _first_bad(~(is_minus | is_one))
@@ -135,7 +158,7 @@ def check_labels(
 
 
 def finalize(
-    X: np.ndarray,
+    X: Features,
     Y: np.ndarray,
     feature_names: list[str],
     label_names: list[str],
@@ -143,15 +166,22 @@ def finalize(
     describe_row: RowDescriber = default_row,
     limits: DatasetLimits | None = None,
 ) -> ParsedDataset:
-    """Validate and wrap a parsed dataset (float64, C-contiguous arrays).
+    """Validate and wrap a parsed dataset (``X`` float64, C-contiguous or canonical CSR).
 
     The parsers check ``limits`` before allocating; checking again here also covers arrays that
     arrive already built (inline training data).
     """
     if X.ndim == 2 and Y.ndim == 2:
-        check_dimensions(limits or DatasetLimits(), X.shape[0], X.shape[1], Y.shape[1])
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    Y = np.ascontiguousarray(Y, dtype=np.float64)
+        nnz = None if isinstance(X, np.ndarray) else int(X.nnz)
+        check_dimensions(limits or DatasetLimits(), X.shape[0], X.shape[1], Y.shape[1], nnz)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.sum_duplicates()  # also sorts the indices
+        X.eliminate_zeros()
+    else:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    if Y.dtype != np.uint8:
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
     check_features(X, feature_names, describe_row)
     if Y.ndim == 2 and Y.shape[0] != X.shape[0]:
         raise DatasetFormatError(
@@ -160,7 +190,7 @@ def finalize(
     Y, kind = check_labels(Y, label_names, describe_row, warnings)
     return ParsedDataset(
         X=X,
-        Y=Y,
+        Y=np.ascontiguousarray(Y),
         feature_names=list(feature_names),
         label_names=list(label_names),
         kind=kind,

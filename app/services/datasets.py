@@ -66,8 +66,15 @@ def dataset_id(sha256: str) -> str:
     return sha256[:16]
 
 
-def dataset_out(row: Dataset) -> DatasetOut:
-    return DatasetOut.model_validate(row)
+def dataset_out(row: Dataset, store: Store) -> DatasetOut:
+    """The dataset in full, with how it is stored (read from its file's small ``info`` member)."""
+    out = DatasetOut.model_validate(row)
+    stored = store.dataset_storage(row.sha256)
+    if stored is None:
+        return out
+    return out.model_copy(
+        update={"storage": stored.storage, "density": stored.density, "stored_bytes": stored.stored_bytes}
+    )
 
 
 def limits_of(settings: Settings) -> DatasetLimits:
@@ -102,7 +109,7 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
     name = request.name or _printable(request.filename or "") or "dataset"
     fmt = _format_name(request.content, request.filename, options.format)
     row, created = store_dataset(session, store, parsed, sha256, name, fmt)
-    out = dataset_out(row)
+    out = dataset_out(row, store)
     if not created and row.name != name:  # the answer is the stored dataset, under its stored name
         out.warnings = [
             *out.warnings,
@@ -132,7 +139,7 @@ def store_dataset(
     existing = session.get(Dataset, dataset_id(sha256))
     if existing is not None:
         return existing, False
-    store.save_dataset(sha256, np.ascontiguousarray(parsed.X), np.ascontiguousarray(parsed.Y))
+    store.save_dataset(sha256, parsed.X, parsed.Y)
     row = Dataset(
         id=dataset_id(sha256),
         name=name,
@@ -219,8 +226,8 @@ def list_datasets(session: Session, params: PageParams) -> Page[DatasetSummary]:
     return page(session, query, params, DatasetSummary.model_validate)
 
 
-def show_dataset(session: Session, dataset_id: str) -> DatasetOut:
-    return dataset_out(get_dataset(session, dataset_id))
+def show_dataset(session: Session, store: Store, dataset_id: str) -> DatasetOut:
+    return dataset_out(get_dataset(session, dataset_id), store)
 
 
 # how many dependent versions a refused deletion names (the count says how many more there are)

@@ -76,6 +76,13 @@ class ResolvedRefs:
             while len(self._served) > self._size:
                 self._served.popitem(last=False)
 
+    def forget(self, served: Served) -> None:
+        """Drop the references resolved to ``served`` (the model cache let go of it: holding it
+        here would keep it in memory beyond the cache's bound)."""
+        with self._lock:
+            for ref in [ref for ref, kept in self._served.items() if kept is served]:
+                del self._served[ref]
+
 
 @dataclass(frozen=True)
 class Predictor:
@@ -90,6 +97,7 @@ class Predictor:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refs", ResolvedRefs(self.store))
+        self.cache.on_evict(self.refs.forget)
 
     def served(self, session: Session, ref: str) -> Served:
         """The loaded version ``ref`` points to: from the resolved references, or resolved now."""

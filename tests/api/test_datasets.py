@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 import scipy.io
 
 from app.db import session_scope
@@ -86,6 +87,29 @@ def test_libsvm_upload(client):
     r = client.post("/datasets", files={"file": ("d.svm", content)}, data={"format": "libsvm"})
     assert r.status_code == 201, r.text
     assert r.json()["n_samples"] == 3 and r.json()["n_labels"] == 3
+
+
+def test_sparse_upload_reports_its_storage_and_trains_densified(client, settings):
+    """A sparse file is stored sparse (GET and the 201 say so), and a method that needs dense
+    input still trains on it: the dataset loader densifies it."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(60):
+        cols = sorted(rng.choice(200, size=4, replace=False) + 1)
+        labels = ",".join(str(k) for k in range(3) if (i + k) % 3 == 0 or cols[0] % (k + 2) == 0)
+        lines.append(f"{labels} " + " ".join(f"{j}:{1 + (i + j) % 3}" for j in cols))
+    r = client.post("/datasets", files={"file": ("s.svm", "\n".join(lines).encode())})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["storage"] == "sparse" and created["density"] == pytest.approx(240 / (60 * 200), rel=0.05)
+    path = settings.model_dir / "datasets" / f"{created['sha256']}.npz"
+    assert created["stored_bytes"] == path.stat().st_size < 60 * 203 * 8
+    shown = client.get(f"/datasets/{created['id']}").json()
+    assert {k: shown[k] for k in ("storage", "density", "stored_bytes")} == {
+        k: created[k] for k in ("storage", "density", "stored_bytes")
+    }
+    job = train(client, "br", created["id"], "sparse-br")
+    assert job["status"] == "succeeded", job
 
 
 def test_rejections_name_the_problem_and_store_nothing(client, settings):

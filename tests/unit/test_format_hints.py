@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.formats import ParseOptions, parse_dataset
-from app.formats.hints import is_binary_column, label_count_hint, numeric_header_hint
+from app.formats.hints import binary_columns, is_binary_column, label_count_hint, numeric_header_hint
 
 
 def test_binary_column_needs_both_values():
@@ -78,3 +78,27 @@ def test_arff_meka_header_too_small():
 def test_arff_labels_named_are_not_second_guessed():
     ds = parse_dataset(ARFF, filename="t.arff", options=ParseOptions(label_columns=["l0"]))
     assert ds.warnings == []
+
+
+def test_sparse_columns_are_judged_in_one_pass():
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(np.array([[1.0, 0.5, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 0.2, 0.0, 1.0]]))
+    is_binary = binary_columns(X)
+    assert [is_binary(j) for j in range(4)] == [True, False, False, False]  # constant 0 or 1: no signal
+    dense = binary_columns(X.toarray())
+    assert [dense(j) for j in range(4)] == [True, False, False, False]
+
+
+def test_sparse_arff_meka_header_too_small():
+    text = b"""@relation 'toy: -C 1'
+@attribute l0 {0,1}
+@attribute l1 {0,1}
+@attribute x numeric
+@data
+{0 1,2 0.5}
+{1 1,2 0.2}
+{2 0.7}
+"""
+    ds = parse_dataset(text, filename="t.arff")
+    assert any("'l1' holds only 0/1 (declared {0,1})" in w for w in ds.warnings)

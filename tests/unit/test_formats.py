@@ -70,7 +70,7 @@ def test_arff_nominal_encoding_and_string_dropped():
     ds = parse(ARFF, "t.arff", XML)
     # color ordinal by declaration (red 0, green 1, blue 2); YES -> 1, NO -> 0
     np.testing.assert_array_equal(ds.X, [[1.5, 0, 1], [-2, 2, 0], [3, 1, 1]])
-    assert ds.X.dtype == np.float64 and ds.Y.dtype == np.float64
+    assert ds.X.dtype == np.float64 and ds.Y.dtype == np.uint8
     assert any("string attribute" in w and "id" in w for w in ds.warnings)
     assert any("0-based position" in w and "color" in w for w in ds.warnings)
 
@@ -133,9 +133,68 @@ def test_arff_sparse():
 {}
 """
     ds = parse(text, "s.arff", label_count=2)
-    # omitted numeric -> 0, omitted nominal -> first declared value (x -> ordinal 0)
-    np.testing.assert_array_equal(ds.X, [[1.5, 0, 0], [0, 2, 1], [0, 0, 0]])
+    # omitted numeric -> 0, omitted nominal -> first declared value (x -> ordinal 0); kept sparse
+    assert scipy.sparse.isspmatrix_csr(ds.X) and ds.X.nnz == 3 and ds.Y.dtype == np.uint8
+    np.testing.assert_array_equal(ds.X.toarray(), [[1.5, 0, 0], [0, 2, 1], [0, 0, 0]])
     np.testing.assert_array_equal(ds.Y, [[1, 0], [0, 1], [0, 0]])
+
+
+def test_sparse_arff_omitted_nominal_whose_first_value_is_not_zero():
+    # WEKA's rule: an omitted value is the first declared one, here 1 ({1,0}) and yes (1)
+    text = """@relation s
+@attribute a {1,0}
+@attribute b {yes,no}
+@attribute c numeric
+@attribute l {0,1}
+@data
+{0 0,2 3}
+{1 no,3 1}
+{}
+"""
+    ds = parse(text, "s.arff", label_count=1)
+    np.testing.assert_array_equal(ds.X.toarray(), [[0, 1, 3], [1, 0, 0], [1, 1, 0]])
+    np.testing.assert_array_equal(ds.Y, [[0], [1], [0]])
+
+
+def test_sparse_arff_quoted_values_read_by_liac_arff_agree_with_plain_rows():
+    head = "@relation s\n@attribute a {'x y',z}\n@attribute b numeric\n@attribute l {0,1}\n@data\n"
+    quoted = parse(head + "{0 'x y',1 2}\n{0 z,2 1}\n", "s.arff", label_count=1)  # liac-arff's COO reader
+    plain = parse(head + "{1 2}\n{0 z,2 1}\n", "s.arff", label_count=1)  # the regular-expression reader
+    np.testing.assert_array_equal(quoted.X.toarray(), [[0, 2], [1, 0]])
+    np.testing.assert_array_equal(quoted.X.toarray(), plain.X.toarray())
+    np.testing.assert_array_equal(quoted.Y, plain.Y)
+
+
+def test_sparse_arff_errors_worded_by_liac_arff_with_their_line():
+    head = "@relation s\n@attribute a {x,z}\n@attribute l {0,1}\n@data\n"
+    rejects("ARFF data: .*w.*line 6", head + "{0 x}\n{0 w,1 1}\n", "s.arff", label_count=1)
+    rejects("ARFF data: .*line 5", head + "{7 1}\n", "s.arff", label_count=1)
+
+
+def test_sparse_arff_missing_value_names_its_line():
+    text = "@relation s\n@attribute a numeric\n@attribute l {0,1}\n@data\n{0 1}\n% c\n{0 ?,1 1}\n"
+    rejects("missing value '\\?' for attribute 'a' at data row 2 \\(line 7\\)", text, "s.arff", label_count=1)
+
+
+def test_sparse_arff_non_binary_labels_judged_by_the_label_checks():
+    text = "@relation s\n@attribute a numeric\n@attribute l numeric\n@data\n{0 1,1 0.5}\n{1 1}\n"
+    rejects("neither 0/1 nor distributions", text, "s.arff", label_count=1)
+
+
+def test_sparse_and_dense_arff_of_the_same_table_agree():
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, size=(40, 12)) * (rng.random((40, 12)) < 0.2)
+    Y = (rng.random((40, 5)) < 0.3).astype(int)
+    head = "@relation r\n" + "".join(f"@attribute f{j} numeric\n" for j in range(12))
+    head += "".join(f"@attribute l{k} {{0,1}}\n" for k in range(5)) + "@data\n"
+    table = np.hstack([X, Y])
+    dense = head + "".join(",".join(str(v) for v in row) + "\n" for row in table)
+    sparse = head + "".join("{" + ",".join(f"{j} {v}" for j, v in enumerate(row) if v) + "}\n" for row in table)
+    a, b = parse(dense, "d.arff", label_count=5), parse(sparse, "s.arff", label_count=5)
+    assert isinstance(a.X, np.ndarray) and scipy.sparse.isspmatrix_csr(b.X)
+    np.testing.assert_array_equal(a.X, b.X.toarray())
+    np.testing.assert_array_equal(a.Y, b.Y)
+    assert a.Y.dtype == b.Y.dtype == np.uint8
 
 
 def test_arff_identifier_attribute_dropped_with_warning():
@@ -292,7 +351,8 @@ def test_label_value_rejections():
 def test_libsvm_multilabel():
     text = "0,2 1:0.5 3:1\n 2:1\n1 1:2 2:3\n"
     ds = parse(text, "d.svm")
-    np.testing.assert_array_equal(ds.X, [[0.5, 0, 1], [0, 1, 0], [2, 3, 0]])
+    assert scipy.sparse.isspmatrix_csr(ds.X) and ds.X.nnz == 5 and ds.Y.dtype == np.uint8
+    np.testing.assert_array_equal(ds.X.toarray(), [[0.5, 0, 1], [0, 1, 0], [2, 3, 0]])
     np.testing.assert_array_equal(ds.Y, [[1, 0, 1], [0, 0, 0], [0, 1, 0]])
     assert ds.feature_names == ["f0", "f1", "f2"] and ds.label_names == ["l0", "l1", "l2"]
     ds = parse(text, "d.svm", label_count=5, n_features=4)
@@ -513,13 +573,26 @@ def test_mat_other_variables_are_not_read():
     assert ds.X.shape == (5, 3)
 
 
-def test_sparse_arff_declaring_many_attributes_refused_before_expanding():
-    # 512 KB of sparse ARFF that became 763 MiB (4.3 GB at peak)
+def test_sparse_arff_declaring_many_attributes_is_counted_by_its_non_zeros():
+    # 512 KB of sparse ARFF that became 763 MiB (4.3 GB at peak) when expanded: now it stays
+    # sparse, and the limit counts its stored values (non-zeros and the label table)
     header = (
         "@relation r\n" + "".join(f"@attribute a{j} numeric\n" for j in range(20000)) + "@attribute l {0,1}\n@data\n"
     )
-    msg = too_large("5001 samples x 20001 columns", header + "{}\n" * 5000, "s.arff", label_count=1)
-    assert "at most 20000000" in msg
+    rows = "".join(f"{{{i % 20000} 1,20000 {i % 2}}}\n" for i in range(5000))
+    ds = parse(header + rows, "s.arff", label_count=1)
+    assert ds.X.shape == (5000, 20000) and ds.X.nnz == 5000  # row i holds a_(i mod 20000)
+    msg = too_large(
+        "sparse dataset would hold", header + rows, "s.arff", label_count=1, limits=DatasetLimits(max_cells=9000)
+    )
+    assert "non-zero feature values" in msg and "at most 9000" in msg
+
+
+def test_sparse_limit_counts_non_zeros_not_cells():
+    rows = "".join(f"0 {1 + i % 3000}:1\n" for i in range(3000))
+    ds = parse_dataset(rows.encode(), filename="d.svm", limits=DatasetLimits(max_cells=6000))
+    assert ds.X.shape == (3000, 3000) and ds.X.nnz == 3000  # 9 million cells, 6000 stored values
+    too_large("3000 non-zero feature values", rows, "d.svm", limits=DatasetLimits(max_cells=5999))
 
 
 def test_arff_rows_checked_while_streaming():

@@ -52,3 +52,17 @@ def test_the_least_recently_used_entries_go_first(tmp_path: Path) -> None:
     refs.get("a")
     refs.put(token, "c", _served(3))
     assert refs.get("b")[1] is None and refs.get("a")[1] is not None and refs.get("c")[1] is not None
+
+
+def test_a_model_the_cache_lets_go_of_is_forgotten(tmp_path: Path) -> None:
+    """Every reference resolved to an evicted model goes, so nothing keeps it in memory."""
+    store = Store(tmp_path)
+    refs = ResolvedRefs(store)
+    token, _ = refs.get("m")
+    evicted, kept = _served(1), _served(2)
+    refs.put(token, "m@1", evicted)
+    refs.put(token, "m@prod", evicted)
+    refs.put(token, "m", kept)
+    refs.forget(evicted)
+    assert refs.get("m@1")[1] is None and refs.get("m@prod")[1] is None
+    assert refs.get("m")[1] is kept

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from app import store as store_module
+from app.dataset_files import StoredArrays
 from app.store import ArtifactIntegrityError, DatasetUnavailable, Store, VerifiedDatasets
 
 
@@ -70,14 +71,14 @@ def test_a_changed_or_removed_file_is_read_and_verified_again(store, monkeypatch
 
 def test_the_budget_keeps_the_most_recently_used():
     cache = VerifiedDatasets(budget_bytes=3 * 800)
-    arrays = {i: (np.zeros((10, 8)), np.zeros((0, 1))) for i in range(4)}  # 640 bytes each
+    arrays = {i: StoredArrays(np.zeros((10, 8)), np.zeros((0, 1))) for i in range(4)}  # 640 bytes each
     for i in range(3):
-        cache.put((str(i), 0, 0, 0), *arrays[i])
+        cache.put((str(i), 0, 0, 0), arrays[i])
     assert cache.get(("0", 0, 0, 0)) is not None  # now the most recent
-    cache.put(("3", 0, 0, 0), *arrays[3])
+    cache.put(("3", 0, 0, 0), arrays[3])
     kept = [i for i in range(4) if cache.get((str(i), 0, 0, 0)) is not None]
     assert kept == [0, 2, 3]
-    cache.put(("big", 0, 0, 0), np.zeros((100, 100)), np.zeros((0, 1)))  # over the whole budget: not kept
+    cache.put(("big", 0, 0, 0), StoredArrays(np.zeros((100, 100)), np.zeros((0, 1))))  # over the budget: not kept
     assert cache.get(("big", 0, 0, 0)) is None and cache.get(("3", 0, 0, 0)) is not None
 
 

@@ -95,8 +95,8 @@ def list_datasets(session: SessionDep, page: PageDep) -> Page[DatasetSummary]:
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404))
-def get_dataset(dataset_id: DatasetId, session: SessionDep) -> DatasetOut:
-    return datasets.show_dataset(session, dataset_id)
+def get_dataset(dataset_id: DatasetId, session: SessionDep, store: StoreDep) -> DatasetOut:
+    return datasets.show_dataset(session, store, dataset_id)
 
 
 @router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409))

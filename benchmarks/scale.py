@@ -1,0 +1,251 @@
+"""Scale, part 1: sparse uploads stay sparse, and serving memory is bounded by the model cache.
+
+Two measurements against a real ``labelserve serve`` (one process, SQLite, temporary model
+directory), each printed as a Markdown table:
+
+1. **Uploads** of the sparse Mulan sets (bibtex and tmc2007 training parts, with their XML
+   label files): request to 201 time against a *bare sparse read* of the same file in the same
+   run (liac-arff's COO return type into a ``scipy.sparse`` CSR matrix, in this process), the
+   stored file's size against the uploaded file's, and the API process's RSS growth during the
+   upload (its peak RSS, ``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before each upload,
+   minus its RSS before). Each upload is repeated ``--repeats`` times with a distinct comment
+   line appended (so that it is a new dataset each time); the best time of each is reported,
+   and the RSS growth of the worst.
+2. **Serving large forests**: one ``rf`` forest is fitted in this process on generated data with
+   many labels (its size grows with labels x nodes), pickled as four distinct artifacts (a
+   marker attribute differs) and registered as four model versions, as a training job would
+   register them. The API is started with ``LABELSERVE_MODEL_CACHE_MB`` (default 1000) and
+   each model is asked for a prediction in turn, twice round; the table shows the API's peak
+   and final RSS and the cache's hits, once with the bound and once with a bound larger than
+   all four (what a count-bounded cache did).
+
+Targets (issue 22): bibtex-train stored at most 3x the file; its upload at most 2x the bare
+sparse read; RSS growth during the upload under 150 MB; four forests served within 1.3 GB RSS
+with a 1000 MB cache.
+
+Run: ``.venv/bin/python -m benchmarks.scale [--repeats 3] [--cache-mb 1000] [--trees 25]
+[--skip-forests] [--skip-uploads]``. Needs ``../shared/data`` (the upload part is skipped without it). Every
+process it starts is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import arff
+import httpx
+import numpy as np
+import scipy.sparse as sp
+
+from app.db import session_scope
+from app.methods.catalog import get_method
+from app.registry import library_versions, register_version
+from app.store import Store
+from benchmarks import datasets as bd
+from benchmarks.serving import Processes
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = (("bibtex", "bibtex-train", "bibtex"), ("tmc2007", "tmc2007-500-train", "tmc2007-500"))
+MB = 1024 * 1024
+
+
+def rss(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of ``/proc/<pid>/status`` in bytes (VmRSS now, VmHWM the peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def reset_peak(pid: int) -> None:
+    """Make VmHWM the current RSS (``clear_refs`` 5), so a later VmHWM is this interval's peak."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def bare_sparse_read(content: bytes) -> tuple[float, sp.csr_matrix]:
+    """liac-arff's COO decoding of the file into a CSR matrix: the floor any sparse upload pays."""
+    start = time.perf_counter()
+    data, rows, cols = arff.load(io.StringIO(content.decode()), encode_nominal=True, return_type=arff.COO)["data"]
+    matrix = sp.csr_matrix(
+        (np.array(data, dtype=np.float64), (np.array(rows), np.array(cols))), shape=(max(rows) + 1, max(cols) + 1)
+    )
+    return time.perf_counter() - start, matrix
+
+
+@dataclass
+class UploadRow:
+    name: str
+    file_bytes: int
+    bare_s: float
+    upload_s: float
+    stored_bytes: int
+    storage: str
+    density: float
+    rss_growth: int
+
+
+def measure_uploads(base: str, pid: int, repeats: int) -> list[UploadRow]:
+    rows = []
+    folder = bd.require_data_dir() / "multilabel"
+    for directory, stem, xml in SETS:
+        content = (folder / directory / f"{stem}.arff").read_bytes()
+        labels = (folder / directory / f"{xml}.xml").read_bytes()
+        bare = min(bare_sparse_read(content)[0] for _ in range(repeats))
+        best, growth, body = float("inf"), 0, {}
+        for i in range(repeats):
+            variant = content.rstrip(b"\r\n") + f"\n% benchmark run {time.time_ns()} {i}\n".encode()
+            before = rss(pid)
+            reset_peak(pid)
+            start = time.perf_counter()
+            r = httpx.post(
+                base + "/datasets",
+                files={"file": (f"{stem}.arff", variant), "labels_file": (f"{xml}.xml", labels)},
+                timeout=600,
+            )
+            elapsed = time.perf_counter() - start
+            if r.status_code != 201:
+                raise RuntimeError(f"upload of {stem}: {r.status_code} {r.text[:500]}")
+            best, growth, body = min(best, elapsed), max(growth, rss(pid, "VmHWM") - before), r.json()
+        rows.append(
+            UploadRow(stem, len(content), bare, best, body["stored_bytes"], body["storage"], body["density"], growth)
+        )
+    return rows
+
+
+def forest(n: int, d: int, q: int, trees: int, seed: int = 0) -> object:
+    """An ``rf`` model of many labels: every node of every tree holds a (q x 2) value array."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    Y = (X @ rng.normal(size=(d, q)) + rng.normal(size=(n, q)) > 0.5).astype(np.float64)
+    spec = get_method("rf")
+    assert spec is not None
+    return spec.build({"n_estimators": trees, "random_state": seed}).fit(X, Y)
+
+
+def register_forests(database_url: str, store: Store, model: object, d: int, q: int, copies: int) -> list[int]:
+    """Four distinct artifacts of the forest, registered as a training job registers a version."""
+    sizes = []
+    for i in range(copies):
+        model.benchmark_copy_ = i  # type: ignore[attr-defined]
+        sha = store.save_artifact(model)
+        sizes.append(store.artifact_size(sha))
+        with session_scope(database_url) as session:
+            register_version(
+                session,
+                store,
+                f"forest{i}",
+                method="rf",
+                params={},
+                dataset_id=None,
+                dataset_sha256="0" * 64,
+                feature_names=[f"f{j}" for j in range(d)],
+                label_names=[f"l{k}" for k in range(q)],
+                training_seconds=0.0,
+                warnings=[],
+                library_versions=library_versions(),
+                artifact_sha256=sha,
+                job_id=None,
+                selection=None,
+            )
+    return sizes
+
+
+def serve_forests(
+    procs: Processes, env: dict[str, str], cache_mb: float, d: int, copies: int
+) -> tuple[int, int, int, str]:
+    """Start the API with the cache bound, predict with each forest twice round: RSS at start,
+    peak RSS, final RSS, cache hits."""
+    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+    base, pid = procs.start(
+        f"forests-{cache_mb:g}", command, env | {"LABELSERVE_MODEL_CACHE_MB": str(cache_mb)}, "/ready"
+    )
+    start = rss(pid)
+    reset_peak(pid)
+    body = {"instances": np.random.default_rng(1).random((5, d)).tolist()}
+    for _ in range(2):
+        for i in range(copies):
+            r = httpx.post(base + "/predict", json={"model": f"forest{i}", **body}, timeout=600)
+            if r.status_code != 200:
+                raise RuntimeError(f"predict forest{i}: {r.status_code} {r.text[:300]}")
+    peak, now = rss(pid, "VmHWM"), rss(pid)
+    metrics = httpx.get(base + "/metrics", timeout=30).text
+    hits = next((line.split()[-1] for line in metrics.splitlines() if 'lookups_total{result="hit"}' in line), "?")
+    procs.stop()
+    return start, peak, now, hits
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cache-mb", type=float, default=1000)
+    ap.add_argument("--trees", type=int, default=25, help="trees of the served forest")
+    ap.add_argument("--labels", type=int, default=400, help="labels of the served forest")
+    ap.add_argument("--rows", type=int, default=2000, help="training rows of the served forest")
+    ap.add_argument("--skip-forests", action="store_true")
+    ap.add_argument("--skip-uploads", action="store_true")
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="labelserve-scale-"))
+    procs = Processes(tmp)
+    try:
+        env = os.environ | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        url = f"sqlite:///{tmp / 'scale.db'}"
+        env |= {"LABELSERVE_MODEL_DIR": str(tmp / "models"), "LABELSERVE_DATABASE_URL": url}
+        env.pop("LABELSERVE_API_KEY", None)
+        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, check=True, capture_output=True)
+        if args.skip_uploads:
+            pass
+        elif bd.data_dir() is not None:
+            command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+            base, pid = procs.start("uploads", command, env, "/ready")
+            uploads = measure_uploads(base, pid, args.repeats)
+            procs.stop()
+            print(
+                f"\nUploads (best of {args.repeats}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n"
+            )
+            print(
+                "| file | file | bare sparse read | upload (to 201) | ratio | stored | stored / file | form, density | API RSS growth |"
+            )
+            print("|---|---|---|---|---|---|---|---|---|")
+            for u in uploads:
+                print(
+                    f"| {u.name} | {u.file_bytes / MB:.2f} MiB | {u.bare_s:.2f} s | {u.upload_s:.2f} s "
+                    f"| {u.upload_s / u.bare_s:.2f} | {u.stored_bytes / MB:.2f} MiB | {u.stored_bytes / u.file_bytes:.2f} "
+                    f"| {u.storage}, {u.density:.4f} | {u.rss_growth / MB:.0f} MB |"
+                )
+        else:
+            print("../shared/data not found: uploads skipped", file=sys.stderr)
+        if not args.skip_forests:
+            d, q, copies = 20, args.labels, 4
+            start = time.perf_counter()
+            model = forest(args.rows, d, q, args.trees)
+            fit_s = time.perf_counter() - start
+            sizes = register_forests(url, Store(tmp / "models"), model, d, q, copies)
+            del model
+            print(
+                f"\nServing {copies} forests ({args.trees} trees, {args.rows} rows x {d} features x {q} labels, fitted in "
+                f"{fit_s:.0f} s; artifacts {', '.join(f'{s / MB:.0f}' for s in sizes)} MiB)\n"
+            )
+            print("| LABELSERVE_MODEL_CACHE_MB | API RSS at start | API peak RSS | API RSS after | cache hits (of 8) |")
+            print("|---|---|---|---|---|")
+            for cache_mb in (args.cache_mb, 100 * args.cache_mb):
+                start_rss, peak, now, hits = serve_forests(procs, env, cache_mb, d, copies)
+                print(
+                    f"| {cache_mb:g} | {start_rss / MB:,.0f} MB | {peak / MB:,.0f} MB | {now / MB:,.0f} MB | {hits} |"
+                )
+        return 0
+    finally:
+        procs.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
