@@ -9,7 +9,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
-from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
+from app.registry import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
+from app.suggest import did_you_mean
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features"]
@@ -17,7 +18,7 @@ OutputName = Literal["labels", "ranking", "distribution", "features"]
 
 def _known_method(value: str) -> str:
     if value not in catalog():
-        raise ValueError(f"unknown method '{value}'; available: {', '.join(catalog())}")
+        raise ValueError(f"unknown method '{value}'{did_you_mean(value, catalog())}; available: {', '.join(catalog())}")
     return value
 
 
@@ -37,7 +38,8 @@ def _train_enum(schema: dict[str, Any]) -> None:
 MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra=_method_enum)]
 # what POST /train accepts: a catalog id, or "auto" (chosen by cross-validation on the dataset)
 TrainMethodId = Annotated[str, AfterValidator(_known_or_auto), Field(json_schema_extra=_train_enum)]
-DatasetRef = Annotated[str, Field(pattern=ID_PATTERN, description="a dataset id")]
+# a dataset's id, or the name of exactly one dataset (``services.datasets.get_dataset``)
+DatasetRef = Annotated[str, Field(min_length=1, max_length=255, description="a dataset id, or a unique dataset name")]
 
 
 def _model_reference(value: str) -> str:

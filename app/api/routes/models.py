@@ -9,7 +9,6 @@ from fastapi.responses import HTMLResponse
 
 from app.api.deps import AliasName, CacheDep, MetricsDep, ModelName, PageDep, SessionDep, StoreDep, VersionNumber
 from app.api.errors import responses
-from app.registry import ID_PATTERN
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
 from app.services import comparison, registry
 
@@ -44,7 +43,9 @@ def get_version(name: ModelName, version: VersionNumber, session: SessionDep) ->
 def version_report(
     name: ModelName,
     version: VersionNumber,
-    dataset_id: Annotated[str, Query(pattern=ID_PATTERN, description="the dataset to evaluate on")],
+    dataset_id: Annotated[
+        str, Query(min_length=1, max_length=255, description="the dataset to evaluate on: an id or a unique name")
+    ],
     session: SessionDep,
     store: StoreDep,
     cache: CacheDep,
