@@ -35,9 +35,7 @@ def split_problem(n_samples: int, test_fraction: float) -> str | None:
     return None
 
 
-def train_test_rows(
-    Y: np.ndarray, kind: str, test_fraction: float, random_state: int
-) -> tuple[np.ndarray, np.ndarray]:
+def train_test_rows(Y: np.ndarray, kind: str, test_fraction: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted row indices of the train and the test part (check ``split_problem`` first).
 
     ``Y`` is the 0/1 label table (``kind == "multilabel"``: stratified) or the distribution rows
