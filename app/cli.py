@@ -410,7 +410,9 @@ def train(
     dataset: Annotated[str, typer.Argument(help="Dataset id.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Model name; each training adds a version.")],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help=PARAM_HELP)] = None,
-    random_state: Annotated[int | None, typer.Option(help="Seed, for a reproducible fit.")] = None,
+    random_state: Annotated[
+        int | None, typer.Option(help="Seed, for a reproducible fit (auto: 0 when omitted; a method: drawn and shown).")
+    ] = None,
     follow: FollowOption = False,
     timeout: TimeoutOption = None,
     as_json: JsonOption = False,
@@ -427,13 +429,19 @@ def train(
                 accepted,
                 as_json,
                 lambda: show(
-                    f"job {accepted['job_id']} queued; follow it with: "
+                    f"job {accepted['job_id']} queued{_seeded(accepted)}; follow it with: "
                     f"labelserve jobs show {accepted['job_id']} --follow"
                 ),
             )
             return
         job = follow_job(client, accepted["job_id"], timeout, quiet=as_json)
     finish(job, as_json)
+
+
+def _seeded(job: dict[str, Any]) -> str:
+    """`` with random_state N`` for a job that runs with a seed (the answer says which)."""
+    seed = job.get("random_state")
+    return f" with random_state {seed}" if seed is not None else ""
 
 
 def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: bool = False) -> dict[str, Any]:

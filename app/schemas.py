@@ -197,6 +197,9 @@ class TrainAccepted(BaseModel):
     job_id: str = Field(description="the job's id")
     status: str = Field(description="the job's status when accepted: queued")
     status_url: str = Field(description="where to read the job: /jobs/{job_id}")
+    random_state: int | None = Field(
+        None, description="the seed the job runs with (as GET /jobs/{job_id} shows it); null when it has none"
+    )
 
 
 class ModelPointer(BaseModel):
@@ -223,6 +226,12 @@ class JobOut(BaseModel):
     error: str | None = Field(description="why it failed or was cancelled; null otherwise")
     result_url: str | None = Field(
         None, description="where a succeeded comparison or batch prediction's result is; null otherwise"
+    )
+    random_state: int | None = Field(
+        None,
+        description="the seed the job runs with (auto: its folds and candidates, fixed at 0 unless the request gave "
+        "one; a method: its random_state, drawn when omitted): the same request with this seed does the same; "
+        "null when the job has none",
     )
 
 
