@@ -85,6 +85,12 @@ class DatasetSummary(BaseModel):
     sha256: str = Field(description="sha256 of what was uploaded: the files and the parse options")
     warnings: list[str] = Field(description="what the parser changed or dropped (e.g. string attributes)")
     created_at: datetime = Field(description="when it was stored (UTC)")
+    parent_id: str | None = Field(
+        None, description="the dataset it was split from (POST /datasets/{id}/split); null for an upload"
+    )
+    split: dict[str, Any] | None = Field(
+        None, description="how it was split from its parent: part (train or test), test_fraction, random_state, method"
+    )
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -107,6 +113,30 @@ class DatasetOut(DatasetSummary):
     stored_bytes: int | None = Field(
         None, description="size of the stored file in bytes (compressed); null when the stored file is missing"
     )
+
+
+class SplitRequest(Strict):
+    """Split a stored dataset into a train and a test dataset."""
+
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="share of the rows that go to the test part (rounded up to whole rows)"
+    )
+    random_state: int = Field(
+        0, ge=0, le=2**32 - 1, description="seed of the split: the same dataset, fraction and seed split the same way"
+    )
+    train_name: str | None = Field(
+        None, min_length=1, max_length=255, description="name of the train part (default: the parent's name + -train)"
+    )
+    test_name: str | None = Field(
+        None, min_length=1, max_length=255, description="name of the test part (default: the parent's name + -test)"
+    )
+
+
+class SplitOut(BaseModel):
+    """The two parts of a split, each a dataset whose ``parent_id`` is the split one."""
+
+    train: DatasetOut = Field(description="the train part")
+    test: DatasetOut = Field(description="the test part")
 
 
 # methods ----------------------------------------------------------------------------------

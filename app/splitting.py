@@ -19,14 +19,14 @@ from iterstrat.ml_stratifiers import MultilabelStratifiedShuffleSplit
 MIN_PART_ROWS = 2
 
 
-def test_rows(n_samples: int, test_fraction: float) -> int:
+def n_test_rows(n_samples: int, test_fraction: float) -> int:
     """How many of ``n_samples`` rows go to the test part (rounded up, as scikit-learn does)."""
     return math.ceil(test_fraction * n_samples)
 
 
 def split_problem(n_samples: int, test_fraction: float) -> str | None:
     """Why ``n_samples`` rows cannot be split at ``test_fraction`` (None when they can)."""
-    n_test = test_rows(n_samples, test_fraction)
+    n_test = n_test_rows(n_samples, test_fraction)
     if n_test < MIN_PART_ROWS or n_samples - n_test < MIN_PART_ROWS:
         return (
             f"test_fraction={test_fraction} of {n_samples} rows leaves {n_test} test and {n_samples - n_test} "
@@ -42,11 +42,24 @@ def train_test_rows(Y: np.ndarray, kind: str, test_fraction: float, random_state
     (shuffled). Indices are sorted so that each part keeps the parent's row order.
     """
     n = Y.shape[0]
-    n_test = test_rows(n, test_fraction)
+    n_test = n_test_rows(n, test_fraction)
     if kind == "multilabel":
         splitter = MultilabelStratifiedShuffleSplit(n_splits=1, test_size=n_test, random_state=random_state)
         train, test = next(splitter.split(np.zeros((n, 1)), np.asarray(Y)))
+        train, test = _exact(train, test, n_test, np.random.default_rng(random_state))
     else:
         order = np.random.default_rng(random_state).permutation(n)
         test, train = order[:n_test], order[n_test:]
     return np.sort(train), np.sort(test)
+
+
+def _exact(train: np.ndarray, test: np.ndarray, n_test: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of exactly ``n_test`` test rows: iterative stratification balances the labels first
+    and can miss the size by a row or two, which then move (chosen by the seed) to the other part."""
+    if test.size > n_test:
+        moved = rng.choice(test.size, test.size - n_test, replace=False)
+        return np.concatenate([train, test[moved]]), np.delete(test, moved)
+    if test.size < n_test:
+        moved = rng.choice(train.size, n_test - test.size, replace=False)
+        return np.delete(train, moved), np.concatenate([test, train[moved]])
+    return train, test

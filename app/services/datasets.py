@@ -138,9 +138,19 @@ def _format_name(content: bytes, filename: str | None, requested: str) -> str:
 
 
 def store_dataset(
-    session: Session, store: Store, parsed: ParsedDataset, sha256: str, name: str, fmt: str
+    session: Session,
+    store: Store,
+    parsed: ParsedDataset,
+    sha256: str,
+    name: str,
+    fmt: str,
+    *,
+    lineage: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[Dataset, bool]:
-    """The dataset row for ``sha256`` and whether it was created now (False: it existed)."""
+    """The dataset row for ``sha256`` and whether it was created now (False: it existed).
+
+    ``lineage``: the parent's id and how this dataset was split from it (a part of a split).
+    """
     existing = session.get(Dataset, dataset_id(sha256))
     if existing is not None:
         return existing, False
@@ -157,6 +167,8 @@ def store_dataset(
         label_names=list(parsed.label_names),
         sha256=sha256,
         warnings=list(parsed.warnings),
+        parent_id=lineage[0] if lineage else None,
+        split=lineage[1] if lineage else None,
     )
     try:
         with session.begin_nested():

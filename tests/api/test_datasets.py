@@ -259,3 +259,67 @@ def test_reupload_under_another_name_says_where_it_is_stored(client):
     assert client.get(f"/datasets/{first['id']}").json()["warnings"] == first["warnings"]
     same_name = upload_csv(client, X, Y, "toy")
     assert not any("already stored" in w for w in same_name["warnings"])
+
+
+def test_split_makes_two_datasets_with_lineage(client):
+    X, Y = make_multilabel(n=50, q=3)
+    parent = upload_csv(client, X, Y, "toy")
+    r = client.post("/datasets/toy/split", json={"test_fraction": 0.2, "random_state": 3})
+    assert r.status_code == 201, r.text
+    train_part, test_part = r.json()["train"], r.json()["test"]
+    assert (train_part["n_samples"], test_part["n_samples"]) == (40, 10)
+    assert (train_part["name"], test_part["name"]) == ("toy-train", "toy-test")
+    for part, name in ((train_part, "train"), (test_part, "test")):
+        assert part["parent_id"] == parent["id"]
+        assert part["split"] == {
+            "part": name,
+            "test_fraction": 0.2,
+            "random_state": 3,
+            "method": "iterative stratification",
+        }
+        assert part["feature_names"] == parent["feature_names"] and part["label_names"] == parent["label_names"]
+    assert client.get(f"/datasets/{test_part['id']}").json()["parent_id"] == parent["id"]
+    # the same split again: the same parts, nothing stored twice; another seed: other parts
+    again = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2, "random_state": 3})
+    assert again.status_code == 200 and again.json()["test"]["id"] == test_part["id"]
+    other = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2, "random_state": 4})
+    assert other.status_code == 201 and other.json()["test"]["id"] != test_part["id"]
+    # the parts are real datasets: train on one, evaluate on the other
+    train(client, "br", train_part["id"], "split-br")
+    scored = client.post("/evaluate", json={"model": "split-br", "dataset_id": test_part["id"]})
+    assert scored.status_code == 200, scored.text
+
+
+def test_split_rows_partition_the_parent_and_keep_label_frequencies(client, settings):
+    from app.store import Store
+
+    X, Y = make_multilabel(n=120, q=3, seed=1)
+    parent = upload_csv(client, X, Y, "freq")
+    body = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.25, "random_state": 0}).json()
+    store = Store(settings.model_dir)
+    Xtr, Ytr = store.load_dataset(body["train"]["sha256"])
+    Xte, Yte = store.load_dataset(body["test"]["sha256"])
+    rows = {tuple(r) for r in X.tolist()}
+    assert {tuple(r) for r in Xtr.tolist()} | {tuple(r) for r in Xte.tolist()} == rows
+    assert not {tuple(r) for r in Xtr.tolist()} & {tuple(r) for r in Xte.tolist()}
+    assert np.abs(Ytr.mean(axis=0) - Yte.mean(axis=0)).max() < 0.05  # stratified: frequencies agree
+
+
+def test_split_of_distributions_is_shuffled(client):
+    X, D = make_distribution(n=30)
+    parent = upload_csv(client, X, D, "ldl")
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.3, "test_name": "held-out"})
+    assert r.status_code == 201, r.text
+    assert r.json()["test"]["name"] == "held-out" and r.json()["test"]["n_samples"] == 9
+    assert r.json()["test"]["split"]["method"] == "shuffled" and r.json()["test"]["kind"] == "distribution"
+
+
+def test_split_refusals(client):
+    X, Y = make_multilabel(n=5)
+    parent = upload_csv(client, X, Y, "tiny")
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.1})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_fraction"]
+    assert "each part needs at least 2" in r.json()["detail"][0]["msg"]
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 1.5})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_fraction"]
+    assert client.post("/datasets/nope/split", json={}).status_code == 404
