@@ -372,6 +372,38 @@ def datasets_delete(
     say(f"deleted dataset {dataset_id}")
 
 
+@datasets_cli.command("split")
+def datasets_split(
+    ctx: typer.Context,
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
+    test_fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of the rows for the test part (0-1, exclusive).")
+    ] = 0.2,
+    random_state: Annotated[int, typer.Option(min=0, help="Seed: the same seed splits the same way.")] = 0,
+    train_name: Annotated[str | None, typer.Option(help="Name of the train part (default NAME-train).")] = None,
+    test_name: Annotated[str | None, typer.Option(help="Name of the test part (default NAME-test).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Split a dataset into a train and a test dataset (stratified for multi-label, shuffled for distributions)."""
+    with connect(ctx) as client:
+        parts = client.split_dataset(
+            dataset_id,
+            test_fraction=test_fraction,
+            random_state=random_state,
+            train_name=train_name,
+            test_name=test_name,
+        )
+
+    def shown() -> None:
+        rows = [[part, d["id"], d["name"], d["n_samples"]] for part, d in parts.items()]
+        table(f"split of {dataset_id}", ["part", "id", "name", "samples"], rows)
+        for part, d in parts.items():
+            for warning in d.get("warnings", []):
+                say(f"warning ({part}): {warning}")
+
+    emit(parts, as_json, shown)
+
+
 # training and jobs --------------------------------------------------------------------------
 PARAM_HELP = (
     "Hyperparameter KEY=VALUE (repeatable). VALUE is JSON when it parses (5, 0.1, true, null, "
@@ -741,6 +773,25 @@ def models_show(
             f"{name} (aliases: {aliases})", ["version", "method", "dataset", "params", "seconds", "created"], rows
         ),
     )
+
+
+@models_cli.command("export")
+def models_export(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Model reference: name (latest version), name@version or name@alias.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", dir_okay=False, help="Zip file to write (default NAME-VERSION.zip)."),
+    ] = None,
+) -> None:
+    """Download a version as a zip: model.pkl (the pickle as stored) and manifest.json (library versions, sha256).
+
+    Load it with pickle and the library versions the manifest lists; unpickling runs code, so load only files
+    you trust. There is no import: a pickle is not accepted by the server.
+    """
+    with connect(ctx) as client:
+        path = client.export_model(model, output)
+    say(f"wrote {path}")
 
 
 @models_cli.command("alias")
