@@ -350,7 +350,9 @@ def datasets_list(
 
 @datasets_cli.command("show")
 def datasets_show(
-    ctx: typer.Context, dataset_id: Annotated[str, typer.Argument(help="Dataset id.")], as_json: JsonOption = False
+    ctx: typer.Context,
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
+    as_json: JsonOption = False,
 ) -> None:
     """Show one dataset."""
     with connect(ctx) as client:
@@ -361,7 +363,7 @@ def datasets_show(
 @datasets_cli.command("delete")
 def datasets_delete(
     ctx: typer.Context,
-    dataset_id: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     force: Annotated[
         bool, typer.Option("--force", help="Delete it even if model versions were trained on it (they stay).")
     ] = False,
@@ -439,7 +441,7 @@ def _json(text: str) -> Any:
 def train(
     ctx: typer.Context,
     method: Annotated[str, typer.Argument(help="Method id (labelserve methods list).")],
-    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Model name; each training adds a version.")],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help=PARAM_HELP)] = None,
     random_state: Annotated[
@@ -693,7 +695,7 @@ def predict(
 def evaluate(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model reference: name, name@version or name@alias.")],
-    dataset: Annotated[str, typer.Argument(help="Dataset id with the true labels.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset (id or unique name) with the true labels.")],
     top_k: Annotated[int | None, typer.Option(help="Selectors: how many features the downstream ML-kNN uses.")] = None,
     threshold: Annotated[float | None, typer.Option(help="Classifiers: score threshold.")] = None,
     as_json: JsonOption = False,
@@ -847,7 +849,7 @@ def methods_show(
 @cli.command()
 def compare(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     method: Annotated[
         list[str] | None, typer.Option("--method", "-m", help="Method to compare (repeatable; default: all that fit).")
     ] = None,
