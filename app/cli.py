@@ -350,7 +350,9 @@ def datasets_list(
 
 @datasets_cli.command("show")
 def datasets_show(
-    ctx: typer.Context, dataset_id: Annotated[str, typer.Argument(help="Dataset id.")], as_json: JsonOption = False
+    ctx: typer.Context,
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
+    as_json: JsonOption = False,
 ) -> None:
     """Show one dataset."""
     with connect(ctx) as client:
@@ -361,7 +363,7 @@ def datasets_show(
 @datasets_cli.command("delete")
 def datasets_delete(
     ctx: typer.Context,
-    dataset_id: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     force: Annotated[
         bool, typer.Option("--force", help="Delete it even if model versions were trained on it (they stay).")
     ] = False,
@@ -370,6 +372,38 @@ def datasets_delete(
     with connect(ctx) as client:
         client.delete_dataset(dataset_id, force=force)
     say(f"deleted dataset {dataset_id}")
+
+
+@datasets_cli.command("split")
+def datasets_split(
+    ctx: typer.Context,
+    dataset_id: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
+    test_fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of the rows for the test part (0-1, exclusive).")
+    ] = 0.2,
+    random_state: Annotated[int, typer.Option(min=0, help="Seed: the same seed splits the same way.")] = 0,
+    train_name: Annotated[str | None, typer.Option(help="Name of the train part (default NAME-train).")] = None,
+    test_name: Annotated[str | None, typer.Option(help="Name of the test part (default NAME-test).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Split a dataset into a train and a test dataset (stratified for multi-label, shuffled for distributions)."""
+    with connect(ctx) as client:
+        parts = client.split_dataset(
+            dataset_id,
+            test_fraction=test_fraction,
+            random_state=random_state,
+            train_name=train_name,
+            test_name=test_name,
+        )
+
+    def shown() -> None:
+        rows = [[part, d["id"], d["name"], d["n_samples"]] for part, d in parts.items()]
+        table(f"split of {dataset_id}", ["part", "id", "name", "samples"], rows)
+        for part, d in parts.items():
+            for warning in d.get("warnings", []):
+                say(f"warning ({part}): {warning}")
+
+    emit(parts, as_json, shown)
 
 
 # training and jobs --------------------------------------------------------------------------
@@ -407,10 +441,12 @@ def _json(text: str) -> Any:
 def train(
     ctx: typer.Context,
     method: Annotated[str, typer.Argument(help="Method id (labelserve methods list).")],
-    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Model name; each training adds a version.")],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help=PARAM_HELP)] = None,
-    random_state: Annotated[int | None, typer.Option(help="Seed, for a reproducible fit.")] = None,
+    random_state: Annotated[
+        int | None, typer.Option(help="Seed, for a reproducible fit (auto: 0 when omitted; a method: drawn and shown).")
+    ] = None,
     follow: FollowOption = False,
     timeout: TimeoutOption = None,
     as_json: JsonOption = False,
@@ -427,13 +463,19 @@ def train(
                 accepted,
                 as_json,
                 lambda: show(
-                    f"job {accepted['job_id']} queued; follow it with: "
+                    f"job {accepted['job_id']} queued{_seeded(accepted)}; follow it with: "
                     f"labelserve jobs show {accepted['job_id']} --follow"
                 ),
             )
             return
         job = follow_job(client, accepted["job_id"], timeout, quiet=as_json)
     finish(job, as_json)
+
+
+def _seeded(job: dict[str, Any]) -> str:
+    """`` with random_state N`` for a job that runs with a seed (the answer says which)."""
+    seed = job.get("random_state")
+    return f" with random_state {seed}" if seed is not None else ""
 
 
 def follow_job(client: Client, job_id: str, timeout: float | None, *, quiet: bool = False) -> dict[str, Any]:
@@ -653,7 +695,7 @@ def predict(
 def evaluate(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model reference: name, name@version or name@alias.")],
-    dataset: Annotated[str, typer.Argument(help="Dataset id with the true labels.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset (id or unique name) with the true labels.")],
     top_k: Annotated[int | None, typer.Option(help="Selectors: how many features the downstream ML-kNN uses.")] = None,
     threshold: Annotated[float | None, typer.Option(help="Classifiers: score threshold.")] = None,
     as_json: JsonOption = False,
@@ -735,6 +777,25 @@ def models_show(
     )
 
 
+@models_cli.command("export")
+def models_export(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Model reference: name (latest version), name@version or name@alias.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", dir_okay=False, help="Zip file to write (default NAME-VERSION.zip)."),
+    ] = None,
+) -> None:
+    """Download a version as a zip: model.pkl (the pickle as stored) and manifest.json (library versions, sha256).
+
+    Load it with pickle and the library versions the manifest lists; unpickling runs code, so load only files
+    you trust. There is no import: a pickle is not accepted by the server.
+    """
+    with connect(ctx) as client:
+        path = client.export_model(model, output)
+    say(f"wrote {path}")
+
+
 @models_cli.command("alias")
 def models_alias(
     ctx: typer.Context,
@@ -788,7 +849,7 @@ def methods_show(
 @cli.command()
 def compare(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    dataset: Annotated[str, typer.Argument(help="Dataset id or unique name.")],
     method: Annotated[
         list[str] | None, typer.Option("--method", "-m", help="Method to compare (repeatable; default: all that fit).")
     ] = None,

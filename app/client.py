@@ -205,6 +205,21 @@ class Client:
         """Delete a dataset; ``force`` also when registered model versions were trained on it."""
         self.request("DELETE", f"/datasets/{dataset_id}", params={"force": "true"} if force else None)
 
+    def split_dataset(
+        self,
+        dataset: str,
+        *,
+        test_fraction: float = 0.2,
+        random_state: int = 0,
+        train_name: str | None = None,
+        test_name: str | None = None,
+    ) -> Json:
+        """Split a stored dataset (id or unique name) into ``{"train": dataset, "test": dataset}``:
+        stratified for multi-label, shuffled for distributions; the same arguments split the same way."""
+        body: dict[str, Any] = {"test_fraction": test_fraction, "random_state": random_state}
+        body |= {k: v for k, v in (("train_name", train_name), ("test_name", test_name)) if v is not None}
+        return self._json("POST", f"/datasets/{dataset}/split", json=body)
+
     # training and jobs ----------------------------------------------------------------------
     def train(
         self,
@@ -313,6 +328,31 @@ class Client:
                 404, f"model: model '{name}' has no alias '{tail}' (its aliases: {known})", "GET", f"/models/{name}"
             )
         return name, int(model["aliases"][tail])
+
+    def export_model(self, reference: str, path: str | Path | None = None) -> Path:
+        """Download a version (``name``, ``name@3`` or ``name@alias``) as its zip: the artifact
+        (``model.pkl``) and ``manifest.json`` (library versions, sha256, how to load it).
+
+        ``path``: the file to write (default ``<name>-<version>.zip`` in the current directory);
+        the zip is streamed to disk, so a large model is never held in memory. Returns the path.
+        """
+        name, version = self.resolve(reference)
+        target = Path(path) if path is not None else Path(f"{name}-{version}.zip")
+        route = f"/models/{name}/versions/{version}/artifact"
+        with self.http.stream("GET", route) as response:
+            if not response.is_success:
+                response.read()
+                try:
+                    detail = response.json().get("detail", response.text)
+                except ValueError:
+                    detail = response.text or response.reason_phrase
+                raise ApiError(response.status_code, detail, "GET", route)
+            partial = target.with_name(f".{target.name}.part")
+            with open(partial, "wb") as fh:
+                for chunk in response.iter_bytes():
+                    fh.write(chunk)
+            partial.replace(target)
+        return target
 
     def version(self, name: str, version: int) -> Json:
         return self._json("GET", f"/models/{name}/versions/{version}")

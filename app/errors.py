@@ -8,7 +8,9 @@ that was wrong the way FastAPI's validation errors do (``("body", "params", "k")
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -76,5 +78,62 @@ class InvalidFields(InvalidInput):
 
     @classmethod
     def from_pydantic(cls, exc: ValidationError, *, loc: Sequence[str | int]) -> InvalidFields:
-        """The errors of a pydantic ``ValidationError``, each located under ``loc``."""
-        return cls([((*loc, *err["loc"]), err["msg"], err["type"]) for err in exc.errors(include_url=False)])
+        """The errors of a pydantic ``ValidationError``, each located under ``loc`` (tidied: see
+        :func:`tidy_pydantic`)."""
+        return cls([((*loc, *item_loc), msg, kind) for item_loc, msg, kind in tidy_pydantic(exc.errors())])
+
+
+# what pydantic puts before the message of a ValueError / AssertionError raised by a validator
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+# a union member as pydantic names it in ``loc``: list[list[float]], dict[str,float], function-after[...]
+_BRANCH = re.compile(r"^[a-z][a-z0-9_-]*\[.*\]$")
+
+ErrorItem = tuple[tuple[str | int, ...], str, str]
+
+
+def tidy_pydantic(errors: Sequence[Mapping[str, Any]]) -> list[ErrorItem]:
+    """Pydantic's errors as ``(loc, msg, type)`` items in the API's words, not pydantic's.
+
+    * a validator's message loses pydantic's ``Value error, `` prefix;
+    * a value that fits no member of a union (``instances``: rows of numbers, or objects of
+      feature names) gives one error per member, located under the member's type name
+      (``["instances", "list[list[float]]", 0, 0]``); only the member that got furthest is kept
+      (the one whose ``loc`` is longest: a string where rows were expected fails both at once,
+      and the identical messages fold into one), without the type name in its ``loc``.
+    """
+    slots: list[tuple[bool, list[ErrorItem]]] = []  # (a union's members?, items), in pydantic's order
+    unions: dict[tuple[str | int, ...], list[ErrorItem]] = {}
+    for error in errors:
+        loc = tuple(error["loc"])
+        msg = str(error["msg"])
+        for prefix in _PYDANTIC_PREFIXES:
+            msg = msg.removeprefix(prefix)
+        branch = _branch_index(loc)
+        if branch is None:
+            slots.append((False, [(loc, msg, str(error["type"]))]))
+            continue
+        field = loc[:branch]
+        if field not in unions:
+            unions[field] = []
+            slots.append((True, unions[field]))
+        unions[field].append(((*field, *loc[branch + 1 :]), msg, str(error["type"])))
+    tidy: list[ErrorItem] = []
+    for is_union, members in slots:
+        if not is_union:
+            tidy.extend(members)
+            continue
+        deepest = max(len(loc) for loc, _, _ in members)
+        for member in members:
+            if len(member[0]) == deepest and member not in tidy:
+                tidy.append(member)
+    return tidy
+
+
+def _branch_index(loc: tuple[str | int, ...]) -> int | None:
+    """Where a union member's type name sits in ``loc``: a name right after a field name (a
+    dict key, such as a feature name, comes after a row index instead)."""
+    for i in range(1, len(loc)):
+        part = loc[i]
+        if isinstance(part, str) and isinstance(loc[i - 1], str) and _BRANCH.match(part):
+            return i
+    return None

@@ -63,6 +63,10 @@ class Dataset(Base):
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     warnings: Mapped[list[str]]
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # lineage of a part of a split (POST /datasets/{id}/split): the parent's id (kept when the
+    # parent is deleted, like a version's dataset_id) and how it was split
+    parent_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    split: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Model(Base):

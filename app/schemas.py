@@ -9,7 +9,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
-from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
+from app.registry import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
+from app.suggest import did_you_mean
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features"]
@@ -17,7 +18,7 @@ OutputName = Literal["labels", "ranking", "distribution", "features"]
 
 def _known_method(value: str) -> str:
     if value not in catalog():
-        raise ValueError(f"unknown method '{value}'; available: {', '.join(catalog())}")
+        raise ValueError(f"unknown method '{value}'{did_you_mean(value, catalog())}; available: {', '.join(catalog())}")
     return value
 
 
@@ -37,7 +38,8 @@ def _train_enum(schema: dict[str, Any]) -> None:
 MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra=_method_enum)]
 # what POST /train accepts: a catalog id, or "auto" (chosen by cross-validation on the dataset)
 TrainMethodId = Annotated[str, AfterValidator(_known_or_auto), Field(json_schema_extra=_train_enum)]
-DatasetRef = Annotated[str, Field(pattern=ID_PATTERN, description="a dataset id")]
+# a dataset's id, or the name of exactly one dataset (``services.datasets.get_dataset``)
+DatasetRef = Annotated[str, Field(min_length=1, max_length=255, description="a dataset id, or a unique dataset name")]
 
 
 def _model_reference(value: str) -> str:
@@ -83,6 +85,12 @@ class DatasetSummary(BaseModel):
     sha256: str = Field(description="sha256 of what was uploaded: the files and the parse options")
     warnings: list[str] = Field(description="what the parser changed or dropped (e.g. string attributes)")
     created_at: datetime = Field(description="when it was stored (UTC)")
+    parent_id: str | None = Field(
+        None, description="the dataset it was split from (POST /datasets/{id}/split); null for an upload"
+    )
+    split: dict[str, Any] | None = Field(
+        None, description="how it was split from its parent: part (train or test), test_fraction, random_state, method"
+    )
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -105,6 +113,30 @@ class DatasetOut(DatasetSummary):
     stored_bytes: int | None = Field(
         None, description="size of the stored file in bytes (compressed); null when the stored file is missing"
     )
+
+
+class SplitRequest(Strict):
+    """Split a stored dataset into a train and a test dataset."""
+
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="share of the rows that go to the test part (rounded up to whole rows)"
+    )
+    random_state: int = Field(
+        0, ge=0, le=2**32 - 1, description="seed of the split: the same dataset, fraction and seed split the same way"
+    )
+    train_name: str | None = Field(
+        None, min_length=1, max_length=255, description="name of the train part (default: the parent's name + -train)"
+    )
+    test_name: str | None = Field(
+        None, min_length=1, max_length=255, description="name of the test part (default: the parent's name + -test)"
+    )
+
+
+class SplitOut(BaseModel):
+    """The two parts of a split, each a dataset whose ``parent_id`` is the split one."""
+
+    train: DatasetOut = Field(description="the train part")
+    test: DatasetOut = Field(description="the test part")
 
 
 # methods ----------------------------------------------------------------------------------
@@ -195,6 +227,9 @@ class TrainAccepted(BaseModel):
     job_id: str = Field(description="the job's id")
     status: str = Field(description="the job's status when accepted: queued")
     status_url: str = Field(description="where to read the job: /jobs/{job_id}")
+    random_state: int | None = Field(
+        None, description="the seed the job runs with (as GET /jobs/{job_id} shows it); null when it has none"
+    )
 
 
 class ModelPointer(BaseModel):
@@ -226,6 +261,12 @@ class JobOut(BaseModel):
         None,
         description="while queued, its place in the queue (1: the next to start, once a training process is "
         "free); null otherwise",
+    )
+    random_state: int | None = Field(
+        None,
+        description="the seed the job runs with (auto: its folds and candidates, fixed at 0 unless the request gave "
+        "one; a method: its random_state, drawn when omitted): the same request with this seed does the same; "
+        "null when the job has none",
     )
 
 

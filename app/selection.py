@@ -65,6 +65,7 @@ from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
 from app.methods.neighbours import sharing_graphs
+from app.suggest import did_you_mean
 
 log = logging.getLogger("labelserve.selection")
 
@@ -74,6 +75,9 @@ FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)  # 1.0: the all-features refer
 SELECTOR_FRACTION = 0.2
 #: the method id of ``POST /train`` that selects the method
 AUTO = "auto"
+#: the seed of ``auto``'s folds and candidates when the request gives none: a fixed one, so the
+#: same request on the same dataset picks the same model (a drawn one made reruns differ)
+AUTO_RANDOM_STATE = 0
 #: default budget for the candidates' cross-validation, in expected seconds
 DEFAULT_BUDGET_SECONDS = 600.0
 #: below this many samples a selection uses more (and repeated) folds by default
@@ -892,7 +896,7 @@ def check_auto(params: AutoParams, kind: str) -> list[str]:
     for method in params.candidates or []:
         spec = get_method(method)
         if spec is None:
-            problems.append(f"candidates: unknown method '{method}'")
+            problems.append(f"candidates: unknown method '{method}'{did_you_mean(method, catalog())}")
         elif method in BLENDS:
             problems.append(f"candidates: '{method}' is built by auto itself from the other candidates")
         elif spec.task != task or spec.dataset_kind != kind:

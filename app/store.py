@@ -309,6 +309,15 @@ class Store:
                 return pickle.load(fh) if suffix == ".pkl" else joblib.load(fh)
         raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
 
+    def stored_artifact(self, sha256: str) -> Path:
+        """The file holding the artifact (a pickle, or an earlier store's joblib file), not
+        verified: its reader checks the sha256 (``load_artifact``, the artifact download)."""
+        for suffix in ARTIFACT_SUFFIXES:
+            path = self.artifacts / f"{sha256}{suffix}"
+            if path.exists():
+                return path
+        raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
+
     def artifact_size(self, sha256: str) -> int:
         """The artifact file's size in bytes (0 when it is not in the store)."""
         for suffix in ARTIFACT_SUFFIXES:

@@ -97,5 +97,5 @@ AliasName = Annotated[
         description="alias: letters, digits, '-' or '_', not only digits",
     ),
 ]
-DatasetId = Annotated[str, Path(pattern=ID_PATTERN, description="dataset id")]
+DatasetId = Annotated[str, Path(min_length=1, max_length=255, description="dataset id, or a unique dataset name")]
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="job id")]

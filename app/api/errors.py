@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from app.db_errors import RETRY_AFTER_SECONDS, is_transient
-from app.errors import DomainError, InvalidFields, InvalidInput
+from app.errors import DomainError, InvalidFields, InvalidInput, tidy_pydantic
 from app.store import DISK_FULL, is_disk_full
 
 log = logging.getLogger("labelserve.api")
@@ -109,7 +109,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     and the client has it anyway.
     """
     assert isinstance(exc, RequestValidationError)
-    items = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    items = [{"loc": list(loc), "msg": msg, "type": kind} for loc, msg, kind in tidy_pydantic(exc.errors())]
     return JSONResponse({"detail": items}, status_code=422)
 
 

@@ -49,9 +49,11 @@ from operator import itemgetter
 
 import arff
 import numpy as np
+import scipy.sparse as sp
 
 from .arff_sparse import DataLines, SparseColumns, data_lines, missing_error, simple_columns
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
+from .hints import binary_columns, label_count_hint
 from .limits import DatasetLimits
 from .validation import finalize
 
@@ -349,6 +351,10 @@ def _parse_sparse(
     X = columns.features(feature_idx, len(attributes))
     Y = columns.labels(label_idx, len(attributes))
     del columns
+    if labels_file is None and not options.label_columns:  # the labels are a block chosen by a count
+        hint = _label_count_hint(X, [names[j] for j in feature_idx], feature_idx, attributes, label_idx)
+        if hint:
+            warnings.append(hint)
     return finalize(
         X,
         Y,
@@ -357,6 +363,33 @@ def _parse_sparse(
         warnings,
         lambda i: f"data row {i + 1} (line {int(lines.rows[i])})" if i < n_rows else f"row {i + 1}",
         limits,
+    )
+
+
+def _declared_binary(kind: object) -> bool:
+    return isinstance(kind, list) and sorted(str(v).strip() for v in kind) == ["0", "1"]
+
+
+def _label_count_hint(
+    X: np.ndarray | sp.csr_matrix,
+    feature_names: list[str],
+    feature_idx: list[int],
+    attributes: list[tuple[str, object]],
+    label_idx: list[int],
+) -> str | None:
+    """Attributes declared ``{0,1}`` (or holding only 0/1) next to a label block chosen by
+    ``label_count`` or a MEKA header: labels the count left out, most likely."""
+    if not feature_idx:  # finalize refuses a dataset without features
+        return None
+    at_end = label_idx[-1] == len(attributes) - 1
+    edge = feature_idx[-1] if at_end else feature_idx[0]
+    holds_binary = binary_columns(X)
+    return label_count_hint(
+        feature_names,
+        lambda j: _declared_binary(attributes[feature_idx[j]][1]) or holds_binary(j),
+        len(label_idx),
+        at_end=at_end,
+        declared=" (declared {0,1})" if _declared_binary(attributes[edge][1]) else "",
     )
 
 
@@ -445,6 +478,10 @@ def parse_arff(
         X[start:stop] = block[:, feature_cols]
         Y[start:stop] = block[:, label_cols]
         start = stop
+    if labels_file is None and not options.label_columns:  # the labels are a block chosen by a count
+        hint = _label_count_hint(X, [names[j] for j in feature_idx], feature_idx, attributes, label_idx)
+        if hint:
+            warnings.append(hint)
     return finalize(
         X,
         Y,

@@ -19,6 +19,7 @@ from collections import Counter
 import numpy as np
 
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
+from .hints import is_binary_column, label_count_hint, numeric_header_hint
 from .limits import DatasetLimits
 from .validation import finalize
 
@@ -69,6 +70,18 @@ def _locate_error(content: bytes, delimiter: str, names: list[str]) -> str:
     return ""
 
 
+def _label_count_hint(X: np.ndarray, feature_names: list[str], options: ParseOptions) -> str | None:
+    """The 0/1 features next to a block chosen by ``label_count`` (see ``hints.label_count_hint``)."""
+    if options.label_count is None:
+        return None
+    return label_count_hint(
+        feature_names,
+        lambda j: is_binary_column(X[:, j]),
+        options.label_count,
+        at_end=options.label_location == "end",
+    )
+
+
 def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
     limits = limits or DatasetLimits()
     if _BARE_CR.search(content):
@@ -77,7 +90,10 @@ def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | 
     limits.check_columns(len(names))  # before any per-column work
     dupes = sorted(name for name, count in Counter(names).items() if count > 1)
     if dupes:
-        raise DatasetFormatError(f"CSV header: column name {dupes[0]!r} appears more than once")
+        numeric = numeric_header_hint(names)
+        raise DatasetFormatError(
+            f"CSV header: column name {dupes[0]!r} appears more than once" + (f"; {numeric}" if numeric else "")
+        )
 
     if options.label_columns:
         present = set(names)
@@ -127,12 +143,14 @@ def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | 
     feature_idx = [j for j in range(len(names)) if j not in label_set]
     X, Y = data[:, feature_idx], data[:, label_idx]
     del data
+    feature_names = [names[j] for j in feature_idx]
+    warnings = [hint for hint in (numeric_header_hint(names), _label_count_hint(X, feature_names, options)) if hint]
     return finalize(
         X,
         Y,
-        [names[j] for j in feature_idx],
+        feature_names,
         [names[j] for j in label_idx],
-        [],
+        warnings,
         lambda i: f"data row {i + 1}",
         limits,
     )

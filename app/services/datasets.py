@@ -36,7 +36,12 @@ from app.orm import Dataset, Job, ModelVersion
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
 from app.store import Store
+from app.suggest import did_you_mean
 
+# how many ids an ambiguous dataset name lists
+_NAMED_SAME = 5
+# how many stored names a "did you mean" compares an unknown dataset name with
+_SUGGESTED_FROM = 10_000
 # extensions kept as the dataset's ``format`` when the format was detected from the file name
 _KNOWN_EXTENSIONS = ("arff", "csv", "tsv", "svm", "libsvm", "svmlight", "mat")
 
@@ -109,7 +114,14 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
     name = request.name or _printable(request.filename or "") or "dataset"
     fmt = _format_name(request.content, request.filename, options.format)
     row, created = store_dataset(session, store, parsed, sha256, name, fmt)
-    return dataset_out(row, store), created
+    out = dataset_out(row, store)
+    if not created and row.name != name:  # the answer is the stored dataset, under its stored name
+        out.warnings = [
+            *out.warnings,
+            f"this upload is already stored as '{row.name}' (id {row.id}); the name '{name}' was not used. "
+            "The same file and options are one dataset: use its id, or delete it and upload again to rename it",
+        ]
+    return out, created
 
 
 def _printable(text: str) -> str:
@@ -126,9 +138,19 @@ def _format_name(content: bytes, filename: str | None, requested: str) -> str:
 
 
 def store_dataset(
-    session: Session, store: Store, parsed: ParsedDataset, sha256: str, name: str, fmt: str
+    session: Session,
+    store: Store,
+    parsed: ParsedDataset,
+    sha256: str,
+    name: str,
+    fmt: str,
+    *,
+    lineage: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[Dataset, bool]:
-    """The dataset row for ``sha256`` and whether it was created now (False: it existed)."""
+    """The dataset row for ``sha256`` and whether it was created now (False: it existed).
+
+    ``lineage``: the parent's id and how this dataset was split from it (a part of a split).
+    """
     existing = session.get(Dataset, dataset_id(sha256))
     if existing is not None:
         return existing, False
@@ -145,6 +167,8 @@ def store_dataset(
         label_names=list(parsed.label_names),
         sha256=sha256,
         warnings=list(parsed.warnings),
+        parent_id=lineage[0] if lineage else None,
+        split=lineage[1] if lineage else None,
     )
     try:
         with session.begin_nested():
@@ -187,12 +211,30 @@ def store_inline(session: Session, store: Store, parsed: ParsedDataset, data: In
     return row
 
 
-def get_dataset(session: Session, dataset_id: str, *, loc: tuple[str, ...] = ("path", "dataset_id")) -> Dataset:
-    """The dataset row, or NotFound located at ``loc`` (the path, or the body field naming it)."""
-    row = session.get(Dataset, dataset_id)
-    if row is None:
-        raise NotFound(f"dataset '{dataset_id}' not found", loc=loc)
-    return row
+def get_dataset(session: Session, ref: str, *, loc: tuple[str, ...] = ("path", "dataset_id")) -> Dataset:
+    """The dataset with id ``ref``, or else the one dataset named ``ref``.
+
+    Ids win over names (an id is what the API hands out; a name is what a user remembers, as
+    ``labelserve datasets list`` shows it). A name held by several datasets is a Conflict listing
+    their ids; an unknown one NotFound with the closest stored name, both located at ``loc`` (the
+    path, or the body field naming it). Names are only looked up when ``ref`` is not an id.
+    """
+    row = session.get(Dataset, ref)
+    if row is not None:
+        return row
+    named = session.scalars(
+        select(Dataset).where(Dataset.name == ref).order_by(Dataset.created_at, Dataset.id).limit(_NAMED_SAME + 1)
+    ).all()
+    if len(named) == 1:
+        return named[0]
+    if named:
+        ids = ", ".join(row.id for row in named[:_NAMED_SAME])
+        more = " and more" if len(named) > _NAMED_SAME else ""
+        raise Conflict(
+            f"{len(named) if not more else 'several'} datasets are named '{ref}' ({ids}{more}); give the id", loc=loc
+        )
+    names = session.scalars(select(Dataset.name).distinct().limit(_SUGGESTED_FROM)).all()
+    raise NotFound(f"dataset '{ref}' not found (no such id or name){did_you_mean(ref, names)}", loc=loc)
 
 
 def dataset_with_features(
@@ -203,7 +245,7 @@ def dataset_with_features(
     if dataset.feature_names != feature_names:
         raise InvalidInput(
             f"expected the model's {len(feature_names)} features in training order; "
-            f"dataset '{dataset_id}' has {dataset.n_features} features that differ",
+            f"dataset '{dataset.id}' has {dataset.n_features} features that differ",
             loc=loc,
         )
     return dataset
@@ -237,12 +279,12 @@ def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bo
     """
     row = get_dataset(session, dataset_id)
     busy = session.scalars(
-        select(Job.id).where(Job.dataset_id == dataset_id, Job.status.in_([s.value for s in ACTIVE]))
+        select(Job.id).where(Job.dataset_id == row.id, Job.status.in_([s.value for s in ACTIVE]))
     ).first()
     if busy is not None:
-        raise Conflict(f"dataset '{dataset_id}' is in use by job '{busy}'")
+        raise Conflict(f"dataset '{row.id}' is in use by job '{busy}'")
     if not force:
-        check_no_dependents(session, dataset_id)
+        check_no_dependents(session, row.id)
     sha256 = row.sha256
     session.delete(row)
     session.commit()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -38,7 +39,18 @@ def job_out(job: Job, queue_position: int | None = None) -> JobOut:
         error=job.error,
         result_url=result_url,
         queue_position=queue_position if status is JobStatus.QUEUED else None,
+        random_state=_seed(job.request),
     )
+
+
+def _seed(request: dict[str, Any]) -> int | None:
+    """The seed a job's payload carries: the method's own ``random_state`` (decided at submit),
+    else the request's (auto's folds and candidates, a comparison's folds)."""
+    params = request.get("params")
+    seed = params.get("random_state") if isinstance(params, dict) else None
+    if seed is None:
+        seed = request.get("random_state")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def _job(session: Session, job_id: str) -> Job:

@@ -7,6 +7,7 @@ from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.schemas import MethodOut, Page
 from app.services.paging import PageParams, page_of
+from app.suggest import did_you_mean
 
 
 def method_out(spec: MethodSpec) -> MethodOut:
@@ -29,5 +30,5 @@ def list_methods(params: PageParams) -> Page[MethodOut]:
 def show_method(method_id: str) -> MethodOut:
     spec = get_method(method_id)
     if spec is None:
-        raise NotFound(f"unknown method '{method_id}'; see GET /methods")
+        raise NotFound(f"unknown method '{method_id}'{did_you_mean(method_id, catalog())}; see GET /methods")
     return method_out(spec)

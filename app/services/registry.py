@@ -24,6 +24,7 @@ from app.registry import (
     Served,
     VersionKey,
     drop_unused_artifacts,
+    is_version_number,
     notify_on_commit,
     reserved_alias,
     resolve,
@@ -32,6 +33,7 @@ from app.registry import (
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
 from app.store import ArtifactIntegrityError, Store
+from app.suggest import did_you_mean
 
 Loc = tuple[str | int, ...]
 MODEL_LOC: Loc = ("body", "model")
@@ -115,7 +117,28 @@ def unresolved(session: Session, ref: str, exc: RegistryError, loc: Loc) -> Doma
                 f"it can be used once the job has succeeded (GET /jobs/{job_id})",
                 loc=loc,
             )
-    return NotFound(str(exc), loc=loc)
+    return NotFound(_what_exists(session, ModelRef.parse(ref), str(exc)), loc=loc)
+
+
+# how many stored names a "did you mean" compares an unknown model name with
+_SUGGESTED_FROM = 10_000
+
+
+def _what_exists(session: Session, ref: ModelRef, message: str) -> str:
+    """``message`` with what the registry has instead: the closest model name to an unknown one,
+    the model's aliases (and the closest) for an unknown alias, its versions for a missing one."""
+    if session.get(Model, ref.name) is None:
+        names = session.scalars(select(Model.name).limit(_SUGGESTED_FROM)).all()
+        return f"{message}{did_you_mean(ref.name, names)}"
+    if ref.selector is None:
+        return message
+    if is_version_number(ref.selector):
+        versions = session.scalars(
+            select(ModelVersion.version).where(ModelVersion.model_name == ref.name).order_by(ModelVersion.version)
+        ).all()
+        return f"{message} (its versions: {', '.join(map(str, versions)) or 'none'})"
+    aliases = session.scalars(select(Alias.alias).where(Alias.model_name == ref.name).order_by(Alias.alias)).all()
+    return f"{message}{did_you_mean(ref.selector, aliases)} (its aliases: {', '.join(aliases) or 'none'})"
 
 
 def method_of(method_id: str) -> MethodSpec:
@@ -144,7 +167,8 @@ def load_served(cache: ModelCache, metrics: Metrics, key: VersionKey) -> Served:
 def _model(session: Session, name: str) -> Model:
     model = session.get(Model, name)
     if model is None:
-        raise NotFound(f"model '{name}' not found", loc=("path", "name"))
+        names = session.scalars(select(Model.name).limit(_SUGGESTED_FROM)).all()
+        raise NotFound(f"model '{name}' not found{did_you_mean(name, names)}", loc=("path", "name"))
     return model
 
 

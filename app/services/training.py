@@ -13,7 +13,6 @@ leaves nothing behind.
 
 from __future__ import annotations
 
-import difflib
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app import selection
 from app.core import Core
-from app.errors import InvalidFields, InvalidInput
+from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.formats import DatasetLimits
 from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue
@@ -35,6 +34,7 @@ from app.services.datasets import get_dataset, limits_of, parse_inline, store_in
 from app.services.jobs import job_out
 from app.services.registry import resolve_version
 from app.store import Store
+from app.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -111,14 +111,13 @@ def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -
     says which names the method has, and the closest one when it looks like a typo."""
     names = list(declared.model_fields)
     errors: list[tuple[tuple[str | int, ...], str, str]] = []
-    for error in exc.errors(include_url=False):
-        loc, message = ("body", "params", *error["loc"]), error["msg"]
-        if error["type"] == "extra_forbidden":
-            unknown = str(error["loc"][-1])
-            close = difflib.get_close_matches(unknown, names, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+    for item_loc, message, kind in tidy_pydantic(exc.errors()):
+        loc = ("body", "params", *item_loc)
+        if kind == "extra_forbidden":
+            unknown = str(item_loc[-1])
+            hint = did_you_mean(unknown, names)
             message = f"unknown parameter '{unknown}' for method '{method}'{hint}; its parameters: {', '.join(names)}"
-        errors.append((loc, message, error["type"]))
+        errors.append((loc, message, kind))
     return InvalidFields(errors)
 
 
@@ -154,8 +153,8 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
         dataset_id=dataset.id,
         model_name=body.model_name,
         params=request.model_dump(mode="json", exclude_none=True),
-        # an unseeded selection records the seed it drew (folds and candidates), like a training
-        random_state=body.random_state if body.random_state is not None else draw_seed(),
+        # the same request picks the same model: a fixed seed of the folds and candidates unless one is given
+        random_state=body.random_state if body.random_state is not None else selection.AUTO_RANDOM_STATE,
     )
     return Prepared(None, dataset, payload)
 

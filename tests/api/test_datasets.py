@@ -199,3 +199,127 @@ def test_listings_leave_out_the_names_that_grow_with_the_dataset(client):
     assert item["n_features"] == 300 and item["id"] == dataset["id"]
     full = client.get(f"/datasets/{dataset['id']}").json()
     assert len(full["feature_names"]) == 300 and len(full["label_names"]) == 3
+
+
+def test_upload_warns_of_a_label_left_among_the_features(client):
+    """label_count=1 on a CSV with two 0/1 label columns: the second is stored as a feature, with
+    a warning that names it and the count that would have made it a label."""
+    X, Y = make_multilabel(n=30, d=3, q=2)
+    files = {"file": ("two.csv", csv_bytes(X, Y), "text/csv")}
+    r = client.post("/datasets", files=files, data={"label_count": "1"})
+    assert r.status_code == 201, r.text
+    assert r.json()["feature_names"][-1] == "label0"
+    assert any("'label0'" in w and "did you mean label_count=2?" in w for w in r.json()["warnings"])
+    right = client.post("/datasets", files=files, data={"label_count": "2"})
+    assert not any("label_count" in w for w in right.json()["warnings"])
+
+
+def test_upload_warns_of_arff_attributes_declared_binary_next_to_the_labels(client):
+    arff = b"""@relation toy
+@attribute a numeric
+@attribute sad {0,1}
+@attribute happy {0,1}
+@data
+0.1,1,0
+0.3,0,1
+0.5,1,1
+0.7,0,0
+"""
+    r = client.post("/datasets", files={"file": ("toy.arff", arff)}, data={"label_count": "1"})
+    assert r.status_code == 201, r.text
+    (warning,) = [w for w in r.json()["warnings"] if "label_count" in w]
+    assert "'sad'" in warning and "declared {0,1}" in warning and "label_count=2?" in warning
+
+
+def test_upload_warns_of_a_csv_without_header_row(client):
+    X, Y = make_multilabel(n=10, d=3, q=2)
+    headerless = b"\n".join(csv_bytes(X, Y).splitlines()[1:]) + b"\n"
+    # the first row's two label values are both 0.0 or 1.0 here: duplicate names, told why
+    r = client.post("/datasets", files={"file": ("raw.csv", headerless)}, data={"label_count": "2"})
+    assert r.status_code == 422 and "no header row?" in r.json()["detail"][0]["msg"]
+    Y[0] = [1.0, 0.0]
+    headerless = b"\n".join(csv_bytes(X, Y).splitlines()[1:]) + b"\n"
+    r = client.post("/datasets", files={"file": ("raw.csv", headerless)}, data={"label_count": "2"})
+    assert r.status_code == 201, r.text
+    assert r.json()["n_samples"] == 9
+    assert any("no header row?" in w for w in r.json()["warnings"])
+
+
+def test_reupload_under_another_name_says_where_it_is_stored(client):
+    X, Y = make_multilabel(n=20)
+    first = upload_csv(client, X, Y, "toy")
+    again = client.post(
+        "/datasets",
+        files={"file": ("toy.csv", csv_bytes(X, Y), "text/csv")},
+        data={"label_count": str(Y.shape[1]), "name": "toy-2"},
+    )
+    assert again.status_code == 200 and again.json()["name"] == "toy"
+    assert f"already stored as 'toy' (id {first['id']})" in " ".join(again.json()["warnings"])
+    # the warning belongs to that answer, not to the dataset
+    assert client.get(f"/datasets/{first['id']}").json()["warnings"] == first["warnings"]
+    same_name = upload_csv(client, X, Y, "toy")
+    assert not any("already stored" in w for w in same_name["warnings"])
+
+
+def test_split_makes_two_datasets_with_lineage(client):
+    X, Y = make_multilabel(n=50, q=3)
+    parent = upload_csv(client, X, Y, "toy")
+    r = client.post("/datasets/toy/split", json={"test_fraction": 0.2, "random_state": 3})
+    assert r.status_code == 201, r.text
+    train_part, test_part = r.json()["train"], r.json()["test"]
+    assert (train_part["n_samples"], test_part["n_samples"]) == (40, 10)
+    assert (train_part["name"], test_part["name"]) == ("toy-train", "toy-test")
+    for part, name in ((train_part, "train"), (test_part, "test")):
+        assert part["parent_id"] == parent["id"]
+        assert part["split"] == {
+            "part": name,
+            "test_fraction": 0.2,
+            "random_state": 3,
+            "method": "iterative stratification",
+        }
+        assert part["feature_names"] == parent["feature_names"] and part["label_names"] == parent["label_names"]
+    assert client.get(f"/datasets/{test_part['id']}").json()["parent_id"] == parent["id"]
+    # the same split again: the same parts, nothing stored twice; another seed: other parts
+    again = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2, "random_state": 3})
+    assert again.status_code == 200 and again.json()["test"]["id"] == test_part["id"]
+    other = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2, "random_state": 4})
+    assert other.status_code == 201 and other.json()["test"]["id"] != test_part["id"]
+    # the parts are real datasets: train on one, evaluate on the other
+    train(client, "br", train_part["id"], "split-br")
+    scored = client.post("/evaluate", json={"model": "split-br", "dataset_id": test_part["id"]})
+    assert scored.status_code == 200, scored.text
+
+
+def test_split_rows_partition_the_parent_and_keep_label_frequencies(client, settings):
+    from app.store import Store
+
+    X, Y = make_multilabel(n=120, q=3, seed=1)
+    parent = upload_csv(client, X, Y, "freq")
+    body = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.25, "random_state": 0}).json()
+    store = Store(settings.model_dir)
+    Xtr, Ytr = store.load_dataset(body["train"]["sha256"])
+    Xte, Yte = store.load_dataset(body["test"]["sha256"])
+    rows = {tuple(r) for r in X.tolist()}
+    assert {tuple(r) for r in Xtr.tolist()} | {tuple(r) for r in Xte.tolist()} == rows
+    assert not {tuple(r) for r in Xtr.tolist()} & {tuple(r) for r in Xte.tolist()}
+    assert np.abs(Ytr.mean(axis=0) - Yte.mean(axis=0)).max() < 0.05  # stratified: frequencies agree
+
+
+def test_split_of_distributions_is_shuffled(client):
+    X, D = make_distribution(n=30)
+    parent = upload_csv(client, X, D, "ldl")
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.3, "test_name": "held-out"})
+    assert r.status_code == 201, r.text
+    assert r.json()["test"]["name"] == "held-out" and r.json()["test"]["n_samples"] == 9
+    assert r.json()["test"]["split"]["method"] == "shuffled" and r.json()["test"]["kind"] == "distribution"
+
+
+def test_split_refusals(client):
+    X, Y = make_multilabel(n=5)
+    parent = upload_csv(client, X, Y, "tiny")
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.1})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_fraction"]
+    assert "each part needs at least 2" in r.json()["detail"][0]["msg"]
+    r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 1.5})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_fraction"]
+    assert client.post("/datasets/nope/split", json={}).status_code == 404

@@ -46,7 +46,7 @@ def test_instance_errors_say_which_instance(client, multilabel_dataset):
 
 def test_other_errors_are_a_message(client, multilabel_dataset):
     r = client.post("/train", json={"method": "mlknn", "dataset_id": "nope", "model_name": "m"})
-    assert r.status_code == 404 and r.json() == {"detail": "dataset_id: dataset 'nope' not found"}
+    assert r.status_code == 404 and r.json() == {"detail": "dataset_id: dataset 'nope' not found (no such id or name)"}
     r = client.get("/models/nope/versions/3")
     assert r.status_code == 404 and r.json() == {"detail": "model 'nope' has no version 3"}
     r = client.delete("/jobs/nope")

@@ -191,3 +191,27 @@ def test_version_report_by_task(client, multilabel_dataset, distribution_dataset
         assert "trained on" in page.text and "server" in page.text
     assert client.get("/models/r-br/versions/1/report", params={"dataset_id": ldl}).status_code == 422
     assert client.get("/models/r-br/versions/9/report", params={"dataset_id": ml}).status_code == 404
+
+
+def test_auto_without_a_seed_uses_the_fixed_default_and_says_so(client, multilabel_dataset):
+    """The same auto request twice picks the same model with the same leaderboard: the seed of
+    the folds and candidates is 0 unless one is given, shown in the 202 answer and the job."""
+    body = {
+        "method": "auto",
+        "dataset_id": multilabel_dataset["id"],
+        "model_name": "auto-default-seed",
+        "params": {"candidates": ["br", "rf"], "cv": 3},
+    }
+    accepted = client.post("/train", json=body)
+    assert accepted.status_code == 202 and accepted.json()["random_state"] == 0
+    first = wait_status(client, accepted.json()["job_id"], ("succeeded", "failed"))
+    assert first["status"] == "succeeded" and first["random_state"] == 0, first
+    second = client.post("/train?wait=true", json=body).json()
+    assert second["status"] == "succeeded" and second["random_state"] == 0
+    versions = [client.get(f"/models/auto-default-seed/versions/{v}").json() for v in (1, 2)]
+    assert versions[0]["selection"]["random_state"] == versions[1]["selection"]["random_state"] == 0
+    assert versions[0]["method"] == versions[1]["method"]
+    assert versions[0]["selection"]["leaderboard"] == versions[1]["selection"]["leaderboard"]
+    seeded = client.post("/train", json={**body, "random_state": 7}).json()
+    assert seeded["random_state"] == 7
+    wait_status(client, seeded["job_id"], ("succeeded", "failed"))

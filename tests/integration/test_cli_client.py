@@ -105,6 +105,7 @@ COMMANDS = [
     ["datasets", "list"],
     ["datasets", "show"],
     ["datasets", "delete"],
+    ["datasets", "split"],
     ["train"],
     ["jobs"],
     ["jobs", "list"],
@@ -116,6 +117,7 @@ COMMANDS = [
     ["models", "list"],
     ["models", "show"],
     ["models", "alias"],
+    ["models", "export"],
     ["methods"],
     ["methods", "list"],
     ["methods", "show"],
@@ -514,3 +516,36 @@ def test_tables_on_a_terminal_fit_its_width_unless_wide(monkeypatch: pytest.Monk
         else:
             assert max(map(len, lines)) <= 60 and not any(long_name in line for line in lines)
     cli_module.console.cache_clear()
+
+
+def test_datasets_split_by_name(server: str, datasets: dict[str, dict]) -> None:
+    parts = run_json(server, "datasets", "split", "ml", "--test-fraction", "0.25", "--random-state", "1")
+    assert parts["train"]["n_samples"] == 30 and parts["test"]["n_samples"] == 10  # type: ignore[index]
+    assert parts["test"]["parent_id"] == datasets["ml"]["id"]  # type: ignore[index]
+    code, stdout, _ = run(server, "datasets", "split", "ml", "--test-fraction", "0.25", "--random-state", "1")
+    assert code == 0 and "ml-train" in stdout and "ml-test" in stdout
+    with Client(server) as client:
+        again = client.split_dataset(datasets["ml"]["id"], test_fraction=0.25, random_state=1)
+    assert again["test"]["id"] == parts["test"]["id"]  # type: ignore[index]
+
+
+def test_models_export_writes_the_zip(server: str, trained: dict[str, dict], tmp_path: Path) -> None:
+    import zipfile
+
+    target = tmp_path / "m.zip"
+    code, stdout, stderr = run(server, "models", "export", "cli-mlknn@1", "-o", str(target))
+    assert code == 0, stderr
+    with zipfile.ZipFile(target) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+    assert (
+        manifest["name"] == "cli-mlknn" and manifest["version"] == 1 and "scikit-learn" in manifest["library_versions"]
+    )
+    assert run(server, "models", "export", "cli-mlknn@9", "-o", str(tmp_path / "x.zip"))[0] == 4
+    assert not (tmp_path / "x.zip").exists()
+
+
+def test_train_auto_shows_its_default_seed(server: str, datasets: dict[str, dict]) -> None:
+    code, stdout, _ = run(
+        server, "train", "auto", datasets["ml"]["id"], "--name", "cli-auto-seed", "-p", "candidates=br,mlknn"
+    )
+    assert code == 0 and "with random_state 0" in stdout

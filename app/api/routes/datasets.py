@@ -10,8 +10,8 @@ from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 
 from app.api.deps import CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
-from app.schemas import DatasetOut, DatasetSummary, Page
-from app.services import datasets
+from app.schemas import DatasetOut, DatasetSummary, Page, SplitOut, SplitRequest
+from app.services import datasets, splits
 from app.services.datasets import Upload
 from app.upload_options import UPLOAD_OPTIONS, UploadOption
 
@@ -97,6 +97,25 @@ def list_datasets(session: ReadingDep, page: PageDep) -> Page[DatasetSummary]:
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404))
 def get_dataset(dataset_id: DatasetId, session: ReadingDep, core: CoreDep) -> DatasetOut:
     return datasets.show_dataset(session, core.store, dataset_id)
+
+
+@router.post(
+    "/{dataset_id}/split",
+    status_code=201,
+    response_model=SplitOut,
+    responses=responses(
+        404, 409, 413, success={200: {"model": SplitOut, "description": "the same split was stored before"}}
+    ),
+)
+def split_dataset(
+    dataset_id: DatasetId, body: SplitRequest, response: Response, session: SessionDep, store: StoreDep
+) -> SplitOut:
+    """Split a dataset into a train and a test dataset (stratified for multi-label, shuffled for
+    distributions), each with the split one as its ``parent_id``; the same split again answers 200."""
+    parts, created = splits.split_dataset(session, store, dataset_id, body)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return parts
 
 
 @router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409))

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse
+from starlette.background import BackgroundTask
 
 from app.api.deps import AliasName, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
 from app.api.errors import responses
-from app.registry import ID_PATTERN
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
-from app.services import comparison, registry
+from app.services import comparison, export, registry
 
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
 router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
@@ -44,13 +44,43 @@ def get_version(name: ModelName, version: VersionNumber, session: ReadingDep) ->
 def version_report(
     name: ModelName,
     version: VersionNumber,
-    dataset_id: Annotated[str, Query(pattern=ID_PATTERN, description="the dataset to evaluate on")],
+    dataset_id: Annotated[
+        str, Query(min_length=1, max_length=255, description="the dataset to evaluate on: an id or a unique name")
+    ],
     session: ReadingDep,
     core: CoreDep,
 ) -> HTMLResponse:
     """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
     return HTMLResponse(
         comparison.version_report(session, core.store, core.cache, core.metrics, name, version, dataset_id)
+    )
+
+
+@router.get(
+    "/{name}/versions/{version}/artifact",
+    response_class=FileResponse,
+    responses=responses(
+        404,
+        409,
+        success={
+            200: {
+                "description": "a zip: the artifact as stored (model.pkl) and manifest.json (the version record, the "
+                "library versions it needs, its sha256 and how to load it); the X-Artifact-SHA256 header repeats "
+                "the sha256",
+                "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+            }
+        },
+    ),
+)
+def version_artifact(name: ModelName, version: VersionNumber, session: ReadingDep, core: CoreDep) -> FileResponse:
+    """Download one version's model file with its manifest (to use it outside the service)."""
+    written = export.export_version(session, core.store, name, version)
+    return FileResponse(
+        written.path,
+        media_type="application/zip",
+        filename=written.filename,
+        headers={"X-Artifact-SHA256": written.artifact_sha256},
+        background=BackgroundTask(written.path.unlink, missing_ok=True),
     )
 
 

@@ -35,6 +35,8 @@ async def train(
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
     job = await run_in_threadpool(training.submit, session, core, body)
     if not wait:
-        return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
+        return TrainAccepted(
+            job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}", random_state=job.random_state
+        )
     finished = await jobs.await_job(core, job.id, timeout)
     return JSONResponse(finished.model_dump(mode="json"), status_code=200)

@@ -1,0 +1,75 @@
+"""``POST /datasets/{id}/split``: a stored dataset split into a train and a test dataset.
+
+Each part is stored like an upload (the same arrays file, the same checks of the row counts) with
+its lineage: ``parent_id`` and ``split`` (part, fraction, seed, method). A part's id is derived
+from the parent's sha256, the part, the fraction and the seed, so the same request again answers
+the stored parts (200) instead of storing copies, as the same upload does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.formats import ParsedDataset
+from app.orm import Dataset
+from app.schemas import SplitOut, SplitRequest
+from app.services.datasets import dataset_out, get_dataset, store_dataset
+from app.splitting import split_problem, train_test_rows
+from app.store import Store
+
+# how many labels a warning about labels missing from a part names
+_NAMED_LABELS = 5
+
+
+def split_dataset(session: Session, store: Store, dataset_ref: str, body: SplitRequest) -> tuple[SplitOut, bool]:
+    """The two parts and whether either was stored now (False: the same split existed)."""
+    parent = get_dataset(session, dataset_ref)
+    problem = split_problem(parent.n_samples, body.test_fraction)
+    if problem is not None:
+        raise InvalidInput(problem, loc=("body", "test_fraction"))
+    arrays = store.load_stored(parent.sha256)
+    train, test = train_test_rows(np.asarray(arrays.Y), parent.kind, body.test_fraction, body.random_state)
+    method = "iterative stratification" if parent.kind == "multilabel" else "shuffled"
+    parts: dict[str, Dataset] = {}
+    created = False
+    for part, rows, name in (("train", train, body.train_name), ("test", test, body.test_name)):
+        how = {"part": part, "test_fraction": body.test_fraction, "random_state": body.random_state, "method": method}
+        parsed = ParsedDataset(
+            X=arrays.X[rows],
+            Y=arrays.Y[rows],
+            feature_names=list(parent.feature_names),
+            label_names=list(parent.label_names),
+            kind=parent.kind,  # type: ignore[arg-type]  # a stored dataset's kind is one of the two
+            warnings=_missing_labels(arrays.Y[rows], parent, part),
+        )
+        sha256 = _part_digest(parent.sha256, how)
+        row, new = store_dataset(
+            session, store, parsed, sha256, name or f"{parent.name}-{part}", parent.format, lineage=(parent.id, how)
+        )
+        parts[part] = row
+        created = created or new
+    return SplitOut(train=dataset_out(parts["train"], store), test=dataset_out(parts["test"], store)), created
+
+
+def _part_digest(parent_sha256: str, how: dict[str, Any]) -> str:
+    """The identity of a part: its parent's content and how it was cut from it."""
+    return hashlib.sha256(f"split:{parent_sha256}:{json.dumps(how, sort_keys=True)}".encode()).hexdigest()
+
+
+def _missing_labels(Y: Any, parent: Dataset, part: str) -> list[str]:
+    """A warning naming the labels no row of a multi-label part has (a rare label's few rows all
+    fell on the other side): metrics of those labels mean little on that part."""
+    if parent.kind != "multilabel":
+        return []
+    absent = np.flatnonzero(np.asarray(Y).sum(axis=0) == 0)
+    if absent.size == 0:
+        return []
+    named = ", ".join(repr(parent.label_names[j]) for j in absent[:_NAMED_LABELS])
+    more = f" and {absent.size - _NAMED_LABELS} more" if absent.size > _NAMED_LABELS else ""
+    return [f"no row of the {part} part has label(s) {named}{more}"]
