@@ -276,6 +276,12 @@ class VersionOut(BaseModel):
     selection: dict[str, Any] | None = Field(
         None, description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first)'
     )
+    fit_details: dict[str, Any] | None = Field(
+        None,
+        description="what the fit measured, for the methods that record something: mlknn and dmknn give "
+        "neighbour_search ('exact' or 'approximate') and neighbour_recall (the sampled recall of the true k "
+        "nearest neighbours of an approximate index, null for exact search)",
+    )
 
 
 class ModelOut(BaseModel):
