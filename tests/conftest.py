@@ -8,21 +8,35 @@ server answers.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import shutil
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 import app.main
 from app.config import Settings
 from app.db import migrate
 from app.main import create_app
 from app.observability import access_log, configure_logging
-from tests.helpers import BACKENDS, make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
+from tests.helpers import (
+    BACKENDS,
+    copy_sqlite,
+    make_distribution,
+    make_multilabel,
+    release,
+    throwaway_postgres,
+    train_served_models,
+    upload_csv,
+)
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -60,19 +74,91 @@ def postgres_admin() -> str:
     return POSTGRES_ADMIN_URL
 
 
+@pytest.fixture(scope="session")
+def postgres_template(postgres_admin: str) -> Iterator[str]:
+    """The name of a migrated database each PostgreSQL test's database is copied from: the
+    migration runs once per session instead of once per test."""
+    with throwaway_postgres(postgres_admin) as url:
+        migrate(url)
+        release(url)
+        yield str(make_url(url).database)
+
+
+@dataclass
+class ServedRegistry:
+    """A database and a store holding the four models of ``served_models``, trained once per
+    backend and session; each test that uses them starts from a copy, so what one test changes
+    (aliases, new versions, deletions) never reaches another."""
+
+    database: str  # the SQLite file, or the PostgreSQL database used as a template
+    store: Path
+    info: dict
+
+
+class ServedRegistries:
+    """The ``ServedRegistry`` of each backend, trained the first time a test asks for it."""
+
+    def __init__(self, request: pytest.FixtureRequest, tmp: pytest.TempPathFactory, stack: ExitStack) -> None:
+        self._request, self._tmp, self._stack = request, tmp, stack
+        self._trained: dict[str, ServedRegistry] = {}
+
+    def get(self, backend: str) -> ServedRegistry:
+        if backend not in self._trained:
+            self._trained[backend] = self._train(backend)
+        return self._trained[backend]
+
+    def _train(self, backend: str) -> ServedRegistry:
+        root = self._tmp.mktemp(f"served-{backend}")
+        if backend == "sqlite":
+            url = f"sqlite:///{root / 'registry.db'}"
+        else:
+            admin = self._request.getfixturevalue("postgres_admin")
+            template = self._request.getfixturevalue("postgres_template")
+            url = self._stack.enter_context(throwaway_postgres(admin, template=template))
+        settings = Settings(database_url=url, model_dir=root / "store", max_upload_mb=1)
+        with TestClient(create_app(settings)) as client:
+            info = train_served_models(client)
+        release(url)
+        database = str(root / "registry.db") if backend == "sqlite" else str(make_url(url).database)
+        return ServedRegistry(database=database, store=root / "store", info=info)
+
+
+@pytest.fixture(scope="session")
+def served_registries(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServedRegistries]:
+    with ExitStack() as stack:
+        yield ServedRegistries(request, tmp_path_factory, stack)
+
+
+def served_registry(request: pytest.FixtureRequest) -> ServedRegistry | None:
+    """The registry a test's database and store start as a copy of: its backend's trained one
+    when the test uses ``served_models``, none (they start empty) otherwise."""
+    if "served_models" not in request.fixturenames:
+        return None
+    callspec = getattr(request.node, "callspec", None)
+    backend = callspec.params.get("database_url", "sqlite") if callspec else "sqlite"
+    registries: ServedRegistries = request.getfixturevalue("served_registries")
+    return registries.get(backend)
+
+
 @pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database of the backend the test is parametrised with.
 
     SQLite starts empty (the API migrates it at start-up, as in the embedded set-up); PostgreSQL
-    is migrated first, as ``labelserve migrate`` leaves it before a production API starts.
+    is migrated first, as ``labelserve migrate`` leaves it before a production API starts (a copy
+    of ``postgres_template``). A test using ``served_models`` gets a copy of its trained registry.
     """
     backend = getattr(request, "param", "sqlite")
+    served = served_registry(request)
     if backend == "sqlite":
+        if served is not None:
+            copy_sqlite(Path(served.database), tmp_path / "registry.db")
         yield f"sqlite:///{tmp_path / 'registry.db'}"
         return
-    with throwaway_postgres(request.getfixturevalue("postgres_admin")) as url:
-        migrate(url)
+    template = served.database if served is not None else request.getfixturevalue("postgres_template")
+    with throwaway_postgres(request.getfixturevalue("postgres_admin"), template=template) as url:
         yield url
 
 
@@ -90,7 +176,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
+def settings(request: pytest.FixtureRequest, database_url: str, tmp_path: Path) -> Settings:
+    served = served_registry(request)
+    if served is not None:  # the store that goes with the database's copy
+        shutil.copytree(served.store, tmp_path / "store")
     return Settings(database_url=database_url, model_dir=tmp_path / "store", max_upload_mb=1)
 
 
@@ -113,15 +202,12 @@ def distribution_dataset(client: TestClient) -> dict:
 
 
 @pytest.fixture
-def served_models(client: TestClient) -> dict:
+def served_models(request: pytest.FixtureRequest, client: TestClient) -> dict:
     """A model of each output kind: ``clf`` (mlknn), ``dm`` (dmknn), ``sel`` (elcfs) on a generated
-    multi-label dataset, ``dist`` (ldlkm) on a generated distribution dataset."""
-    X, Y = make_multilabel()
-    ml = upload_csv(client, X, Y, "ml")
-    train(client, "mlknn", ml["id"], "clf", k=5)
-    train(client, "dmknn", ml["id"], "dm")
-    train(client, "elcfs", ml["id"], "sel", max_iter=50)
-    Xd, D = make_distribution()
-    ldl = upload_csv(client, Xd, D, "ldl")
-    train(client, "ldlkm", ldl["id"], "dist", k=3)
-    return {"X": X, "ml": ml, "Xd": Xd, "ldl": ldl}
+    multi-label dataset, ``dist`` (ldlkm) on a generated distribution dataset.
+
+    Trained once per backend (``ServedRegistries``); the test's database and store are copies
+    made before its ``client`` started (``database_url``, ``settings``)."""
+    served = served_registry(request)
+    assert served is not None
+    return copy.deepcopy(served.info)

@@ -8,12 +8,13 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db import Database
+from app.db import Database, get_engine
 from app.jobs import transitions
 from app.jobs.payloads import TrainPayload
 
@@ -86,21 +87,40 @@ def upload_csv(client: TestClient, X: np.ndarray, Y: np.ndarray, name: str = "da
 
 
 @contextmanager
-def throwaway_postgres(admin_url: str) -> Iterator[str]:
-    """Create an empty database on the admin URL's server, yield its URL, drop it afterwards."""
-    from app.db import get_engine
+def throwaway_postgres(admin_url: str, template: str | None = None) -> Iterator[str]:
+    """Create a database on the admin URL's server, yield its URL, drop it afterwards.
 
+    The database starts empty, or as a copy of the database named ``template`` (``CREATE DATABASE
+    ... TEMPLATE``: the server copies its files, a few milliseconds against a migration's or a
+    training's seconds); nothing may be connected to the template meanwhile (``release``).
+    """
     name = f"labelserve_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    copy_of = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy_of}'))
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
-        get_engine.cache_clear()  # close pooled connections before dropping
+        release(url)
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def release(url: str) -> None:
+    """Close this process's pooled connections to ``url`` (before the database is dropped or
+    copied as a template)."""
+    get_engine(url).dispose()
+    get_engine.cache_clear()
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """Copy a SQLite database with SQLite's backup API: consistent whatever its write-ahead log
+    holds, unlike a copy of the file."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
 
 
 def train(client: TestClient, method: str, dataset_id: str, name: str, **params: object) -> dict:
@@ -112,6 +132,21 @@ def train(client: TestClient, method: str, dataset_id: str, name: str, **params:
     job = response.json()
     assert job["status"] == "succeeded", job
     return job
+
+
+def train_served_models(client: TestClient) -> dict:
+    """Upload the generated datasets and train a model of each output kind (the ``served_models``
+    fixture): ``clf`` (mlknn), ``dm`` (dmknn), ``sel`` (elcfs) on a multi-label dataset, ``dist``
+    (ldlkm) on a distribution dataset; returns the data and the uploads' descriptions."""
+    X, Y = make_multilabel()
+    ml = upload_csv(client, X, Y, "ml")
+    train(client, "mlknn", ml["id"], "clf", k=5)
+    train(client, "dmknn", ml["id"], "dm")
+    train(client, "elcfs", ml["id"], "sel", max_iter=50)
+    Xd, D = make_distribution()
+    ldl = upload_csv(client, Xd, D, "ldl")
+    train(client, "ldlkm", ldl["id"], "dist", k=3)
+    return {"X": X, "ml": ml, "Xd": Xd, "ldl": ldl}
 
 
 def long_job(client: TestClient, dataset_id: str, name: str) -> str:
