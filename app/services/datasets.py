@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, defer
 
 from app.config import Settings
@@ -35,7 +35,7 @@ from app.jobs.base import ACTIVE
 from app.orm import Dataset, Job, ModelVersion
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
-from app.store import Store
+from app.store import Store, is_disk_full
 from app.suggest import did_you_mean
 
 # how many ids an ambiguous dataset name lists
@@ -287,7 +287,19 @@ def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bo
         check_no_dependents(session, row.id)
     sha256 = row.sha256
     session.delete(row)
-    session.commit()
+    try:
+        session.commit()
+    except OperationalError as exc:
+        if "disk is full" not in str(exc.orig) and not is_disk_full(exc.orig):  # SQLite's words, or ENOSPC
+            raise
+        # On a full disk the database cannot journal the deletion (the 507 then told the user to
+        # delete things, which failed the same way): free the dataset's own bytes first, then
+        # record it. Should that fail too, the row stays, reported without storage.
+        session.rollback()
+        store.delete_dataset(sha256)
+        session.delete(row)
+        session.commit()
+        return
     store.delete_dataset(sha256)
 
 

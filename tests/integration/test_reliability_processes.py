@@ -313,7 +313,8 @@ def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: P
         assert ready.status_code == 503 and ready.json()["model_store"] in ("low on disk space", "not writable")
         assert "labelserve_store_free_bytes" in client.get("/metrics").text
         for item in client.get("/datasets").json()["items"]:  # room again: ready again
-            assert client.delete(f"/datasets/{item['id']}").status_code == 204
+            deleted = client.delete(f"/datasets/{item['id']}")
+            assert deleted.status_code == 204, deleted.text
         assert client.get("/ready").status_code == 200
     assert server.stop() in CLEAN_EXIT
 

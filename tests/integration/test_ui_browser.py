@@ -87,7 +87,14 @@ def page(browser, server: str) -> Iterator[object]:
             route.continue_()
 
     context.route("**/*", guard)
-    tab.on("requestfailed", lambda request: tab.failed.append(f"{request.url}: {request.failure}"))
+    # net::ERR_ABORTED is the browser cancelling a request of a page it leaves (a progress poll in
+    # flight when the page reloads itself at a job's end): not a failure of the server
+    tab.on(
+        "requestfailed",
+        lambda request: (
+            None if request.failure == "net::ERR_ABORTED" else tab.failed.append(f"{request.url}: {request.failure}")
+        ),
+    )
     tab.on("pageerror", lambda error: tab.failed.append(f"script error: {error}"))
     yield tab
     context.close()
