@@ -28,7 +28,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.db import session_scope
+from app.db import Database
 from app.main import create_app
 from app.orm import Alias, Job, Model, ModelVersion, VersionCounter
 
@@ -60,7 +60,7 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
     assert r.json()["status"] == "succeeded", r.text
     real = client.get("/models/m000/versions/1").json()
     now = datetime.now(timezone.utc)
-    with session_scope(database_url) as session:
+    with Database(database_url).session() as session:
         for i in range(1, N_MODELS):
             name = f"m{i:03d}"
             session.add(Model(name=name))

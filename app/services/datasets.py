@@ -290,7 +290,7 @@ def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bo
     try:
         session.commit()
     except OperationalError as exc:
-        if "disk is full" not in str(exc.orig) and not is_disk_full(exc.orig):  # SQLite's words, or ENOSPC
+        if "disk is full" not in str(exc.orig) and not (exc.orig is not None and is_disk_full(exc.orig)):
             raise
         # On a full disk the database cannot journal the deletion (the 507 then told the user to
         # delete things, which failed the same way): free the dataset's own bytes first, then
