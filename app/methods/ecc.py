@@ -17,6 +17,7 @@ in ``app.methods.br``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +27,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.multioutput import ClassifierChain
 from threadpoolctl import threadpool_limits
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 
 
@@ -52,9 +53,9 @@ class _Chain:
             self.Wy[t, :t] = est.coef_[0, d:]
         self.b = np.array([est.intercept_[0] for est in chain.estimators_])
 
-    def proba(self, Xs: np.ndarray) -> np.ndarray:
-        """Probabilities (n, m) of the varying labels, in label (not chain) order."""
-        Z = Xs @ self.Wx.T + self.b
+    def proba(self, Xs: Any) -> np.ndarray:
+        """Probabilities (n, m) of the varying labels, in label (not chain) order (``Xs`` dense or CSR)."""
+        Z = np.asarray(Xs @ self.Wx.T) + self.b
         m = Z.shape[1]
         fed = np.zeros_like(Z)  # the chain's 0/1 predictions (LogisticRegression.predict: z > 0)
         for t in range(1, m):
@@ -75,6 +76,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
 
     _params_model = ECCParams
     predicts_constant_labels = True
+    accepts_sparse = True  # ClassifierChain stacks CSR features with the labels as CSR
 
     def __init__(
         self,
@@ -114,6 +116,18 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         progress("chains", 1.0)
         self.n_iter_ = max(iterations)
 
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model is each chain's (q, d) feature and (q, q) label weights; the fit holds the
+        input, its scaled copy, the targets, the chain's features-plus-labels matrix and the
+        column slice of it that one link's logistic regression is fitted on."""
+        chains = int(params.get("n_chains", 5))
+        model = 8 * chains * shape.q * (shape.d + shape.q + 2) + 8 * shape.d * 3
+        x = shape.feature_bytes(True)
+        augmented = x + (12 if shape.nnz is not None else 8) * shape.n * shape.q
+        peak = 2 * x + shape.label_bytes + 2 * augmented + model + 8 * (8 * shape.n + 30 * (shape.d + shape.q))
+        return MemoryEstimate(peak, model)
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Artifacts fitted before the template ``fit`` stored ``varying_`` instead of ``constant_``."""
         if "varying_" in state:
@@ -121,8 +135,8 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         super().__setstate__(state)
 
     # ----------------------------------------------------------------------- prediction
-    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
-        """Mean chain probabilities (n, q) of a float64 (n, d) array already validated (0 in the
+    def _predict_scores(self, X: Any) -> np.ndarray:
+        """Mean chain probabilities (n, q) of a float64 (n, d) array (or CSR matrix) already validated (0 in the
         columns of constant labels, which the template then sets)."""
         P = np.zeros((X.shape[0], self.constant_.shape[0]))
         if self.chains_:

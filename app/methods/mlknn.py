@@ -30,14 +30,17 @@ because ``kneighbors`` breaks ties by partition order, not by index.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 from sklearn.neighbors import KDTree
 
 from app.methods.base import (
+    DataShape,
     InvalidParameterError,
+    MemoryEstimate,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -346,6 +349,23 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self.ensure_nonempty = ensure_nonempty
 
     # ----------------------------------------------------------------- fitting
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model keeps the scaled training rows (dense float64) and their label sets; the
+        fit also holds the input, the leave-one-out neighbours (n, k) and neighbour counts
+        (n, q), and a block of at most 2^22 inner products."""
+        k = int(params.get("k", 10))
+        model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
+        peak = (
+            shape.feature_bytes(cls.accepts_sparse)
+            + shape.dense_bytes
+            + shape.label_bytes
+            + model
+            + 8 * shape.n * (k + shape.q)
+            + 8 * _BLOCK_ENTRIES
+        )
+        return MemoryEstimate(peak, model)
+
     def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
         self._check_k(X.shape[0])
 
