@@ -18,10 +18,14 @@ RUN useradd --create-home --uid 10001 labelserve \
     && mkdir -p /data/models && chown labelserve /data/models
 
 WORKDIR /app
+# The exact, hash-checked versions of requirements.lock (regenerate it with the command at its top
+# when pyproject.toml's dependencies change; .ci/run fails while it is stale), then the project
+# itself with nothing resolved again: the same image from the same commit.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY app ./app
-# the same install command as the README
-RUN pip install .
+RUN pip install --no-deps . && pip check
 
 USER labelserve
 VOLUME ["/data/models"]

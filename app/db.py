@@ -11,7 +11,7 @@ taken when the transaction starts, so a transaction that reads and then writes (
 number of a model) is serialised against every other writer instead of failing with "database
 is locked" when another writer committed after its read. Two kinds of transaction begin
 deferred (a plain ``BEGIN``, a read snapshot that never waits for the writer in WAL mode): those
-of a ``session_scope(url, readonly=True)``, and one a thread opens while it already holds the
+of a ``Database.reading()`` session, and one a thread opens while it already holds the
 write lock on another connection (a nested read, e.g. loading a model inside a request's
 session), which would otherwise wait for itself.
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -117,20 +117,38 @@ def get_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
-@lru_cache(maxsize=16)
-def _session_factory(url: str, readonly: bool = False) -> sessionmaker[Session]:
-    engine = get_engine(url)
-    return sessionmaker(engine.execution_options(**{READONLY: True}) if readonly else engine, expire_on_commit=False)
+class Database:
+    """One database: its engine and its two session factories, built once per process.
+
+    The one object the code below the application core holds to reach the database (never its
+    URL). ``session()`` is for work that writes (on SQLite its transaction takes the write lock
+    when it begins), ``reading()`` for work that only reads (a snapshot that neither takes nor
+    waits for the write lock). Neither should stay open across a computation: read what the
+    work needs, close the session, compute, then open another one to record the result.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        engine = get_engine(url)
+        self._writer = sessionmaker(engine, expire_on_commit=False)
+        self._reader = sessionmaker(engine.execution_options(**{READONLY: True}), expire_on_commit=False)
+
+    @property
+    def engine(self) -> Engine:
+        return get_engine(self._url)
+
+    def session(self) -> AbstractContextManager[Session]:
+        """A read-write session, committed on success and rolled back on error."""
+        return _scope(self._writer)
+
+    def reading(self) -> AbstractContextManager[Session]:
+        """A read-only session: on SQLite a snapshot that does not take (or wait for) the write lock."""
+        return _scope(self._reader)
 
 
 @contextmanager
-def session_scope(url: str, *, readonly: bool = False) -> Iterator[Session]:
-    """A session committed on success and rolled back on error.
-
-    ``readonly``: the session only reads; on SQLite its transaction is a snapshot that does not
-    take (or wait for) the write lock.
-    """
-    session = _session_factory(url, readonly)()
+def _scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    session = factory()
     try:
         yield session
         session.commit()

@@ -16,22 +16,21 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import Mount, Route
 
 import app as package
+from app import ui
 from app.allocator import keep_freed_memory
 from app.api import errors
-from app.api.auth import ApiKeyGate
 from app.api.fast_path import PredictFastPath
-from app.api.main import TAGS, api_router
+from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
+from app.api.main import TAGS, api_router, routes
 from app.api.routes import ops
 from app.config import Settings, get_settings
+from app.core import Core
 from app.db import prepare_schema
 from app.jobs.local import stop_process_helpers
+from app.jobs.queue import JobCounts
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, access_log, configure_logging
-from app.registry import ModelCache
 from app.services.maintenance import Sweeper
-from app.services.prediction import Predictor
-from app.store import Store
-from app.uploads import UploadLimit
 
 
 def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:
@@ -45,28 +44,16 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         keep_freed_memory()
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
-        api.state.store = Store(settings.model_dir)
-        api.state.model_cache = ModelCache(
-            api.state.store,
-            settings.resolved_database_url,
-            settings.model_cache_size,
-            max_bytes=int(settings.model_cache_mb * 1024 * 1024),
-        )
-        api.state.runner = make_runner(settings)
-        api.state.runner.recover()
-        api.state.predictor = Predictor(
-            store=api.state.store,
-            cache=api.state.model_cache,
-            runner=api.state.runner,
-            metrics=api.state.metrics,
-            settings=settings,
-        )
-        sweeper = Sweeper(settings, api.state.store).start()
+        core = api.state.core = Core.open(settings, api.state.metrics)
+        core.metrics.registry.register(JobCounts(core.database))
+        core.attach_runner(make_runner(core))
+        core.runner.recover()
+        sweeper = Sweeper(core).start()
         try:
             yield
         finally:
             sweeper.stop()
-            api.state.runner.shutdown()
+            core.runner.shutdown()
             if owns_process:
                 stop_process_helpers()
             for handler in access_log.handlers:  # the request log's last batch, before the loop ends
@@ -85,19 +72,25 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
     )
     api.state.settings = settings
-    api.state.metrics = Metrics(settings.resolved_database_url)
-    api.add_middleware(UploadLimit)
+    api.state.metrics = Metrics()
     errors.install(api)
     api.include_router(api_router(api_key=bool(settings.api_key)))
-    if settings.api_key:
-        # Open: the operations routes, and the documentation (the openapi.json, the docs pages
-        # FastAPIOffline registers outside the schema, and the mount serving their assets).
-        open_paths = [getattr(route, "path", "") for route in ops.router.routes]
-        open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
-        open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
-        api.add_middleware(ApiKeyGate, api_key=settings.api_key, open_paths=open_paths, open_prefixes=open_prefixes)
+    # Open: the operations routes, and the documentation (the openapi.json, the docs pages
+    # FastAPIOffline registers outside the schema, and the mount serving their assets), listed
+    # before the dashboard's routes (also outside the schema) are added; the dashboard's own gate
+    # is its login page and assets (app.ui.session).
+    open_paths = [getattr(route, "path", "") for route in ops.router.routes]
+    open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+    open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
+    ui.install(api)
+    open_paths += ["/", "/ui/login"]
+    open_prefixes += [f"{ui.STATIC_PATH}/"]
+    gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes)
+    api.add_middleware(UploadLimit, gate=gate)
+    if gate.api_key is not None:
+        api.add_middleware(ApiKeyGate, gate=gate)
     api.add_middleware(RequestMetrics)
-    api.add_middleware(PredictFastPath)  # outermost: it makes the checks of the layers inside itself
+    api.add_middleware(PredictFastPath, routes=routes())  # outermost: it makes the checks of the layers inside itself
     return api
 
 

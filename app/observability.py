@@ -7,39 +7,19 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
 from select import PIPE_BUF
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from app.db import session_scope
-from app.jobs.base import JobStatus
-from app.orm import Job
-
-
-class JobCounts(Collector):
-    """Job counts by status, read from the database at scrape time (it is the source of truth)."""
-
-    def __init__(self, database_url: str) -> None:
-        self.database_url = database_url
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily("labelserve_jobs", "Jobs by status", labels=["status"])
-        with session_scope(self.database_url) as session:
-            counts = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
-        for status in JobStatus:
-            family.add_metric([status.value], counts.get(status.value, 0))
-        yield family
 
 
 class Metrics:
-    def __init__(self, database_url: str) -> None:
+    """The process's Prometheus series. Collectors reading other sources (the job counts, from
+    the database) are registered on ``registry`` by whoever owns those sources (``app.main``)."""
+
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "labelserve_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
@@ -57,7 +37,12 @@ class Metrics:
         self.store_free_bytes = Gauge(
             "labelserve_store_free_bytes", "Free space on the model store's file system", registry=self.registry
         )
-        self.registry.register(JobCounts(database_url))
+        self.fast_path_fallbacks = Counter(
+            "labelserve_fast_path_fallbacks",
+            "Requests the prediction fast path handed to the route because answering raised",
+            ["route", "exception"],
+            registry=self.registry,
+        )
         # Label children resolved once: ``labels()`` costs a lock and a tuple key per call, a
         # noticeable part of a one-row prediction when it runs three times per request.
         self._cache_result = {True: self.cache.labels(result="hit"), False: self.cache.labels(result="miss")}
@@ -65,6 +50,11 @@ class Metrics:
 
     def cache_lookup(self, hit: bool) -> None:
         self._cache_result[hit].inc()
+
+    def fast_path_fallback(self, route: str, exc: BaseException) -> None:
+        """Count one request the fast path gave up on because of ``exc`` (by route template and
+        exception class: both bounded by the code, never by the request)."""
+        self.fast_path_fallbacks.labels(route, type(exc).__name__).inc()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one request and record its latency (series by method, route template, status)."""

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.allocator import release_freed_memory
-from app.db import session_scope
+from app.db import Database
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
 
@@ -179,6 +179,20 @@ def register_version(session: Session, store: Store, name: str, **fields: Any) -
     return row
 
 
+def drop_unused_artifacts(session: Session, store: Store, hashes: set[str]) -> None:
+    """Delete the artifact files that no version uses any more.
+
+    Called after the rows that used them are gone (committed), by the registry's deletions and
+    by a training whose job was cancelled after its artifact was written.
+    """
+    for sha256 in hashes:
+        used = session.scalar(
+            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
+        )
+        if not used:
+            store.delete_artifact(sha256)
+
+
 @dataclass(frozen=True)
 class Served:
     """A loaded version: what predicting with it needs, without another database read."""
@@ -211,9 +225,9 @@ class ModelCache:
     not cached, so a repaired store is picked up on the next request.
     """
 
-    def __init__(self, store: Store, database_url: str, size: int, *, max_bytes: int | None = None) -> None:
+    def __init__(self, store: Store, database: Database, size: int, *, max_bytes: int | None = None) -> None:
         self._store = store
-        self._database_url = database_url
+        self._database = database
         self.size = size
         self.max_bytes = max_bytes
         self._entries: OrderedDict[VersionKey, tuple[Served, int]] = OrderedDict()
@@ -303,7 +317,7 @@ class ModelCache:
         return served, False
 
     def _version_row(self, key: VersionKey) -> ModelVersion:
-        with session_scope(self._database_url) as session:
+        with self._database.reading() as session:
             row = session.get(ModelVersion, key[0])
             if row is None:
                 raise RegistryError("the model version was deleted meanwhile")

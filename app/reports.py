@@ -1,51 +1,101 @@
 """Self-contained HTML reports: a comparison's leaderboard, or one model version's evaluation.
 
-A report is one HTML page that opens in a browser with no network: the style is inline and every
-plot is a matplotlib PNG embedded as a base64 ``data:`` URI. Plots are drawn on ``Figure``
-objects directly (no ``pyplot`` state), so reports can be built from any thread. Every text that
-comes from a user (dataset, label and model names) is HTML-escaped.
+A report is one HTML page that opens in a browser with no network. Charts are plotly figures
+(hover, zoom); their JavaScript is plotly's own bundle, shipped by the ``plotly`` package. The
+stored page holds only a marker where the bundle goes (``SCRIPT_MARKER``, 4.8 MB that a thousand
+stored comparisons would otherwise repeat); ``with_scripts`` puts the bundle in when the page is
+served, so the page a browser saves still opens offline.
+
+Every text that comes from a user (dataset, label and model names) is HTML-escaped, and in chart
+texts also stripped of what plotly would read as markup or TeX (``$...$``): a label name is only
+ever shown, never parsed. Every metric name is shown with its direction (``↑`` higher is better,
+``↓`` lower is better), in tables and on axes alike.
 """
 
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cache
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from sklearn.metrics import average_precision_score, f1_score
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
 
+from app import __version__
+from app.methods.catalog import get_method
 from app.metrics import LOWER_IS_BETTER
 
+SCRIPT_MARKER = "<!--labelserve:plotly-->"
+
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-tr.best { background: #eef6ee; }
-img { max-width: 100%; display: block; margin: 1em 0; }
-.note { color: #666; font-size: 0.9em; }
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1.5em; max-width: 1400px; color: #1f2328; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #d0d7de; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: right; }
+th:first-child, td:first-child, td.text { text-align: left; }
+table.board td:nth-child(2), table.board td:nth-child(3), table.board th:nth-child(2), table.board th:nth-child(3) { text-align: left; }
+table.board td { white-space: nowrap; }
+thead th { background: #f6f8fa; }
+tr.best { background: #dafbe1; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2em 1em; font-size: 0.9em; }
+dl.facts dt { color: #57606a; } dl.facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+@media (max-width: 640px) { body { padding: 0.8em; } dl.facts { grid-template-columns: 1fr; } dl.facts dd { margin-bottom: 0.3em; } }
+.note { color: #57606a; font-size: 0.9em; }
+.scroll { overflow-x: auto; }
+.chart { width: 100%; }
 """
 
-#: at most this many labels are drawn in a per-label plot (the rest would be unreadable)
-_MAX_LABELS = 60
-#: samples shown in the predicted-against-true distribution plot
+#: at most this many labels are drawn in a per-label chart or table (the rest would be unreadable)
+MAX_LABELS = 100
+#: samples shown in the predicted-against-true distribution chart
 _N_SAMPLES = 4
 
 
-def _png(fig: Figure) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="plot" src="data:image/png;base64,{data}">'
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What a report's header says about the data: enough to trace a saved report."""
+
+    name: str
+    id: str | None
+    n: int
+    d: int
+    q: int
+    #: mean labels per row; None for label distributions
+    cardinality: float | None
+    sha256: str | None = None
+
+    @classmethod
+    def of(cls, name: str, dataset_id: str | None, X: np.ndarray, Y: np.ndarray, *, multilabel: bool) -> DatasetFacts:
+        cardinality = float(np.mean(np.sum(np.asarray(Y) > 0, axis=1))) if multilabel and len(Y) else None
+        n, d = X.shape
+        return cls(name=name, id=dataset_id, n=int(n), d=int(d), q=int(Y.shape[1]), cardinality=cardinality)
 
 
+# --------------------------------------------------------------------------------- escaping
 def _esc(value: object) -> str:
     return html.escape(str(value), quote=True)
+
+
+def chart_text(value: object, limit: int = 40) -> str:
+    """A user's text made safe for a plotly label: HTML-escaped (plotly reads ``<b>``, ``<br>``)
+    and with ``$`` as an entity (plotly would hand ``$...$`` to a TeX renderer)."""
+    text = str(value)
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return html.escape(text, quote=False).replace("$", "&#36;")
+
+
+def direction(metric: str) -> str:
+    """The metric's name with its arrow: ``↓`` lower is better, ``↑`` higher is better."""
+    return f"{metric} {'↓' if metric in LOWER_IS_BETTER else '↑'}"
 
 
 def _num(value: float | None, digits: int = 4) -> str:
@@ -54,167 +104,342 @@ def _num(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
-def page(title: str, sections: Sequence[str], subtitle: str = "") -> str:
-    """One complete HTML document."""
-    head = f"<h1>{_esc(title)}</h1>" + (f'<p class="note">{_esc(subtitle)}</p>' if subtitle else "")
+def params_text(params: Mapping[str, Any]) -> str:
+    """Parameters as one short text (``random_state`` left out); ``defaults`` when none were set.
+    Used for every entry alike, so a table and a chart name the same entry the same way."""
+    shown = {k: v for k, v in params.items() if k != "random_state"}
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
+
+
+def entry_name(method: str, params: Mapping[str, Any]) -> str:
+    """``method`` alone at its defaults, else ``method (k=5, ...)``: one rule for tables and charts."""
+    text = params_text(params)
+    return method if text == "defaults" else f"{method} ({text})"
+
+
+# ----------------------------------------------------------------------------- page pieces
+@cache
+def _plotly_bundle() -> str:
+    return f'<script type="text/javascript">{get_plotlyjs()}</script>'
+
+
+def with_scripts(stored: str) -> str:
+    """The stored page with plotly's bundle in place of its marker (what is served)."""
+    return stored.replace(SCRIPT_MARKER, _plotly_bundle(), 1)
+
+
+def page(title: str, facts: Sequence[tuple[str, str]], sections: Sequence[str]) -> str:
+    """One complete HTML document; ``facts`` are (term, already-escaped HTML) pairs of the header."""
+    header = "".join(f"<dt>{_esc(term)}</dt><dd>{value}</dd>" for term, value in facts)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>"
-        + head
-        + "".join(sections)
-        + "</body></html>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_STYLE}</style>{SCRIPT_MARKER}</head><body><main>"
+        f'<h1>{_esc(title)}</h1><dl class="facts">{header}</dl>' + "".join(sections) + "</main></body></html>"
     )
 
 
-# ------------------------------------------------------------------------------------ plots
-def metric_bars(rows: Sequence[tuple[str, float | None, float | None]], metric: str) -> str:
-    """One bar per method with its standard deviation as the error bar."""
-    names = [r[0] for r in rows]
-    means = [r[1] if r[1] is not None else np.nan for r in rows]
-    stds = [r[2] if r[2] is not None else 0.0 for r in rows]
-    fig = Figure(figsize=(max(4.0, 0.7 * len(rows) + 2), 3.2))
-    ax = fig.add_subplot()
-    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#4c72b0")
-    ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
-    ax.set_ylabel(metric + (" (lower is better)" if metric in LOWER_IS_BETTER else ""))
-    ax.set_title(f"{metric} by method (mean and std over folds)")
-    finite = [m for m in means if np.isfinite(m)]
-    if finite and metric not in LOWER_IS_BETTER:
-        ax.set_ylim(max(0.0, min(finite) - 0.1), min(1.0, max(finite) + 0.05) if max(finite) <= 1 else None)
-    return _png(fig)
+def _chart(fig: go.Figure, height: int = 420) -> str:
+    fig.update_layout(
+        height=height,
+        margin={"l": 60, "r": 20, "t": 50, "b": 60},
+        template="plotly_white",
+        font={"family": "system-ui, sans-serif", "size": 12},
+    )
+    return '<div class="chart">' + fig.to_html(
+        full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True}
+    ) + "</div>"  # fmt: skip
 
 
-def per_label_scores(Y: np.ndarray, S: np.ndarray | None, Yhat: np.ndarray | None, labels: Sequence[str]) -> str:
-    """Per-label average precision (from scores) and F1 (from label sets), one pair of bars per label."""
-    Y = np.asarray(Y) > 0
-    q = Y.shape[1]
-    shown = list(range(min(q, _MAX_LABELS)))
-    ap = np.full(q, np.nan)
-    if S is not None:
-        for j in shown:
-            if Y[:, j].any() and not Y[:, j].all():
-                ap[j] = average_precision_score(Y[:, j], S[:, j])
-    f1 = np.full(q, np.nan)
-    if Yhat is not None:
-        f1 = f1_score(Y, np.asarray(Yhat) > 0, average=None, zero_division=0.0)
-    fig = Figure(figsize=(max(5.0, 0.35 * len(shown) + 2), 3.4))
-    ax = fig.add_subplot()
-    x = np.arange(len(shown))
-    ax.bar(x - 0.2, ap[shown], width=0.4, label="average precision", color="#4c72b0")
-    ax.bar(x + 0.2, f1[shown], width=0.4, label="F1", color="#dd8452")
-    ax.set_xticks(x, [str(labels[j])[:20] for j in shown], rotation=60, ha="right", fontsize=7)
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=8)
-    title = "per-label scores" + (f" (first {len(shown)} of {q} labels)" if q > len(shown) else "")
-    ax.set_title(title)
-    return _png(fig)
-
-
-def fraction_curves(curves: Mapping[str, Mapping[float, Sequence[float]]]) -> str:
-    """Downstream average precision against the fraction of features kept, one line per selector."""
-    fig = Figure(figsize=(5.5, 3.4))
-    ax = fig.add_subplot()
-    for name, curve in curves.items():
-        fractions = sorted(curve)
-        means = [float(np.mean(curve[f])) for f in fractions]
-        stds = [float(np.std(curve[f])) for f in fractions]
-        ax.errorbar(fractions, means, yerr=stds, marker="o", capsize=3, label=name)
-    ax.set_xlabel("fraction of features kept")
-    ax.set_ylabel("ML-kNN average precision")
-    ax.set_title("downstream average precision against features kept")
-    ax.legend(fontsize=8)
-    return _png(fig)
-
-
-def distributions(D: np.ndarray, P: np.ndarray, labels: Sequence[str], rows: Sequence[int] | None = None) -> str:
-    """Predicted against true label distributions for a few samples (grouped bars)."""
-    rows = list(rows) if rows is not None else list(np.linspace(0, len(D) - 1, min(_N_SAMPLES, len(D)), dtype=int))
-    fig = Figure(figsize=(3.2 * len(rows), 3.0))
-    c = D.shape[1]
-    x = np.arange(c)
-    for i, r in enumerate(rows):
-        ax = fig.add_subplot(1, len(rows), i + 1)
-        ax.bar(x - 0.2, D[r], width=0.4, label="true", color="#55a868")
-        ax.bar(x + 0.2, P[r], width=0.4, label="predicted", color="#4c72b0")
-        ax.set_xticks(x, [str(n)[:10] for n in labels], rotation=60, ha="right", fontsize=7)
-        ax.set_title(f"sample {r}", fontsize=9)
-        if i == 0:
-            ax.legend(fontsize=7)
-    return _png(fig)
-
-
-# ----------------------------------------------------------------------------------- tables
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], best_row: int | None = 0) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], best_row: int | None = 0, caption: str = "", css: str = ""
+) -> str:
+    """An HTML table; ``header`` is plain text (escaped here), ``rows`` already-escaped HTML cells."""
+    head = "".join(f'<th scope="col">{_esc(h)}</th>' for h in header)
     body = "".join(
         f"<tr{' class=best' if i == best_row else ''}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
         for i, row in enumerate(rows)
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    cap = f"<caption class=note>{_esc(caption)}</caption>" if caption else ""
+    attribute = f' class="{css}"' if css else ""
+    return (
+        f'<div class="scroll"><table{attribute}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )
 
 
-def _params(params: Mapping[str, Any]) -> str:
-    shown = {k: v for k, v in params.items() if k != "random_state"}
-    return _esc(", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults")
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _download(text: str, filename: str, label: str) -> str:
+    """A link that downloads ``text`` from the page itself (so it works in a saved file too)."""
+    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return f'<p><a download="{_esc(filename)}" href="data:text/csv;base64,{data}">{_esc(label)}</a></p>'
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _dataset_facts(data: DatasetFacts) -> list[tuple[str, str]]:
+    facts = [("dataset", _esc(data.name) + (f" (<code>{_esc(data.id)}</code>)" if data.id else ""))]
+    if data.sha256:
+        facts.append(("dataset sha256", f"<code>{_esc(data.sha256)}</code>"))
+    size = f"n = {data.n} rows, d = {data.d} features, q = {data.q} labels"
+    if data.cardinality is not None:
+        size += f", label cardinality {data.cardinality:.2f}"
+    return [*facts, ("size", _esc(size))]
+
+
+# ----------------------------------------------------------------------------------- charts
+def metric_bars(rows: Sequence[tuple[str, float | None, float | None]], metric: str) -> str:
+    """One bar per entry with its standard deviation over folds as the error bar."""
+    names = [chart_text(r[0], 60) for r in rows]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=[r[1] for r in rows],
+            error_y={"type": "data", "array": [r[2] or 0.0 for r in rows]},
+            marker_color="#4c72b0",
+            hovertemplate="%{x}<br>%{y:.4f} ± %{error_y.array:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(title=f"{direction(metric)} by method (mean ± std over folds)", yaxis_title=direction(metric))
+    return _chart(fig)
+
+
+def label_heatmap(
+    values: np.ndarray, methods: Sequence[str], labels: Sequence[str], support: np.ndarray, metric: str
+) -> str:
+    """A label x method heat map of a per-label score; each label's row names its support."""
+    shown = min(len(labels), MAX_LABELS)
+    rows = [f"{chart_text(labels[j], 30)} (n={int(support[j])})" for j in range(shown)]
+    reverse = metric in LOWER_IS_BETTER
+    fig = go.Figure(
+        go.Heatmap(
+            z=values[:shown].tolist(),
+            x=[chart_text(m, 40) for m in methods],
+            y=rows,
+            colorscale="Viridis",
+            reversescale=reverse,
+            colorbar={"title": {"text": direction(metric)}},
+            hovertemplate="%{y}<br>%{x}<br>" + metric + " %{z:.3f}<extra></extra>",
+        )
+    )
+    title = f"per-label {direction(metric)}" + (
+        f" (first {shown} of {len(labels)} labels)" if shown < len(labels) else ""
+    )
+    fig.update_layout(title=title, yaxis={"autorange": "reversed"})
+    return _chart(fig, height=max(360, 22 * shown + 160))
+
+
+def fraction_curves(curves: Mapping[str, Mapping[float, Sequence[float]]]) -> str:
+    """Downstream average precision against the fraction of features kept, one line per selector,
+    with the all-features score (the fraction 1.0) as a dashed reference line."""
+    fig = go.Figure()
+    reference: list[float] = []
+    for name, curve in curves.items():
+        fractions = sorted(curve)
+        means = [float(np.mean(curve[f])) for f in fractions]
+        stds = [float(np.std(curve[f])) for f in fractions]
+        fig.add_trace(
+            go.Scatter(
+                x=[100 * f for f in fractions],
+                y=means,
+                error_y={"type": "data", "array": stds},
+                mode="lines+markers",
+                name=chart_text(name),
+                hovertemplate="%{x:.0f}% of features<br>AP %{y:.4f}<extra>" + chart_text(name) + "</extra>",
+            )
+        )
+        if 1.0 in curve:
+            reference.extend(curve[1.0])
+    if reference:
+        fig.add_hline(
+            y=float(np.mean(reference)),
+            line_dash="dash",
+            line_color="#57606a",
+            annotation_text="all features",
+            annotation_position="bottom right",
+        )
+    fig.update_layout(
+        title="downstream ML-kNN average precision ↑ against the features kept",
+        xaxis={"title": "features kept (% of d)", "range": [0, 102], "ticksuffix": "%"},
+        yaxis_title="average_precision ↑",
+    )
+    return _chart(fig)
+
+
+def distributions(D: np.ndarray, P: np.ndarray, labels: Sequence[str], rows: Sequence[int] | None = None) -> str:
+    """Predicted against true label distributions for a few samples (grouped bars, one panel each)."""
+    picked = list(rows) if rows is not None else [int(r) for r in np.linspace(0, len(D) - 1, min(_N_SAMPLES, len(D)))]
+    names = [chart_text(n, 12) for n in labels[:MAX_LABELS]]
+    c = len(names)
+    fig = make_subplots(rows=1, cols=len(picked), subplot_titles=[f"sample {r}" for r in picked], shared_yaxes=True)
+    for i, r in enumerate(picked):
+        for values, label, color in ((D[r, :c], "true", "#55a868"), (P[r, :c], "predicted", "#4c72b0")):
+            fig.add_trace(
+                go.Bar(
+                    x=names, y=values.tolist(), name=label, marker_color=color, showlegend=i == 0, legendgroup=label
+                ),
+                row=1,
+                col=i + 1,
+            )
+    fig.update_layout(title="predicted against true distributions", barmode="group")
+    return _chart(fig, height=380)
+
+
+# ------------------------------------------------------------------------- per-label scores
+def per_label_f1(Y: np.ndarray, Yhat: np.ndarray) -> np.ndarray:
+    """F1 of each label's predicted set (0 where a label is never true nor predicted)."""
+    Y, Yhat = np.asarray(Y) > 0, np.asarray(Yhat) > 0
+    tp = np.sum(Y & Yhat, axis=0)
+    denominator = np.sum(Y, axis=0) + np.sum(Yhat, axis=0)
+    return np.divide(2.0 * tp, denominator, out=np.zeros(Y.shape[1]), where=denominator > 0)
+
+
+def per_label_abs_error(D: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Mean absolute error of each label's predicted share (distribution learners)."""
+    return np.asarray(np.mean(np.abs(np.asarray(D) - np.asarray(P)), axis=0))
+
+
+def confusion_counts(Y: np.ndarray, Yhat: np.ndarray) -> np.ndarray:
+    """(q, 4) counts per label: true positives, false positives, false negatives, true negatives."""
+    Y, Yhat = np.asarray(Y) > 0, np.asarray(Yhat) > 0
+    return np.stack(
+        [np.sum(Y & Yhat, 0), np.sum(~Y & Yhat, 0), np.sum(Y & ~Yhat, 0), np.sum(~Y & ~Yhat, 0)], axis=1
+    ).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------- reports
-def compare_report(
-    *,
-    title: str,
-    metric: str,
-    cv: int,
-    metric_names: Sequence[str],
-    leaderboard: Sequence[Any],
-    Y: np.ndarray,
-    label_names: Sequence[str],
-) -> str:
-    """The HTML page of a comparison: leaderboard table and the plots fitting its entries.
+def leaderboard_rows(leaderboard: Sequence[Any], metric_names: Sequence[str]) -> tuple[list[str], list[list[object]]]:
+    """The leaderboard as plain values (the CSV download and ``?format=csv``): one row per entry."""
+    header = ["rank", "method", "parameters"]
+    for name in metric_names:
+        header += [f"{name} mean", f"{name} std"]
+    header += ["fit seconds", "error"]
+    rows: list[list[object]] = []
+    for i, entry in enumerate(leaderboard, 1):
+        row: list[object] = [i, entry.method, params_text(entry.params)]
+        for name in metric_names:
+            row += [_num(entry.mean(name), 6), _num(entry.std(name), 6)]
+        row += [_num(float(np.mean(entry.fit_seconds)) if entry.fit_seconds else None, 3), entry.error or ""]
+        rows.append(row)
+    return header, rows
 
-    ``leaderboard`` holds ``app.selection.Entry`` objects, best first; ``Y`` is the dataset's
-    targets (for the out-of-fold per-label scores and distributions). The best classifier gets
-    its per-label scores, the best distribution learner a few predicted distributions, and
-    selectors their downstream average precision against the fraction of features kept.
-    """
-    header = ["method", "parameters", *[f"{m} (mean ± std)" for m in metric_names], "fit seconds"]
+
+def _leaderboard_table(entries: Sequence[Any], metric_names: Sequence[str], metric: str) -> str:
+    header = ["#", "method", "parameters", *[direction(m) for m in metric_names], "fit seconds"]
     rows = []
-    for entry in leaderboard:
-        cells = [_esc(entry.method), _params(entry.params)]
+    for i, entry in enumerate(entries, 1):
+        cells = [str(i), _esc(entry.method), _esc(params_text(entry.params))]
         for name in metric_names:
             cells.append(f"{_num(entry.mean(name))} ± {_num(entry.std(name))}")
         cells.append(_num(float(np.mean(entry.fit_seconds)) if entry.fit_seconds else None, 2))
         rows.append(cells)
-    sections = [f"<h2>Leaderboard (ranked by {_esc(metric)})</h2>", table(header, rows)]
+    return table(header, rows, caption=f"mean ± std over folds, ranked by {direction(metric)}; best first", css="board")
+
+
+def compare_report(
+    *,
+    data: DatasetFacts,
+    metric: str,
+    cv: int,
+    seed: int,
+    metric_names: Sequence[str],
+    leaderboard: Sequence[Any],
+    Y: np.ndarray,
+    label_names: Sequence[str],
+    job_id: str | None = None,
+) -> str:
+    """The HTML page of a comparison: a header that traces it, then classifiers (or distribution
+    learners) and selectors in sections of their own.
+
+    ``leaderboard`` holds ``app.selection.Entry`` objects, best first; ``Y`` is the dataset's
+    targets (for the per-label heat map of the out-of-fold predictions). Selectors are scored
+    through ML-kNN on their top features, so they are never ranked beside the classifiers.
+    """
+    facts = [
+        *_dataset_facts(data),
+        ("protocol", _esc(f"{cv}-fold cross-validation, 1 repeat, seed {seed}")),
+        ("ranked by", _esc(direction(metric))),
+        ("server", _esc(f"labelserve {__version__}")),
+        ("date", _esc(_stamp())),
+    ]
+    if job_id:
+        facts.insert(0, ("job", f"<code>{_esc(job_id)}</code>"))
+    header, rows = leaderboard_rows(leaderboard, metric_names)
+    sections = [_download(csv_text(header, rows), "leaderboard.csv", "Download the leaderboard (CSV)")]
+    learners = [e for e in leaderboard if not _is_selector(e)]
+    selectors = [e for e in leaderboard if _is_selector(e)]
     failed = [e for e in leaderboard if e.error]
+    if learners:
+        sections += _learner_sections(learners, metric_names, metric, Y, label_names)
+    if selectors:
+        sections += _selector_sections(selectors, metric_names)
     if failed:
         sections.append(
-            '<p class="note">Failed: ' + "; ".join(f"{_esc(e.method)}: {_esc(e.error)}" for e in failed) + "</p>"
+            '<h2>Failed</h2><p class="note">'
+            + "; ".join(f"{_esc(entry_name(e.method, e.params))}: {_esc(e.error)}" for e in failed)
+            + "</p>"
         )
-    ok = [e for e in leaderboard if not e.error]
-    bars = [(e.method + (f" [{_params(e.params)}]" if e.params else ""), e.mean(metric), e.std(metric)) for e in ok]
+    return page(f"Comparison on {data.name}", facts, sections)
+
+
+def _is_selector(entry: Any) -> bool:
+    spec = get_method(entry.method)
+    return bool(entry.curve) or (spec is not None and spec.task == "selection")
+
+
+def _learner_sections(
+    entries: Sequence[Any], metric_names: Sequence[str], metric: str, Y: np.ndarray, label_names: Sequence[str]
+) -> list[str]:
+    ok = [e for e in entries if not e.error]
+    sections = ["<h2>Classifiers</h2>" if any(e.oof_labels is not None for e in ok) else "<h2>Learners</h2>"]
+    sections.append(_leaderboard_table(entries, metric_names, metric))
+    bars = [(entry_name(e.method, e.params), e.mean(metric), e.std(metric)) for e in ok]
     if bars:
-        sections += ["<h2>Metric per method</h2>", metric_bars(bars, metric)]
-    learners = [e for e in ok if e.oof_scores is not None]
-    if learners:
-        best = learners[0]
-        if best.oof_labels is not None:
-            sections += [
-                f"<h2>Per-label scores of the best classifier ({_esc(best.method)}, out-of-fold)</h2>",
-                per_label_scores(Y, best.oof_scores, best.oof_labels, label_names),
-            ]
-        else:
-            sections += [
-                f"<h2>Predicted against true distributions ({_esc(best.method)}, out-of-fold)</h2>",
-                distributions(Y, best.oof_scores, label_names),
-            ]
-    selectors = {e.method: e.curve for e in ok if e.curve}
-    if selectors:
+        sections.append(metric_bars(bars, metric))
+    predicted = [e for e in ok if e.oof_scores is not None]
+    if not predicted:
+        return sections
+    names = [entry_name(e.method, e.params) for e in predicted]
+    if predicted[0].oof_labels is not None:
+        labelled = [e for e in predicted if e.oof_labels is not None]
+        values = np.stack([per_label_f1(Y, e.oof_labels) for e in labelled], axis=1)
+        support = np.sum(np.asarray(Y) > 0, axis=0)
         sections += [
-            "<h2>Selectors: downstream average precision against the fraction of features</h2>",
-            fraction_curves(selectors),
+            "<h3>Per label, out-of-fold</h3>",
+            label_heatmap(values, [entry_name(e.method, e.params) for e in labelled], label_names, support, "F1"),
         ]
-    note = f"{cv}-fold cross-validation on the dataset; best first. Selectors: ML-kNN (k=10) on their top features."
-    return page(title, sections, subtitle=note)
+    else:
+        values = np.stack([per_label_abs_error(Y, e.oof_scores) for e in predicted], axis=1)
+        support = np.round(np.sum(np.asarray(Y), axis=0), 1)
+        sections += [
+            "<h3>Per label, out-of-fold</h3>",
+            label_heatmap(values, names, label_names, support, "mean_absolute_error"),
+            distributions(Y, predicted[0].oof_scores, label_names),
+        ]
+    return sections
+
+
+def _selector_sections(entries: Sequence[Any], metric_names: Sequence[str]) -> list[str]:
+    ranking = "average_precision"
+    sections = [
+        "<h2>Feature selectors</h2>",
+        '<p class="note">Scored by what they are for: ML-kNN (k=10) trained on each selector\'s top 20% of '
+        "features, with the classifiers' metrics; the curve shows the average precision from 5% to 100% of "
+        "the features (100%: every feature, the same for every selector).</p>",
+        _leaderboard_table(entries, metric_names, ranking),
+    ]
+    curves = {entry_name(e.method, e.params): e.curve for e in entries if e.curve and not e.error}
+    if curves:
+        sections.append(fraction_curves(curves))
+    return sections
 
 
 def version_report(
@@ -223,6 +448,8 @@ def version_report(
     task: str,
     scores: Mapping[str, float | None],
     label_names: Sequence[str],
+    facts: Sequence[tuple[str, str]] = (),
+    members: Sequence[tuple[str, Mapping[str, Any], float]] = (),
     Y: np.ndarray | None = None,
     S: np.ndarray | None = None,
     Yhat: np.ndarray | None = None,
@@ -230,18 +457,60 @@ def version_report(
     curve: Mapping[float, float] | None = None,
     note: str = "",
 ) -> str:
-    """The HTML page of one version evaluated on one dataset."""
-    rows = [[_esc(name), _num(value)] for name, value in scores.items()]
+    """The HTML page of one version evaluated on one dataset.
+
+    ``facts`` are the header's (term, escaped HTML) pairs (version, training data, evaluated data,
+    libraries); ``members`` a blend's (method, params, weight) triples, shown as shares.
+    """
+    rows = [[_esc(direction(name)), _num(value)] for name, value in scores.items()]
     sections = ["<h2>Metrics</h2>", table(["metric", "value"], rows, best_row=None)]
     if note:
         sections.append(f'<p class="note">{_esc(note)}</p>')
-    if task == "multilabel" and Y is not None:
-        sections += ["<h2>Per-label scores</h2>", per_label_scores(Y, S, Yhat, label_names)]
+    if members:
+        total = sum(w for _, _, w in members) or 1.0
+        member_rows = [
+            [_esc(m), _esc(params_text(p)), f"{100 * w / total:.1f}%"]
+            for m, p, w in sorted(members, key=lambda t: -t[2])
+        ]
+        sections += ["<h2>Blend members</h2>", table(["method", "parameters", "share of the blend"], member_rows, None)]
+    if task == "multilabel" and Y is not None and Yhat is not None:
+        sections += _confusion_section(np.asarray(Y), np.asarray(Yhat), label_names)
     elif task == "distribution" and Y is not None and P is not None:
-        sections += ["<h2>Predicted against true distributions</h2>", distributions(Y, P, label_names)]
+        support = np.round(np.sum(np.asarray(Y), axis=0), 1)
+        sections += [
+            "<h2>Per label</h2>",
+            label_heatmap(
+                per_label_abs_error(Y, P)[:, None], ["this version"], label_names, support, "mean_absolute_error"
+            ),
+            distributions(Y, P, label_names),
+        ]
     elif task == "selection" and curve:
         sections += [
-            "<h2>Downstream average precision against the fraction of features</h2>",
+            "<h2>Downstream average precision against the features kept</h2>",
             fraction_curves({"selected features": {f: [v] for f, v in curve.items()}}),
         ]
-    return page(title, sections)
+    stamped = [*facts, ("server", _esc(f"labelserve {__version__}")), ("date", _esc(_stamp()))]
+    return page(title, stamped, sections)
+
+
+def _confusion_section(Y: np.ndarray, Yhat: np.ndarray, label_names: Sequence[str]) -> list[str]:
+    counts = confusion_counts(Y, Yhat)
+    f1 = per_label_f1(Y, Yhat)
+    support = counts[:, 0] + counts[:, 2]
+    shown = min(len(label_names), MAX_LABELS)
+    order = np.argsort(-support, kind="stable")[:shown]
+    rows = [
+        [f'<span class="text">{_esc(label_names[j])}</span>', str(support[j]), *map(str, counts[j]), _num(f1[j], 3)]
+        for j in order
+    ]
+    note = f"most frequent {shown} of {len(label_names)} labels" if shown < len(label_names) else "every label"
+    return [
+        "<h2>Per label: confusion counts</h2>",
+        table(
+            ["label", "support", "true pos.", "false pos.", "false neg.", "true neg.", "F1 ↑"],
+            rows,
+            best_row=None,
+            caption=f"{note}, most frequent first",
+        ),
+        label_heatmap(f1[:, None], ["this version"], label_names, support, "F1"),
+    ]

@@ -55,7 +55,7 @@ from app.methods.mlknn import MLkNN
 log = logging.getLogger("labelserve.selection")
 
 #: fractions of features at which selectors are scored for the report's curve
-FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5)
+FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)  # 1.0: the all-features reference of the report
 #: the fraction at which selectors are ranked (ELCFS's protocol, as ``POST /evaluate``)
 SELECTOR_FRACTION = 0.2
 #: the method id of ``POST /train`` that selects the method

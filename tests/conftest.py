@@ -1,12 +1,14 @@
 """Shared fixtures: generated datasets and API clients over SQLite and PostgreSQL.
 
-Every API test runs once per database backend (``db`` parameter). The PostgreSQL run creates a
-throw-away database on the server named by ``LABELSERVE_TEST_POSTGRES_URL`` (default: the local
-server, user postgres) and skips when no server answers.
+Every API test runs once per database backend (the ``database_url`` parameter). The PostgreSQL run
+(marked ``postgres``) creates a throw-away database on the server named by
+``LABELSERVE_TEST_POSTGRES_URL`` (default: the local server, user postgres) and skips when no
+server answers.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +17,35 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
+import app.main
 from app.config import Settings
 from app.db import migrate
 from app.main import create_app
-from tests.helpers import make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
+from app.observability import access_log, configure_logging
+from tests.helpers import BACKENDS, make_distribution, make_multilabel, throwaway_postgres, train, upload_csv
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+@pytest.fixture(autouse=True)
+def app_logs_to_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process apps log through pytest's log capture (shown in a failing test's report), not
+    on file descriptor 2: the request log writes its batch up to 50 ms after a request, which can
+    be after pytest stopped capturing the test, and the JSON line lands among pytest's own.
+
+    Subprocess servers log to files of their own (``LiveServer.log``); ``tests/unit/test_logging.py``
+    checks the real handlers (it calls ``configure_logging`` itself).
+    """
+
+    def configure(level: str) -> None:
+        configure_logging(level)
+        for logger in (logging.getLogger("labelserve"), access_log):
+            logger.handlers[:] = []
+            logger.propagate = True
+
+    monkeypatch.setattr(app.main, "configure_logging", configure)
 
 
 @pytest.fixture(scope="session")
@@ -53,10 +76,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Benchmark data and browsers are slow wherever they are used: out of the quick subset."""
+    for item in items:
+        if item.get_closest_marker("realdata") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """API tests (those using ``database_url``) run on SQLite and on PostgreSQL."""
     if "database_url" in metafunc.fixturenames:
-        metafunc.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+        metafunc.parametrize("database_url", BACKENDS, indirect=True)
 
 
 @pytest.fixture

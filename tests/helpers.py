@@ -1,9 +1,12 @@
-"""Test helpers shared by every test folder: generated datasets, uploads, trainings, databases."""
+"""Test helpers shared by every test folder: generated datasets, uploads, trainings, databases,
+real server processes, report checks. Test modules import these, never each other."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -11,13 +14,25 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from app.db import Database
+from app.jobs import transitions
+from app.jobs.payloads import TrainPayload
+
+REPO = Path(__file__).resolve().parent.parent
+
+# The database backends a test runs on: ``params=BACKENDS`` on a fixture (``pytest.param`` so that
+# ``-m "not postgres"`` deselects the PostgreSQL half, which needs a server).
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 
 
 def make_multilabel(n: int = 80, d: int = 6, q: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +156,7 @@ def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 1
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         cwd=cwd,
-        env=base | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)} | (env or {}),
+        env=base | {"PYTHONPATH": str(REPO)} | (env or {}),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -161,3 +176,157 @@ def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 1
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def running_job(url: str) -> str:
+    """A job row in the running state (created and claimed) in the database at ``url``; its id."""
+    with Database(url).session() as session:
+        job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
+        job_id = job.id
+    with Database(url).session() as session:
+        assert transitions.claim(session, job_id, "host:1") is not None
+    return job_id
+
+
+class PageRefs(HTMLParser):
+    """The tags of an HTML page and its ``src``/``href`` values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value is not None:
+                self.refs.append((tag, name, value))
+
+
+def assert_self_contained(page: str) -> int:
+    """A report that opens offline: no ``src``/``href`` but data: URIs and in-page anchors, no
+    script loaded from a file, no http(s) URL outside the inlined scripts. Returns its chart count."""
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<!--labelserve:plotly-->" not in page, "plotly's bundle was not inlined"
+    collector = PageRefs()
+    collector.feed(page)
+    for _, _, value in collector.refs:
+        assert value.startswith("data:") or value.startswith("#"), value
+    assert "link" not in collector.tags
+    outside_scripts = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+    assert not re.search(r"https?://", outside_scripts)
+    charts = page.count('<div class="chart">')
+    assert page.count("Plotly.newPlot(") == charts
+    return charts
+
+
+def chromium_launch_args() -> list[str]:
+    """Headless Debian chromium with every host name but 127.0.0.1 unresolvable (the docs and UI tests)."""
+    return [
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-default-apps",
+        "--disable-sync",
+        "--no-first-run",
+    ]
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose environment carries ``tag``."""
+    marker = f"LABELSERVE_TEST_TAG={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def peak_memory_mb(pid: int) -> float:
+    """The high-water mark of a process's resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class LiveServer:
+    """``labelserve serve`` on a free port with ``env`` on top of a clean ``LABELSERVE_*`` environment."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], workers: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.tag = uuid.uuid4().hex
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
+        self.env = (
+            base
+            | {
+                "PYTHONPATH": str(REPO),
+                "LABELSERVE_MODEL_DIR": str(workdir / "store"),
+                "LABELSERVE_LOG_LEVEL": "WARNING",
+                "LABELSERVE_TEST_TAG": self.tag,
+            }
+            | env
+        )
+        self.command = [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)]
+        if workers is not None:
+            self.command += ["--workers", str(workers)]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = workdir / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 90) -> LiveServer:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.command, cwd=self.workdir, env=self.env, stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready within {timeout} s: {self.log.read_text()[-3000:]}")
+
+    def client(self, timeout: float = 120) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Send ``sig`` to the server process and wait for it; its exit status."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+    def processes(self) -> list[int]:
+        return tagged_processes(self.tag)
+
+    def wait_no_processes(self, timeout: float) -> list[int]:
+        """Wait until no process of this server is left; those still alive at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (left := self.processes()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+    def cleanup(self) -> None:
+        """Kill whatever of this server is still running (after a failed test)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,50 +1,49 @@
-"""Shared FastAPI dependencies: settings, database session, store, runner, model cache, paging, auth."""
+"""Shared FastAPI dependencies: the application core, database sessions, paging, typed path parameters, auth."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Query, Request, Security, status
+from fastapi import Depends, HTTPException, Path, Query, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.api.gate import RequestGate
 from app.config import Settings
-from app.db import session_scope
-from app.jobs.base import JobRunner
-from app.observability import Metrics
-from app.registry import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN, ModelCache
+from app.core import Core
+from app.registry import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN
 from app.services.paging import PageParams
 from app.store import Store
 
 
 # The getters of app state are ``async``: FastAPI runs a plain ``def`` dependency in a worker
-# thread, a hop per dependency per request for an attribute read. The session stays ``def``:
-# opening and closing it may wait on the database, which must not block the event loop.
-async def settings_dep(request: Request) -> Settings:
-    return request.app.state.settings
+# thread, a hop per dependency per request for an attribute read. The sessions stay ``def``:
+# opening and closing one may wait on the database, which must not block the event loop.
+async def core_dep(request: Request) -> Core:
+    return request.app.state.core
 
 
 def session_dep(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.settings.resolved_database_url) as session:
+    """A read-write session for the request (on SQLite it takes the write lock when it begins)."""
+    core: Core = request.app.state.core
+    with core.database.session() as session:
         yield session
 
 
+def reading_dep(request: Request) -> Iterator[Session]:
+    """A read-only session, for routes that only read: it never waits for the write lock."""
+    core: Core = request.app.state.core
+    with core.database.reading() as session:
+        yield session
+
+
+async def settings_dep(request: Request) -> Settings:
+    return request.app.state.core.settings
+
+
 async def store_dep(request: Request) -> Store:
-    return request.app.state.store
-
-
-async def runner_dep(request: Request) -> JobRunner:
-    return request.app.state.runner
-
-
-async def cache_dep(request: Request) -> ModelCache:
-    return request.app.state.model_cache
-
-
-async def metrics_dep(request: Request) -> Metrics:
-    return request.app.state.metrics
+    return request.app.state.core.store
 
 
 _bearer = HTTPBearer(auto_error=False, description="the API key as a Bearer token")
@@ -61,25 +60,22 @@ async def require_api_key(
     Installed only when a key is configured, so the OpenAPI document declares the security
     schemes exactly when the server enforces them. Async: a sync dependency would cost every
     guarded request a hop to a worker thread (``ApiKeyGate`` has checked the key already).
+    ``bearer`` and ``header`` are the security schemes the document declares; the check reads
+    the same headers through the request gate (``app.api.gate``), the one place of the rule.
     """
-    expected: str = request.app.state.settings.api_key
-    given = header if header is not None else bearer.credentials if bearer is not None else None
-    if given is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "invalid API key")
+    gate: RequestGate = request.app.state.gate  # the rule the middleware applied, asked again
+    refusal = gate.key_refusal(request.scope["headers"])
+    if refusal is not None:
+        code, message = refusal
+        raise HTTPException(code, message, headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
 
-SettingsDep = Annotated[Settings, Depends(settings_dep)]
+CoreDep = Annotated[Core, Depends(core_dep)]
 SessionDep = Annotated[Session, Depends(session_dep)]
+ReadingDep = Annotated[Session, Depends(reading_dep)]
+# the upload route's (``routes/datasets.py``): the two parts of the core it uses
+SettingsDep = Annotated[Settings, Depends(settings_dep)]
 StoreDep = Annotated[Store, Depends(store_dep)]
-RunnerDep = Annotated[JobRunner, Depends(runner_dep)]
-CacheDep = Annotated[ModelCache, Depends(cache_dep)]
-MetricsDep = Annotated[Metrics, Depends(metrics_dep)]
 
 
 async def page_params(

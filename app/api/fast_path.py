@@ -27,10 +27,10 @@ resolves references, reads stored datasets and shapes error answers;
 from __future__ import annotations
 
 import functools
-import hmac
+import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -38,46 +38,36 @@ import anyio.to_thread
 import orjson
 from fastapi.routing import APIRoute
 from starlette.datastructures import State
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import v2_binary
-from app.api.auth import given_key
-from app.api.routes import predict as predict_route
-from app.config import Settings
+from app.api.gate import RequestGate
+from app.api.offload import INLINE_BYTES, large_body_limiter
+from app.core import Core
 from app.observability import record_request
 from app.schemas import PredictRequest
 from app.services import inference
-from app.services.prediction import Predictor, predict_cached
+from app.services.prediction import predict_cached
 
 PATH = "/predict"
-#: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
-#: loop, larger ones in a thread of their own
-INLINE_BYTES = 128 * 1024
 _JSON = b"application/json"
 #: what a path answers: a JSON body, or a body and its content headers (a V2 inference's framing)
 Answer = bytes | tuple[bytes, list[tuple[bytes, bytes]]]
-_ROUTE = next(r for r in predict_route.router.routes if isinstance(r, APIRoute) and r.path == PATH)
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
-
-
-def large_body_limiter(state: State) -> anyio.CapacityLimiter:
-    """The app's one thread for predictions of large bodies (made on first use, in the event loop).
-
-    Handing each large prediction to the shared thread pool let up to 40 threads fight for the
-    GIL: 100-row bodies at 16 connections then served half the rate of answering them on the
-    event loop, with a p99 of 147 ms instead of 10 ms. One thread keeps the loop responsive
-    (the GIL switches every 5 ms) without the fight.
-    """
-    limiter: anyio.CapacityLimiter | None = getattr(state, "large_predictions", None)
-    if limiter is None:
-        limiter = state.large_predictions = anyio.CapacityLimiter(1)
-    return limiter
+#: the templates of the routes it answers for: the prediction route, V2 inference without and with a version
+_TEMPLATES = (PATH, "/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer")
+log = logging.getLogger("labelserve.api")
 
 
 class PredictFastPath:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, routes: Iterable[BaseRoute]) -> None:
+        """``routes``: the app's routes (``app.api.main.routes()``), among which the ones it
+        answers for; handed in, so that this module and the routers never import each other."""
         self.app = app
+        found = {r.path: r for r in routes if isinstance(r, APIRoute)}
+        self.routes = {template: found[template] for template in _TEMPLATES}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -90,7 +80,7 @@ class PredictFastPath:
             return
         start = time.perf_counter()
         state: State = scope["app"].state
-        if not _takes(scope["headers"], state.settings, json_only=infer is None):
+        if not _takes(path, scope["headers"], state.gate, json_only=infer is None):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -102,17 +92,19 @@ class PredictFastPath:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        predictor: Predictor = state.predictor
-        work: Callable[[Predictor, bytes], Answer | None]
+        core: Core = state.core
+        routes = self.routes
+        work: Callable[[Core, bytes], Answer | None]
         if infer is None:
-            work, route = _answer, _ROUTE
+            work, route = _answer, routes[PATH]
         else:
+            template = _TEMPLATES[2] if infer[2] is not None else _TEMPLATES[1]
             v2 = functools.partial(_infer, name=infer[1], version=infer[2], header_length=_header_length(scope))
-            work, route = v2, _v2_routes()[infer[2] is not None]
+            work, route = v2, routes[template]
         if len(body) <= INLINE_BYTES:
-            answer = work(predictor, body)
+            answer = work(core, body)
         else:
-            answer = await anyio.to_thread.run_sync(work, predictor, body, limiter=large_body_limiter(state))
+            answer = await anyio.to_thread.run_sync(work, core, body, limiter=large_body_limiter(state))
         if answer is None:
             await self.app(scope, _replay(body, receive), send)
             return
@@ -126,13 +118,13 @@ class PredictFastPath:
             }
         )
         await send({"type": "http.response.body", "body": content})
-        record_request(state.metrics, "POST", route.path, 200, time.perf_counter() - start)
+        record_request(core.metrics, "POST", route.path, 200, time.perf_counter() - start)
 
 
-def _takes(headers: list[tuple[bytes, bytes]], settings: Settings, json_only: bool = True) -> bool:
-    """A body of declared length within the upload limit (JSON, when ``json_only``: the V2 routes
-    read any body themselves, and Triton's clients send none) and, if the server has a key, the
-    right key: the checks the key gate and the upload limit would make, short of answering."""
+def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, json_only: bool = True) -> bool:
+    """A body the request gate admits (declared length within the upload limit and, if the server
+    has a key, the right key: the gate's own checks, short of answering), and JSON when
+    ``json_only`` (the V2 routes read any body themselves, and Triton's clients send none)."""
     content_type = length = None
     for name, value in headers:
         if name == b"content-type":
@@ -141,34 +133,29 @@ def _takes(headers: list[tuple[bytes, bytes]], settings: Settings, json_only: bo
             length = value
     if json_only and (content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON):
         return False
-    if length is None or not length.isdigit() or int(length) > int(settings.max_upload_mb * 1024 * 1024):
-        return False
-    if not settings.api_key:  # as in ``create_app``: an empty key is no key
-        return True
-    given = given_key(headers)
-    return given is not None and hmac.compare_digest(given, settings.api_key.encode())
+    return gate.admits(path, headers, length)
 
 
-def _answer(predictor: Predictor, body: bytes) -> bytes | None:
+def _answer(core: Core, body: bytes) -> bytes | None:
     """The response body, or None for the route to answer (a database is needed, or any error)."""
     try:
-        return predict_cached(predictor, PredictRequest.model_validate(orjson.loads(body)))
-    except Exception:  # any error: the route answers it, in its proper form
+        return predict_cached(core, PredictRequest.model_validate(orjson.loads(body)))
+    except Exception as exc:  # any error: the route answers it, in its proper form
+        _fell_back(core, PATH, exc)
         return None
 
 
-def _infer(
-    predictor: Predictor, body: bytes, name: str, version: str | None, header_length: str | None
-) -> Answer | None:
+def _infer(core: Core, body: bytes, name: str, version: str | None, header_length: str | None) -> Answer | None:
     """A V2 inference's response body and headers, as the route gives them for a resolved
     reference (JSON or binary tensor data), or None."""
     try:
-        _, served = predictor.refs.get(inference.reference(name, version))
+        _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
         framed = v2_binary.answer(served, body, header_length)
         return framed.body, framed.headers()
-    except Exception:  # any error: the route answers it, in the protocol's shape
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
         return None
 
 
@@ -180,18 +167,15 @@ def _header_length(scope: Scope) -> str | None:
     return None
 
 
-@functools.cache
-def _v2_routes() -> dict[bool, APIRoute]:
-    """The two V2 inference routes, by whether the path names a version (imported on first use:
-    the V2 routes import this module)."""
-    from app.api.routes import v2
+def _fell_back(core: Core, route: str, exc: Exception) -> None:
+    """Log (WARNING, with the exception) and count a request the fast path could not answer.
 
-    paths = {
-        False: f"{v2.router.prefix}/{{name}}/infer",
-        True: f"{v2.router.prefix}/{{name}}/versions/{{version}}/infer",
-    }
-    routes = [r for r in v2.router.routes if isinstance(r, APIRoute)]
-    return {named: next(r for r in routes if r.path == path) for named, path in paths.items()}
+    The route answers it all the same, so the client sees no difference; the line and the
+    counter are how an operator learns that the fast path refuses requests it should take
+    (a bug, or clients sending bodies the route then rejects), which it used to do silently.
+    """
+    core.metrics.fast_path_fallback(route, exc)
+    log.warning("fast path fell back to the route", extra={"route": route}, exc_info=exc)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
+from starlette.routing import BaseRoute
 
 from app.api.deps import require_api_key
 from app.api.errors import responses
@@ -32,6 +33,12 @@ TAGS = [
     {"name": "inference protocol (v2)", "description": "The KServe / Triton V2 REST protocol on the same models."},
     {"name": "operations", "description": "Liveness, readiness and Prometheus metrics (never behind the API key)."},
 ]
+
+
+def routes() -> list[BaseRoute]:
+    """Every route of the resource and operations routers, as declared (for the fast path, which
+    needs the route objects of the requests it answers and imports no router)."""
+    return [route for module in (*RESOURCES, ops) for route in module.router.routes]
 
 
 def api_router(*, api_key: bool) -> APIRouter:

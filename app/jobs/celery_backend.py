@@ -70,7 +70,8 @@ from pydantic import Field
 
 from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
-from app.db import session_scope
+from app.core import Core
+from app.db import Database
 from app.jobs import transitions
 from app.jobs.base import BROKER_DOWN, JobStatus
 from app.jobs.events import JobEvents, RedisJobEnded, is_redis_url, redis_channel
@@ -127,15 +128,14 @@ def make_celery(settings: CelerySettings) -> Celery:
         worker_max_tasks_per_child=settings.max_tasks_per_child,
         worker_hijack_root_logger=False,
     )
-    url = settings.resolved_database_url
-    model_dir = str(settings.model_dir.resolve())
     announcer = job_announcer(settings)
 
     @celery.task(name=TASK_NAME, shared=False)
     def run_job(job_id: str) -> None:
+        core = Core.for_worker(settings)  # built in the pool process, on its first job
         try:
-            settle_orphan(url, job_id, settings.heartbeat_timeout)
-            execute_job(job_id, url, model_dir, heartbeat_seconds=settings.heartbeat_seconds)
+            settle_orphan(core.database, job_id, settings.heartbeat_timeout)
+            execute_job(job_id, core)
         finally:  # whatever happened, the row now says it: waiters read it
             if announcer is not None:
                 announcer.publish(job_id)
@@ -150,19 +150,19 @@ def job_announcer(settings: CelerySettings) -> RedisJobEnded | None:
     return RedisJobEnded(settings.broker_url, redis_channel(settings.queue))
 
 
-def reap_stale_jobs(database_url: str, heartbeat_timeout: float, job_id: str | None = None) -> list[str]:
+def reap_stale_jobs(database: Database, heartbeat_timeout: float, job_id: str | None = None) -> list[str]:
     """Fail every ``running`` job (or just ``job_id``) silent for more than ``heartbeat_timeout`` s."""
-    with session_scope(database_url) as session:
+    with database.session() as session:
         return transitions.fail_stale(session, heartbeat_timeout, job_id)
 
 
-def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> bool:
+def settle_orphan(database: Database, job_id: str, heartbeat_timeout: float) -> bool:
     """On delivery of a job that is already ``running``: fail it if its process is dead.
 
     Dead means recorded on this host by a process that no longer exists, or silent for more
     than ``heartbeat_timeout``. Returns True when the job was failed here.
     """
-    with session_scope(database_url) as session:
+    with database.session() as session:
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.RUNNING:
             return False
@@ -175,9 +175,9 @@ def settle_orphan(database_url: str, job_id: str, heartbeat_timeout: float) -> b
 class CeleryRunner:
     """The API side: sends job ids to the workers, revokes cancelled jobs, reaps orphans."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, database: Database) -> None:
         self._settings = celery_settings(settings)
-        self._url = self._settings.resolved_database_url
+        self._database = database
         self._celery = make_celery(self._settings)
         self.events = JobEvents(settings.wait_poll_seconds)
         self._announcer = job_announcer(self._settings)
@@ -199,7 +199,7 @@ class CeleryRunner:
         try:
             self._send(job_id)
         except Exception as exc:  # kombu raises several types for an unreachable broker
-            with session_scope(self._url) as session:
+            with self._database.session() as session:
                 transitions.fail(session, job_id, f"{BROKER_DOWN} ({exc})", sources=[JobStatus.QUEUED])
             self.events.notify(job_id)  # the broker is down: only this process's waiters can hear it
 
@@ -216,7 +216,7 @@ class CeleryRunner:
 
     def recover(self) -> None:
         """Fail orphaned running jobs; send every queued job again (duplicates are no-ops)."""
-        with session_scope(self._url) as session:
+        with self._database.session() as session:
             failed = transitions.fail_stale(session, self._settings.heartbeat_timeout)
             queued = transitions.queued(session)
         for job_id in failed:
@@ -231,7 +231,7 @@ class CeleryRunner:
     def _reap_periodically(self) -> None:
         while not self._stop.wait(self._settings.reap_seconds):
             try:
-                for job_id in reap_stale_jobs(self._url, self._settings.heartbeat_timeout):
+                for job_id in reap_stale_jobs(self._database, self._settings.heartbeat_timeout):
                     self.ended(job_id)
             except Exception:  # the database is briefly unreachable: try again next round
                 log.warning("reaper failed", exc_info=True)

@@ -40,11 +40,11 @@ from sqlalchemy import select
 
 from app.allocator import keep_freed_memory
 from app.config import Settings
-from app.db import session_scope
+from app.db import Database
 from app.jobs import transitions
 from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
 from app.jobs.events import JobEvents
-from app.jobs.work import execute_job, process_gone
+from app.jobs.work import process_gone, run_job
 from app.methods.catalog import method_module_names
 from app.observability import configure_logging
 from app.orm import Job
@@ -99,11 +99,11 @@ def _die_with_parent(api_pid: int) -> None:
     threading.Thread(target=watch, name="labelserve-parent-watch", daemon=True).start()
 
 
-def reap_dead_jobs(database_url: str, heartbeat_timeout: float) -> list[str]:
+def reap_dead_jobs(database: Database, heartbeat_timeout: float) -> list[str]:
     """Fail every ``running`` job whose process is known dead (gone from this host, or never
     recorded) or silent for more than ``heartbeat_timeout``; leave every other one alone."""
     failed: list[str] = []
-    with session_scope(database_url) as session:
+    with database.session() as session:
         running = session.execute(select(Job.id, Job.worker).where(Job.status == JobStatus.RUNNING.value)).all()
         for job_id, worker in running:
             if worker is None:
@@ -124,9 +124,9 @@ class LocalRunner:
     (see ``JobProgress``) and its result, if it finishes first, is discarded.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, database: Database) -> None:
         self._settings = settings
-        self._url = settings.resolved_database_url
+        self._database = database
         self._lock = threading.Lock()
         self._futures: dict[str, Future[None]] = {}
         self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here)
@@ -153,13 +153,7 @@ class LocalRunner:
 
     def submit(self, job_id: str) -> None:
         with self._lock:
-            future = self._pool.submit(
-                execute_job,
-                job_id,
-                self._url,
-                str(self._settings.model_dir),
-                heartbeat_seconds=self._settings.heartbeat_seconds,
-            )
+            future = self._pool.submit(run_job, job_id, self._settings)
             self._futures[job_id] = future
         future.add_done_callback(functools.partial(self._done, job_id))
 
@@ -188,7 +182,7 @@ class LocalRunner:
             if self._pool._broken:  # noqa: SLF001 - the documented way to tell is this flag
                 self._retired.append(self._pool)
                 self._pool = self._new_pool()
-        with session_scope(self._url) as session:
+        with self._database.reading() as session:
             status = session.scalar(select(Job.status).where(Job.id == job_id))
         if status == JobStatus.RUNNING:
             self._fail(job_id, WORKER_DIED)
@@ -196,7 +190,7 @@ class LocalRunner:
             self.submit(job_id)
 
     def _fail(self, job_id: str, error: str) -> None:
-        with session_scope(self._url) as session:
+        with self._database.session() as session:
             transitions.fail(session, job_id, error)
 
     def cancel(self, job_id: str) -> None:
@@ -212,13 +206,13 @@ class LocalRunner:
     def recover(self) -> None:
         """Running jobs whose owner is dead fail; jobs left ``queued`` are queued again."""
         self._reap()
-        with session_scope(self._url, readonly=True) as session:
+        with self._database.reading() as session:
             queued = transitions.queued(session)
         for job_id in queued:
             self.submit(job_id)
 
     def _reap(self) -> None:
-        for job_id in reap_dead_jobs(self._url, self._settings.heartbeat_timeout):
+        for job_id in reap_dead_jobs(self._database, self._settings.heartbeat_timeout):
             self.events.notify(job_id)
 
     def _reap_periodically(self) -> None:
@@ -255,7 +249,7 @@ class LocalRunner:
         if not workers:
             return
         try:
-            with session_scope(self._url) as session:
+            with self._database.session() as session:
                 running = session.scalars(
                     select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.worker.in_(workers))
                 ).all()

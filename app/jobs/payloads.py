@@ -33,10 +33,14 @@ class SelectorChoice(BaseModel):
 
 
 class TrainPayload(Payload):
-    """Fit ``method`` with ``params`` on a stored dataset; register the result as ``model_name``.
+    """The training plan: fit ``method`` with ``params`` on a stored dataset (on the features
+    ``feature_selector`` keeps) and register the result as ``model_name``.
 
-    ``params`` have been validated against the method's declaration when the job was queued;
-    ``random_state`` is the request's seed, used when ``params`` has none.
+    Decided at submit (``services.training.prepare``): ``params`` are the method's declaration
+    validated and dumped whole, with a drawn seed when the method takes one and the request gave
+    none; for ``auto`` they are the selection's own parameters and ``random_state`` its seed. The
+    job executes the plan: it validates nothing again (``fit`` does) and only bounds ``n_jobs`` by
+    its machine. Rows queued by older versions (partial ``params``, no drawn seed) still run.
     """
 
     kind: ClassVar[str] = "train"

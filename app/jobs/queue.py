@@ -1,19 +1,22 @@
-"""Queueing, describing, cancelling and awaiting jobs on the API side."""
+"""Queueing, cancelling, awaiting and counting jobs on the API side (their HTTP shape is ``services.jobs.job_out``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.db import session_scope
+from app.db import Database
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.payloads import JobPayload
 from app.orm import Job
-from app.schemas import JobOut, ModelPointer
 
 
 def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
@@ -27,29 +30,6 @@ def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
     return job
 
 
-def job_out(job: Job) -> JobOut:
-    model = None
-    if job.model_version is not None and job.model_name is not None:
-        model = ModelPointer(name=job.model_name, version=job.model_version)
-    status = JobStatus(job.status)
-    result_url = f"/jobs/{job.id}/result" if job.result_path and status is JobStatus.SUCCEEDED else None
-    return JobOut(
-        id=job.id,
-        kind=job.kind,
-        status=status,
-        progress=job.progress,
-        stage=job.stage,
-        method=job.method,
-        dataset_id=job.dataset_id,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        model=model,
-        error=job.error,
-        result_url=result_url,
-    )
-
-
 def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
     """Mark a queued or running job cancelled and stop it; False when it had already ended."""
     changed = transitions.cancel(session, job_id)
@@ -60,12 +40,12 @@ def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
     return changed
 
 
-def _snapshot(database_url: str, job_id: str) -> Job | None:
-    with session_scope(database_url, readonly=True) as session:
+def _snapshot(database: Database, job_id: str) -> Job | None:
+    with database.reading() as session:
         return session.get(Job, job_id)
 
 
-async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: float) -> Job | None:
+async def wait_for(database: Database, events: JobEvents, job_id: str, timeout: float) -> Job | None:
     """The job once it has ended, or as it is when ``timeout`` passes (None: there is no such job).
 
     The row is read when the backend says the job may have ended (``events``), and every
@@ -75,7 +55,7 @@ async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: f
     deadline = time.monotonic() + timeout
     with events.listen(job_id) as ended:
         while True:
-            job = await asyncio.to_thread(_snapshot, database_url, job_id)
+            job = await asyncio.to_thread(_snapshot, database, job_id)
             remaining = deadline - time.monotonic()
             if job is None or job.status in TERMINAL or remaining <= 0:
                 return job
@@ -84,3 +64,19 @@ async def wait_for(database_url: str, events: JobEvents, job_id: str, timeout: f
             except asyncio.TimeoutError:
                 pass
             ended.clear()
+
+
+class JobCounts(Collector):
+    """Job counts by status for ``/metrics``, read from the database at scrape time (it is the
+    source of truth), in a read-only session."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("labelserve_jobs", "Jobs by status", labels=["status"])
+        with self._database.reading() as session:
+            counts = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
+        for status in JobStatus:
+            family.add_metric([status.value], counts.get(status.value, 0))
+        yield family

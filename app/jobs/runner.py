@@ -7,17 +7,17 @@ never loads Celery.
 
 from __future__ import annotations
 
-from app.config import Settings
+from app.core import Core
 from app.jobs.base import JobRunner
 from app.jobs.local import LocalRunner
 
 __all__ = ["JobRunner", "make_runner"]
 
 
-def make_runner(settings: Settings) -> JobRunner:
-    """The runner ``settings`` ask for: ``local`` (a process pool here) or ``celery`` (workers)."""
-    if settings.job_backend == "celery":
+def make_runner(core: Core) -> JobRunner:
+    """The runner the core's settings ask for: ``local`` (a process pool here) or ``celery`` (workers)."""
+    if core.settings.job_backend == "celery":
         from app.jobs.celery_backend import CeleryRunner
 
-        return CeleryRunner(settings)
-    return LocalRunner(settings)
+        return CeleryRunner(core.settings, core.database)
+    return LocalRunner(core.settings, core.database)

@@ -19,24 +19,26 @@ import threading
 import time
 import traceback
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app import reports, selection
-from app.db import session_scope
+from app.config import Settings
+from app.core import Core
+from app.db import Database
 from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import JobCancelled, ProgressFn
+from app.methods.base import JobCancelled, MethodSpec, ProgressFn
 from app.methods.catalog import get_method
-from app.orm import Dataset
+from app.orm import Dataset, ModelVersion
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import label_matrix, predict_items
-from app.registry import library_versions, register_version, resolve
-from app.services.registry import drop_unused_artifacts
+from app.registry import drop_unused_artifacts, library_versions, register_version, resolve
 from app.store import Store
 
 log = logging.getLogger("labelserve.jobs")
@@ -61,9 +63,9 @@ class JobProgress:
     """
 
     def __init__(
-        self, database_url: str, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
+        self, database: Database, job_id: str, *, heartbeat_seconds: float | None = None, interval: float = 0.25
     ) -> None:
-        self.database_url = database_url
+        self.database = database
         self.job_id = job_id
         self.interval = interval
         self.heartbeat_seconds = heartbeat_seconds
@@ -97,7 +99,7 @@ class JobProgress:
             )
 
     def _write(self, pending: tuple[str, float] | None) -> bool:
-        with session_scope(self.database_url) as session:
+        with self.database.session() as session:
             if pending is not None:
                 return transitions.report_progress(session, self.job_id, *pending)
             return transitions.beat(session, self.job_id)
@@ -155,30 +157,36 @@ def process_gone(worker: str) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_seconds: float | None = None) -> None:
+def run_job(job_id: str, settings: Settings) -> None:
+    """A pool process's entry point: ``execute_job`` with this process's core for ``settings``."""
+    execute_job(job_id, Core.for_worker(settings))
+
+
+def execute_job(job_id: str, core: Core) -> None:
     """Run one queued job to its end state. Safe to call for a job that is no longer queued.
 
-    With ``heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs (see
-    ``JobProgress``); the claim always stamps it once. Logs the start, each stage, and the end
-    with its seconds (or the failure with its error) as JSON lines carrying ``job_id``.
+    With ``settings.heartbeat_seconds`` the job stamps ``heartbeat_at`` that often while it runs
+    (see ``JobProgress``); the claim always stamps it once. Logs the start, each stage, and the
+    end with its seconds (or the failure with its error) as JSON lines carrying ``job_id``.
     """
-    store = Store(Path(model_dir))
-    with session_scope(database_url) as session:
+    database, store = core.database, core.store
+    model_dir = str(core.settings.model_dir.resolve())
+    with database.session() as session:
         job = transitions.claim(session, job_id, worker_identity())
         if job is None:
             return
         kind, request = job.kind, job.request
     extra = {"job_id": job_id, "kind": kind}
-    progress = JobProgress(database_url, job_id, heartbeat_seconds=heartbeat_seconds)
+    progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
     try:
         payload = load_payload(kind, request)
         with progress:
             if isinstance(payload, TrainPayload):
-                succeeded = _train(job_id, payload, database_url, store, progress)
+                succeeded = _train(job_id, payload, database, store, progress)
             elif isinstance(payload, ComparePayload):
-                succeeded = _compare(job_id, payload, database_url, store, progress)
+                succeeded = _compare(job_id, payload, database, store, progress)
             else:
-                succeeded = _batch_predict(job_id, payload, database_url, store, progress)
+                succeeded = _batch_predict(job_id, payload, database, store, progress)
         if succeeded:
             log.info("job succeeded", extra=extra | {"seconds": progress.seconds()})
         else:
@@ -191,7 +199,7 @@ def execute_job(job_id: str, database_url: str, model_dir: str, heartbeat_second
             "job raised",
             extra=extra | {"seconds": progress.seconds(), "error": error, "traceback": traceback.format_exc()},
         )
-        with session_scope(database_url) as session:
+        with database.session() as session:
             transitions.fail(session, job_id, error)
 
 
@@ -319,99 +327,158 @@ def _scaled(progress: ProgressFn, start: float, stop: float, prefix: str = "") -
     return report
 
 
-def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, progress: JobProgress) -> bool:
-    """Fit, check, save and register; False when the job was cancelled meanwhile (nothing registered)."""
-    auto = payload.method == selection.AUTO
-    spec = None if auto else get_method(payload.method)
-    if spec is None and not auto:
-        raise ValueError(f"unknown method '{payload.method}'")
-    chosen = payload.feature_selector
-    with session_scope(database_url) as session:
-        dataset = session.get(Dataset, payload.dataset_id)
+@dataclass(frozen=True)
+class _TrainingData:
+    """What a training reads before it computes: the dataset row and arrays, and the columns a
+    feature selector keeps (with the selector's version, for the record)."""
+
+    dataset: Dataset
+    X: np.ndarray
+    Y: np.ndarray
+    indices: np.ndarray | None = None
+    selector: ModelVersion | None = None
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """A fitted estimator with what its version records about the fit."""
+
+    spec: MethodSpec
+    estimator: Any
+    params: dict[str, Any]
+    seconds: float
+    warnings: list[dict[str, Any]]
+    selection: dict[str, Any] | None = None
+
+
+def _train(job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress) -> bool:
+    """Execute a training plan (``TrainPayload``, decided at submit): read, fit (after a selection
+    for ``auto``), check, save and register; False when the job was cancelled meanwhile (nothing
+    registered). The parameters were validated at submit and ``fit`` checks them again; the job
+    only bounds ``n_jobs`` by this machine."""
+    data = _training_data(plan, database, store, progress)
+    if plan.method == selection.AUTO:
+        fitted = _select_and_fit(plan, data, progress)
+    else:
+        spec = get_method(plan.method)
+        if spec is None:
+            raise ValueError(f"unknown method '{plan.method}'")
+        fitted = _fit(spec, _machine_params(spec, plan), data, progress)
+    progress("checking", 1.0)
+    check_outputs(fitted.spec.task, fitted.estimator, data.X)
+    progress("saving", 1.0)
+    return _register(job_id, plan, data, fitted, database, store)
+
+
+def _training_data(plan: TrainPayload, database: Database, store: Store, progress: ProgressFn) -> _TrainingData:
+    """The plan's dataset (and selector) rows, read in a read-only session closed before the arrays load."""
+    chosen = plan.feature_selector
+    with database.reading() as session:
+        dataset = session.get(Dataset, plan.dataset_id)
         if dataset is None:
-            raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
-        selector_row = resolve(session, chosen.model) if chosen is not None else None
+            raise LookupError(f"dataset '{plan.dataset_id}' no longer exists")
+        selector = resolve(session, chosen.model) if chosen is not None else None
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
-    indices = None
-    if chosen is not None and selector_row is not None:
-        indices = top_features(store.load_artifact(selector_row.artifact_sha256), chosen.top_k, chosen.top_fraction)
-        X = X[:, indices]
-    fit_progress: ProgressFn = progress
-    record = None
-    if auto:
-        # An unseeded selection records the seed it drew (folds and candidates), like a training.
-        seed = payload.random_state if payload.random_state is not None else secrets.randbelow(2**31)
-        request = selection.AutoParams.model_validate(payload.params)
-        result = selection.select(
-            X,
-            Y,
-            dataset.kind,
-            candidates=request.candidates,
-            metric=request.metric,
-            cv=request.cv,
-            tune=request.tune,
-            random_state=seed,
-            budget=request.budget_seconds,
-            progress=_scaled(progress, 0.0, 0.9, "selection: "),
-        )
-        record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
-        spec = get_method(result.best.method)
-        assert spec is not None
-        params = dict(result.best.params)
-        fit_progress = _scaled(progress, 0.9, 1.0, f"fitting {spec.id}: ")
-    else:
-        assert spec is not None
-        params = dict(payload.params)
-        if "n_jobs" in spec.params.model_fields:
-            bound_n_jobs(params)
-        if isinstance(params.get("members"), list):  # a blend: its members' own n_jobs too
-            params["members"] = [_bounded_member(member) for member in params["members"]]
-        if "random_state" in spec.params.model_fields and params.get("random_state") is None:
-            # An unseeded training records the seed it drew, so every version is reproducible.
-            requested = payload.random_state
-            params["random_state"] = secrets.randbelow(2**31) if requested is None else requested
+    if chosen is None or selector is None:
+        return _TrainingData(dataset, X, Y)
+    indices = top_features(store.load_artifact(selector.artifact_sha256), chosen.top_k, chosen.top_fraction)
+    return _TrainingData(dataset, X[:, indices], Y, indices, selector)
+
+
+def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
+    """The plan's parameters with ``n_jobs`` bounded by this machine (and a blend's members' too).
+
+    A row queued by an older version gave only the requested names and left the seed to the job:
+    the others get their declared defaults and the seed is drawn here, as it was then.
+    """
+    declared = spec.params.model_fields
+    given = plan.params
+    defaults = {name: f.get_default(call_default_factory=True) for name, f in declared.items() if name not in given}
+    complete = {**defaults, **given}  # not validated again: that was done at submit, and fit checks
+    if "random_state" in declared and complete.get("random_state") is None:
+        complete["random_state"] = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)
+    if "n_jobs" in spec.params.model_fields:
+        bound_n_jobs(complete)
+    if isinstance(complete.get("members"), list):  # a blend: its members' own n_jobs too
+        complete["members"] = [_bounded_member(member) for member in complete["members"]]
+    return complete
+
+
+def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn) -> _Fitted:
+    """``auto``: cross-validate the candidates, then fit the winner on every row."""
+    request = selection.AutoParams.model_validate(plan.params)  # the selection's own declaration
+    seed = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)  # older rows
+    result = selection.select(
+        data.X,
+        data.Y,
+        data.dataset.kind,
+        candidates=request.candidates,
+        metric=request.metric,
+        cv=request.cv,
+        tune=request.tune,
+        random_state=seed,
+        budget=request.budget_seconds,
+        progress=_scaled(progress, 0.0, 0.9, "selection: "),
+    )
+    spec = get_method(result.best.method)
+    assert spec is not None
+    # the winner's parameters come from the candidate grid, not from a request: this is their one check
+    params = spec.params.model_validate(dict(result.best.params)).model_dump(mode="json")
+    fitted = _fit(spec, params, data, _scaled(progress, 0.9, 1.0, f"fitting {spec.id}: "))
+    record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
+    return replace(fitted, selection=record)
+
+
+def _fit(spec: MethodSpec, params: dict[str, Any], data: _TrainingData, progress: ProgressFn) -> _Fitted:
+    """Build and fit the estimator, timing the fit and keeping the warnings it raised."""
     estimator = spec.build(params)
-    artifact: Any = estimator
-    full_params = spec.params.model_validate(params).model_dump(mode="json")
-    if chosen is not None and selector_row is not None and indices is not None:
-        artifact = SelectedFeatures(estimator, indices, chosen.model)
-        full_params["feature_selector"] = {
-            **chosen.model_dump(),
-            "resolved": f"{selector_row.model_name}@{selector_row.version}",
-            "feature_indices": indices.tolist(),
-        }
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # a job runs alone in its process
         warnings.simplefilter("always")
-        estimator.fit(X, Y, progress=fit_progress)
+        estimator.fit(data.X, data.Y, progress=progress)
     seconds = time.perf_counter() - started
-    progress("checking", 1.0)
-    check_outputs(spec.task, estimator, X)
-    progress("saving", 1.0)
+    return _Fitted(spec, estimator, params, seconds, fit_warnings.recorded(caught))
+
+
+def _register(
+    job_id: str, plan: TrainPayload, data: _TrainingData, fitted: _Fitted, database: Database, store: Store
+) -> bool:
+    """Save the artifact, then register the version and succeed the job in one transaction (or
+    neither: a job cancelled meanwhile registers nothing, and its artifact goes unless shared)."""
+    artifact: Any = fitted.estimator
+    params = dict(fitted.params)
+    chosen = plan.feature_selector
+    if chosen is not None and data.selector is not None and data.indices is not None:
+        artifact = SelectedFeatures(fitted.estimator, data.indices, chosen.model)
+        params["feature_selector"] = {
+            **chosen.model_dump(),
+            "resolved": f"{data.selector.model_name}@{data.selector.version}",
+            "feature_indices": data.indices.tolist(),
+        }
     sha256 = store.save_artifact(artifact)
-    with session_scope(database_url) as session:
-        # the version is registered and the job succeeds in one transaction, or neither happens
+    dataset = data.dataset
+    with database.session() as session:
         if transitions.lock_running(session, job_id):
             version = register_version(
                 session,
                 store,
-                payload.model_name,
-                method=spec.id,
-                params=full_params,
+                plan.model_name,
+                method=fitted.spec.id,
+                params=params,
                 dataset_id=dataset.id,
                 dataset_sha256=dataset.sha256,
                 feature_names=dataset.feature_names,
                 label_names=dataset.label_names,
-                training_seconds=seconds,
-                warnings=fit_warnings.recorded(caught),
+                training_seconds=fitted.seconds,
+                warnings=fitted.warnings,
                 library_versions=library_versions(),
                 artifact_sha256=sha256,
                 job_id=job_id,
-                selection=record,
+                selection=fitted.selection,
             )
             if transitions.succeed(session, job_id, model_version=version.version):
-                log.info("trained", extra={"job_id": job_id, "fit_seconds": round(seconds, 4)})
+                log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
                 return True
             session.rollback()
         # cancelled while fitting: register nothing, keep the artifact only if a version shares it
@@ -420,10 +487,10 @@ def _train(job_id: str, payload: TrainPayload, database_url: str, store: Store, 
 
 
 def _batch_predict(
-    job_id: str, payload: BatchPredictPayload, database_url: str, store: Store, progress: JobProgress
+    job_id: str, payload: BatchPredictPayload, database: Database, store: Store, progress: JobProgress
 ) -> bool:
     """Predict a stored dataset in chunks and write JSON lines or CSV to the results folder."""
-    with session_scope(database_url) as session:
+    with database.reading() as session:
         version = resolve(session, payload.model)
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
@@ -457,16 +524,16 @@ def _batch_predict(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    with session_scope(database_url) as session:
+    with database.session() as session:
         finished = transitions.succeed(session, job_id, result_path=path.name)
     if not finished:  # cancelled meanwhile: nobody will ask for the file
         path.unlink(missing_ok=True)
     return finished
 
 
-def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Store, progress: JobProgress) -> bool:
+def _compare(job_id: str, payload: ComparePayload, database: Database, store: Store, progress: JobProgress) -> bool:
     """Cross-validate the methods; write the leaderboard (JSON) and its report (HTML, same name)."""
-    with session_scope(database_url) as session:
+    with database.reading() as session:
         dataset = session.get(Dataset, payload.dataset_id)
         if dataset is None:
             raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
@@ -486,13 +553,15 @@ def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Sto
     progress("writing the report", 0.95)
     path = store.result_path(job_id, "json")
     page = reports.compare_report(
-        title=f"Comparison on {dataset.name}",
+        data=reports.DatasetFacts.of(dataset.name, dataset.id, X, Y, multilabel=dataset.kind == "multilabel"),
         metric=result.metric,
         cv=result.cv,
+        seed=seed,
         metric_names=result.metric_names,
         leaderboard=result.leaderboard,
         Y=Y,
         label_names=dataset.label_names,
+        job_id=job_id,
     )
     for target, text in (
         (path.with_suffix(".html"), page),
@@ -501,7 +570,7 @@ def _compare(job_id: str, payload: ComparePayload, database_url: str, store: Sto
         tmp = target.with_suffix(target.suffix + ".part")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
-    with session_scope(database_url) as session:
+    with database.session() as session:
         finished = transitions.succeed(session, job_id, result_path=path.name)
     if not finished:  # cancelled meanwhile: nobody will ask for the files
         path.unlink(missing_ok=True)

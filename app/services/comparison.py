@@ -7,6 +7,8 @@ dataset, whether each named method fits its kind, and the metric.
 
 from __future__ import annotations
 
+import html
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -15,24 +17,26 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app import metrics, reports, selection
+from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
-from app.jobs.base import JobRunner, JobStatus
+from app.jobs.base import JobStatus
 from app.jobs.payloads import ComparePayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.observability import Metrics
-from app.orm import Job, ModelVersion
+from app.orm import Dataset, Job, ModelVersion
 from app.pipeline import top_features
 from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
+from app.services.jobs import job_out
 from app.services.registry import load_served, method_of, resolve_version
 from app.store import Store
 
 
-def submit(session: Session, runner: JobRunner, body: CompareRequest) -> JobOut:
+def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     """Check the request and queue its compare job."""
     dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
     task = selection.task_of(dataset.kind)
@@ -49,11 +53,11 @@ def submit(session: Session, runner: JobRunner, body: CompareRequest) -> JobOut:
     payload = ComparePayload(
         dataset_id=dataset.id, methods=body.methods, metric=body.metric, cv=body.cv, random_state=body.random_state
     )
-    return job_out(enqueue(session, runner, payload))
+    return job_out(enqueue(session, core.runner, payload))
 
 
 def report_file(session: Session, store: Store, job_id: str) -> Path:
-    """The HTML report of a succeeded compare job."""
+    """The stored HTML report of a succeeded compare job (``reports.with_scripts`` makes it servable)."""
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound(f"job '{job_id}' not found", loc=("path", "job_id"))
@@ -67,10 +71,28 @@ def report_file(session: Session, store: Store, job_id: str) -> Path:
     return path
 
 
+def report_html(session: Session, store: Store, job_id: str) -> str:
+    """The compare job's report as served: the stored page with plotly's bundle inlined."""
+    return reports.with_scripts(report_file(session, store, job_id).read_text(encoding="utf-8"))
+
+
+def leaderboard_csv(session: Session, store: Store, job_id: str) -> str:
+    """The compare job's leaderboard as CSV (``?format=csv``), from its JSON result."""
+    document = json.loads(report_file(session, store, job_id).with_suffix(".json").read_text(encoding="utf-8"))
+    names = list(document["leaderboard"][0]["metrics"]) if document["leaderboard"] else []
+    header = ["rank", "method", "parameters", *[f"{n} {part}" for n in names for part in ("mean", "std")]]
+    rows: list[list[object]] = []
+    for i, entry in enumerate(document["leaderboard"], 1):
+        values = [entry["metrics"][n][part] for n in names for part in ("mean", "std")]
+        row = [i, entry["method"], reports.params_text(entry["params"]), *("" if v is None else v for v in values)]
+        rows.append([*row, entry.get("fit_seconds") or "", entry.get("error", "")])
+    return reports.csv_text([*header, "fit seconds", "error"], rows)
+
+
 def version_report(
     session: Session, store: Store, cache: ModelCache, observed: Metrics, name: str, version: int, dataset_id: str
 ) -> str:
-    """The evaluation report (HTML) of one version on one dataset; nothing is recorded."""
+    """The evaluation report (HTML, plotly inlined) of one version on one dataset; nothing is recorded."""
     row = resolve_version(session, f"{name}@{version}", loc=("path", "name"))
     spec = method_of(row.method)
     loc = ("query", "dataset_id")
@@ -83,26 +105,65 @@ def version_report(
     X, Y = store.load_dataset(dataset.sha256)
     Y = Y[:, label_columns(dataset, row)]
     title = f"{row.model_name} v{row.version} ({spec.id}) on {dataset.name}"
+    facts = _version_facts(session, row, dataset, X, Y)
+    members = [(m["method"], m.get("params", {}), float(m.get("weight", 1.0))) for m in row.params.get("members", [])]
     try:
         if spec.task == "distribution":
             P = model.predict(X)
             scores = metrics.ldl_metrics(Y, P)
-            return reports.version_report(
-                title=title, task="distribution", scores=_finite(scores), label_names=row.label_names, Y=Y, P=P
-            )
-        if spec.task == "multilabel":
+            page = reports.version_report(
+                title=title, task="distribution", scores=_finite(scores), label_names=row.label_names, Y=Y, P=P,
+                facts=facts, members=members,
+            )  # fmt: skip
+        elif spec.task == "multilabel":
             S, Yhat = model.decision_function(X), model.predict(X)
             scores = metrics.multilabel_metrics(Y, Yhat, S)
-            return reports.version_report(
-                title=title, task="multilabel", scores=_finite(scores), label_names=row.label_names, Y=Y, S=S, Yhat=Yhat
-            )
-        return _selector_report(session, store, row, model, X, Y, title)
+            page = reports.version_report(
+                title=title, task="multilabel", scores=_finite(scores), label_names=row.label_names, Y=Y, S=S,
+                Yhat=Yhat, facts=facts, members=members,
+            )  # fmt: skip
+        else:
+            page = _selector_report(session, store, row, model, X, Y, title, facts)
     except ValueError as exc:
         raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=loc) from None
+    return reports.with_scripts(page)
+
+
+def _version_facts(
+    session: Session, row: ModelVersion, evaluated: Dataset, X: np.ndarray, Y: np.ndarray
+) -> list[tuple[str, str]]:
+    """The report header: the version, what it was trained on (lineage) and what it is evaluated on."""
+    esc = html.escape
+    trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
+    trained_on = (
+        f"{esc(trained.name)} (<code>{esc(trained.id)}</code>, n = {trained.n_samples}, "
+        f"d = {trained.n_features}, q = {trained.n_labels})"
+        if trained is not None
+        else f"deleted dataset <code>{esc(row.dataset_id or '?')}</code>"
+    )
+    data = reports.DatasetFacts.of(evaluated.name, evaluated.id, X, Y, multilabel=evaluated.kind == "multilabel")
+    libraries = ", ".join(f"{k} {v}" for k, v in sorted(row.library_versions.items()))
+    return [
+        ("version", f"{esc(row.model_name)} v{row.version}, method {esc(row.method)}, "
+         f"params {esc(reports.params_text(row.params))}"),
+        ("trained on", trained_on),
+        ("training sha256", f"<code>{esc(row.dataset_sha256)}</code>"),
+        ("evaluated on", f"{esc(data.name)} (<code>{esc(evaluated.id)}</code>)"),
+        ("evaluated size", esc(f"n = {data.n}, d = {data.d}, q = {data.q}"
+                              + (f", label cardinality {data.cardinality:.2f}" if data.cardinality is not None else ""))),
+        ("libraries", esc(libraries)),
+    ]  # fmt: skip
 
 
 def _selector_report(
-    session: Session, store: Store, row: ModelVersion, selector: Any, X: np.ndarray, Y: np.ndarray, title: str
+    session: Session,
+    store: Store,
+    row: ModelVersion,
+    selector: Any,
+    X: np.ndarray,
+    Y: np.ndarray,
+    title: str,
+    facts: list[tuple[str, str]],
 ) -> str:
     """ML-kNN (k=10) on the selector's top features of its training data, at every fraction of ``FRACTIONS``."""
     if row.dataset_id is None:
@@ -121,7 +182,7 @@ def _selector_report(
             scores = metrics.multilabel_metrics(Y, knn.predict(X[:, keep]), S)
     note = f"ML-kNN (k={DOWNSTREAM_K}) trained on the top 20% of features of dataset '{train.id}'."
     return reports.version_report(
-        title=title, task="selection", scores=_finite(scores), label_names=[], curve=curve, note=note
+        title=title, task="selection", scores=_finite(scores), label_names=[], curve=curve, note=note, facts=facts
     )
 
 

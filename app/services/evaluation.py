@@ -11,36 +11,39 @@ import math
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from app import metrics
+from app.core import Core
 from app.errors import InvalidInput, NotFound
 from app.methods.mlknn import MLkNN
-from app.observability import Metrics
 from app.orm import Dataset, Evaluation, ModelVersion
 from app.pipeline import top_features
-from app.registry import ModelCache
 from app.schemas import EvaluateRequest, EvaluateResponse, ModelInfo
 from app.services.datasets import dataset_with_features
 from app.services.registry import load_served, method_of, resolve_version
-from app.store import Store
 
 SELECTOR_DEFAULT_FRACTION = 0.2  # ELCFS's protocol: ML-kNN on the top 20% of features
 DOWNSTREAM_K = 10
 
 
-def evaluate(
-    session: Session, store: Store, cache: ModelCache, observed: Metrics, body: EvaluateRequest
-) -> EvaluateResponse:
-    version = resolve_version(session, body.model)
-    spec = method_of(version.method)
-    dataset = dataset_with_features(session, body.dataset_id, version.feature_names)
+def evaluate(core: Core, body: EvaluateRequest) -> EvaluateResponse:
+    """The metrics of a version on a dataset, recorded as an evaluation of the version.
+
+    The rows are read in read-only sessions closed before any computation (the predictions, a
+    selector's downstream classifier); the evaluation is recorded in a write transaction of its
+    own at the end, so no lock or transaction is held while the model computes.
+    """
+    store = core.store
+    with core.database.reading() as session:
+        version = resolve_version(session, body.model)
+        spec = method_of(version.method)
+        dataset = dataset_with_features(session, body.dataset_id, version.feature_names)
     if dataset.kind != spec.dataset_kind:
         raise InvalidInput(
             f"a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}",
             loc=("body", "dataset_id"),
         )
-    model = load_served(cache, observed, (version.id, version.created_at)).model
+    model = load_served(core.cache, core.metrics, (version.id, version.created_at)).model
     X, Y = store.load_dataset(dataset.sha256)
     Y = Y[:, label_columns(dataset, version)]
     try:
@@ -50,22 +53,22 @@ def evaluate(
             Yhat, S = model.predict(X, threshold=body.threshold), model.decision_function(X)
             scores, downstream = metrics.multilabel_metrics(Y, Yhat, S), None
         else:
-            scores, downstream = _downstream(session, store, body, version, model, X, Y)
+            scores, downstream = _downstream(core, body, version, model, X, Y)
     except ValueError as exc:  # e.g. a model that produced non-finite scores on this data
         raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=("body", "dataset_id")) from None
     # a metric that no sample defines (e.g. ranking loss when every label set is empty) is null
     finite = {name: float(value) if math.isfinite(value) else None for name, value in scores.items()}
-    session.add(
-        Evaluation(
-            version_id=version.id,
-            dataset_id=dataset.id,
-            dataset_sha256=dataset.sha256,
-            n_samples=dataset.n_samples,
-            metrics=finite,
-            options={"threshold": body.threshold, "downstream": downstream},
+    with core.database.session() as session:
+        session.add(
+            Evaluation(
+                version_id=version.id,
+                dataset_id=dataset.id,
+                dataset_sha256=dataset.sha256,
+                n_samples=dataset.n_samples,
+                metrics=finite,
+                options={"threshold": body.threshold, "downstream": downstream},
+            )
         )
-    )
-    session.commit()
     return EvaluateResponse(
         model=ModelInfo(name=version.model_name, version=version.version, method=spec.id),
         dataset_id=dataset.id,
@@ -87,8 +90,7 @@ def label_columns(dataset: Dataset, version: ModelVersion) -> np.ndarray:
 
 
 def _downstream(
-    session: Session,
-    store: Store,
+    core: Core,
     body: EvaluateRequest,
     version: ModelVersion,
     selector: Any,
@@ -101,10 +103,11 @@ def _downstream(
     if train_id is None:
         raise NotFound("the selector's training dataset is unknown; give train_dataset_id", loc=loc)
     try:
-        train = dataset_with_features(session, train_id, version.feature_names, loc=loc)
+        with core.database.reading() as session:
+            train = dataset_with_features(session, train_id, version.feature_names, loc=loc)
     except NotFound:
         raise NotFound(f"dataset '{train_id}' not found (was the selector's training data deleted?)", loc=loc) from None
-    Xtr, Ytr = store.load_dataset(train.sha256)
+    Xtr, Ytr = core.store.load_dataset(train.sha256)
     Ytr = Ytr[:, label_columns(train, version)]
     keep = top_features(selector, body.top_k, None if body.top_k else SELECTOR_DEFAULT_FRACTION)
     classifier = MLkNN(k=DOWNSTREAM_K).fit(Xtr[:, keep], Ytr)

@@ -4,16 +4,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core import Core
 from app.errors import Conflict, NotFound
 from app.jobs.base import JobRunner, JobStatus
-from app.jobs.queue import cancel, job_out, wait_for
+from app.jobs.queue import cancel, wait_for
 from app.orm import Job
-from app.schemas import JobOut, Page
+from app.schemas import JobOut, ModelPointer, Page
 from app.services.paging import PageParams, page
 from app.store import Store
+
+
+def job_out(job: Job) -> JobOut:
+    model = None
+    if job.model_version is not None and job.model_name is not None:
+        model = ModelPointer(name=job.model_name, version=job.model_version)
+    status = JobStatus(job.status)
+    result_url = f"/jobs/{job.id}/result" if job.result_path and status is JobStatus.SUCCEEDED else None
+    return JobOut(
+        id=job.id,
+        kind=job.kind,
+        status=status,
+        progress=job.progress,
+        stage=job.stage,
+        method=job.method,
+        dataset_id=job.dataset_id,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        model=model,
+        error=job.error,
+        result_url=result_url,
+    )
 
 
 def _job(session: Session, job_id: str) -> Job:
@@ -40,13 +64,13 @@ def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
     return job_out(job)
 
 
-async def await_job(database_url: str, runner: JobRunner, job_id: str, timeout: float) -> JobOut:
+async def await_job(core: Core, job_id: str, timeout: float) -> JobOut:
     """The job once it has ended, or as it is when ``timeout`` seconds have passed (0: at once).
 
     The end is learnt from the runner's notification as soon as it is committed (see
     ``app.jobs.events``), not from polling.
     """
-    job = await wait_for(database_url, runner.events, job_id, timeout)
+    job = await wait_for(core.database, core.runner.events, job_id, timeout)
     if job is None:
         raise NotFound(f"job '{job_id}' not found")
     return job_out(job)
@@ -63,3 +87,28 @@ def result_file(session: Session, store: Store, job_id: str) -> Path:
     if not path.exists():
         raise NotFound(f"the result of job '{job_id}' is no longer in the store")
     return path
+
+
+def queue_positions(session: Session, job_ids: list[str]) -> dict[str, int]:
+    """Each queued job's place in the queue (1: next to start), for those of ``job_ids`` that are queued.
+
+    Jobs start in the order they were queued; the place counts the queued jobs created before
+    it (one indexed count per queued job asked about, never a scan of the whole table).
+    """
+    positions: dict[str, int] = {}
+    queued = session.execute(
+        select(Job.id, Job.created_at).where(Job.id.in_(job_ids), Job.status == JobStatus.QUEUED.value)
+    ).all()
+    for job_id, created_at in queued:
+        ahead = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status == JobStatus.QUEUED.value, Job.created_at < created_at)
+        )
+        positions[job_id] = int(ahead or 0) + 1
+    return positions
+
+
+def show_job(session: Session, job_id: str) -> JobOut:
+    """The job as it is now (NotFound when there is none)."""
+    return job_out(_job(session, job_id))

@@ -12,48 +12,55 @@ from __future__ import annotations
 import logging
 import threading
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 
-from app.config import Settings
-from app.db import session_scope
+from app.core import Core
 from app.orm import Dataset, ModelVersion
-from app.store import Store
 
 log = logging.getLogger("labelserve.store")
 
 
-def sweep_store(settings: Settings, store: Store) -> int:
+def sweep_store(core: Core) -> int:
     """Remove orphaned store files older than the grace period; how many were removed."""
-    with session_scope(settings.resolved_database_url, readonly=True) as session:
+    with core.database.reading() as session:
         datasets = set(session.scalars(select(Dataset.sha256)).all())
         artifacts = set(session.scalars(select(ModelVersion.artifact_sha256)).all())
-    removed = store.sweep(datasets, artifacts, settings.sweep_grace_seconds)
+    removed = core.store.sweep(datasets, artifacts, core.settings.sweep_grace_seconds)
     if removed:
         log.info("store swept", extra={"removed": [p.name for p in removed]})
     return len(removed)
 
 
-def low_on_space(settings: Settings, store: Store) -> bool:
+def low_on_space(core: Core) -> bool:
     """True when the store has less free space than ``min_free_mb``."""
-    return store.free_bytes() < settings.min_free_mb * 1024 * 1024
+    return core.store.free_bytes() < core.settings.min_free_mb * 1024 * 1024
+
+
+def database_ok(core: Core) -> bool:
+    """Whether the database answers a query (readiness)."""
+    try:
+        with core.database.reading() as session:
+            session.execute(text("SELECT 1"))
+        return True
+    except Exception:  # any failure to reach the database means "not ready"
+        return False
 
 
 class Sweeper:
     """A daemon thread running ``sweep_store`` at start and every ``sweep_seconds`` until stopped."""
 
-    def __init__(self, settings: Settings, store: Store) -> None:
-        self._settings = settings
-        self._store = store
+    def __init__(self, core: Core) -> None:
+        self._core = core
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="labelserve-sweeper", daemon=True)
 
     def _run(self) -> None:
         while True:
             try:
-                sweep_store(self._settings, self._store)
+                sweep_store(self._core)
             except Exception:  # the database or the disk is briefly unavailable: next round
                 log.warning("store sweep failed", exc_info=True)
-            if self._stop.wait(self._settings.sweep_seconds):
+            if self._stop.wait(self._core.settings.sweep_seconds):
                 return
 
     def start(self) -> Sweeper:

@@ -7,7 +7,7 @@ Versions are immutable: nothing here changes a version row; evaluations are stor
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -23,6 +23,7 @@ from app.registry import (
     RegistryError,
     Served,
     VersionKey,
+    drop_unused_artifacts,
     notify_on_commit,
     reserved_alias,
     resolve,
@@ -174,20 +175,6 @@ def show_version(session: Session, name: str, version: int) -> VersionOut:
     return version_out(_version(session, name, version))
 
 
-def drop_unused_artifacts(session: Session, store: Store, hashes: set[str]) -> None:
-    """Delete the artifact files that no version uses any more.
-
-    Called after the rows that used them are gone (committed), by the registry's deletions and
-    by a training whose job was cancelled after its artifact was written.
-    """
-    for sha256 in hashes:
-        used = session.scalar(
-            select(func.count()).select_from(ModelVersion).where(ModelVersion.artifact_sha256 == sha256)
-        )
-        if not used:
-            store.delete_artifact(sha256)
-
-
 def delete_version(session: Session, store: Store, name: str, version: int) -> None:
     """Delete one version and the aliases pointing to it (the model and its other versions stay)."""
     row = _version(session, name, version)
@@ -237,3 +224,20 @@ def delete_alias(session: Session, store: Store, name: str, alias: str) -> None:
     session.delete(row)
     notify_on_commit(session, store)
     session.commit()
+
+
+def versions_trained_on(session: Session, dataset_id: str, limit: int) -> list[VersionOut]:
+    """The newest ``limit`` versions trained on a dataset (its page lists them), newest first."""
+    query = (
+        select(ModelVersion)
+        .options(selectinload(ModelVersion.evaluations))
+        .where(ModelVersion.dataset_id == dataset_id)
+        .order_by(ModelVersion.created_at.desc(), ModelVersion.id)
+        .limit(limit)
+    )
+    return [version_out(v) for v in session.scalars(query)]
+
+
+def model_names(session: Session, limit: int) -> list[str]:
+    """The first ``limit`` model names in name order (a form's choices: no version is loaded)."""
+    return list(session.scalars(select(Model.name).order_by(Model.name).limit(limit)))

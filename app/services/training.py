@@ -1,5 +1,9 @@
 """Training: everything about a ``POST /train`` that can be checked is checked before a job is queued.
 
+The result is the training plan, a ``TrainPayload``: the method, its parameters validated against
+the declaration (every one of them, with a drawn seed when none was given), the dataset, the
+model name to register and the feature selection. The job only executes it (``app.jobs.work``).
+
 The method exists, its params validate, the dataset exists (or the inline data validates) and
 has the kind the method needs and enough samples for the params (``k`` neighbours or clusters),
 and a feature selector to train on is a selector trained on the same features. Only then are
@@ -10,6 +14,7 @@ leaves nothing behind.
 from __future__ import annotations
 
 import difflib
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +22,17 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from app import selection
+from app.core import Core
 from app.errors import InvalidFields, InvalidInput
 from app.formats import DatasetLimits
-from app.jobs.base import JobRunner
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.jobs.queue import enqueue, job_out
+from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
-from app.services.datasets import get_dataset, parse_inline, store_inline
+from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
+from app.services.jobs import job_out
 from app.services.registry import resolve_version
 from app.store import Store
 
@@ -40,9 +46,10 @@ class Prepared:
     payload: TrainPayload
 
 
-def submit(session: Session, store: Store, runner: JobRunner, limits: DatasetLimits, body: TrainRequest) -> JobOut:
-    """Check the request and queue its training job (inline data must fit in ``limits``)."""
-    return job_out(enqueue(session, runner, prepare(session, store, limits, body).payload))
+def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
+    """Check the request and queue its training job (inline data must fit in the dataset limits)."""
+    plan = prepare(session, core.store, limits_of(core.settings), body).payload
+    return job_out(enqueue(session, core.runner, plan))
 
 
 def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
@@ -78,11 +85,24 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
         method=spec.id,
         dataset_id=dataset.id,
         model_name=body.model_name,
-        params=params,
+        params=seeded(validated).model_dump(mode="json"),
         random_state=body.random_state,
         feature_selector=SelectorChoice.model_validate(selector.model_dump()) if selector else None,
     )
     return Prepared(spec, dataset, payload)
+
+
+def draw_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def seeded(validated: BaseModel) -> BaseModel:
+    """The validated parameters with a drawn ``random_state`` when the method takes one and none
+    was given: decided at submit, so that every version is reproducible and a redelivered job
+    trains with the same seed."""
+    if "random_state" in type(validated).model_fields and getattr(validated, "random_state", None) is None:
+        return validated.model_copy(update={"random_state": draw_seed()})
+    return validated
 
 
 def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -> InvalidFields:
@@ -134,7 +154,8 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
         dataset_id=dataset.id,
         model_name=body.model_name,
         params=request.model_dump(mode="json", exclude_none=True),
-        random_state=body.random_state,
+        # an unseeded selection records the seed it drew (folds and candidates), like a training
+        random_state=body.random_state if body.random_state is not None else draw_seed(),
     )
     return Prepared(None, dataset, payload)
 

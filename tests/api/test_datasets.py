@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from app.db import session_scope
+from app.db import Database
 from app.orm import Job
 from app.services import datasets as dataset_service
 from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
@@ -154,7 +154,7 @@ def test_list_get_page_and_delete(client, settings):
 
 
 def test_dataset_in_use_by_a_queued_job_cannot_be_deleted(client, settings, multilabel_dataset):
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         session.add(Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=multilabel_dataset["id"]))
     r = client.delete(f"/datasets/{multilabel_dataset['id']}")
     assert r.status_code == 409 and "j-queued" in r.json()["detail"]

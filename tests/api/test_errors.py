@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.db import session_scope
+from app.db import Database
 from app.orm import Job
 from tests.helpers import csv_bytes, make_multilabel, train
 
@@ -90,7 +90,7 @@ def test_unknown_param_lists_the_methods_params(client, multilabel_dataset):
 
 
 def test_predicting_a_model_whose_first_training_is_queued_says_so(client, settings, multilabel_dataset):
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         session.add(
             Job(id="j-first", kind="train", status="queued", request={}, model_name="soon", dataset_id="x" * 16)
         )
@@ -107,7 +107,7 @@ def test_predicting_a_model_whose_first_training_is_queued_says_so(client, setti
         )
     # another name, or a job of another kind for it, is the plain 404
     assert client.post("/predict", json={"model": "never", "instances": [[0.5] * 6]}).status_code == 404
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         session.get_one(Job, "j-first").status = "failed"
     r = client.post("/predict", json={"model": "soon", "instances": [[0.5] * 6]})
     assert r.status_code == 404 and r.json()["detail"] == "model: model 'soon' not found"

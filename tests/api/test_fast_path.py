@@ -220,3 +220,32 @@ def test_cached_v2_inference_is_answered_without_the_router(client, models, monk
     metrics = client.get("/metrics").text
     assert 'labelserve_requests_total{method="POST",route="/v2/models/{name}/infer",status="200"} 2.0' in metrics
     assert 'route="/v2/models/{name}/versions/{version}/infer",status="200"} 2.0' in metrics
+
+
+def _fallbacks(client: TestClient, route: str, exception: str) -> float:
+    series = f'labelserve_fast_path_fallbacks_total{{exception="{exception}",route="{route}"}} '
+    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(series)]
+    return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
+
+
+def test_a_fallback_caused_by_an_exception_is_logged_and_counted(client, models, caplog):
+    """An error the fast path meets is still answered by the route, and is no longer silent."""
+    X, _ = models["ml"]
+    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
+    before = _fallbacks(client, "/predict", "InvalidInput")
+    with caplog.at_level("WARNING", logger="labelserve.api"):
+        r = client.post("/predict", json={"model": "clf", "instances": X[:1].tolist(), "output": "distribution"})
+    assert r.status_code == 422
+    assert _fallbacks(client, "/predict", "InvalidInput") == before + 1
+    [record] = [r for r in caplog.records if r.getMessage() == "fast path fell back to the route"]
+    assert record.levelname == "WARNING" and record.exc_info is not None and record.route == "/predict"
+
+
+def test_a_fallback_without_an_exception_is_not_counted(client, models, caplog):
+    """An unresolved reference is the route's job, not a failure of the fast path."""
+    X, _ = models["ml"]
+    with caplog.at_level("WARNING", logger="labelserve.api"):
+        r = client.post("/predict", json={"model": "nope", "instances": X[:1].tolist()})
+    assert r.status_code == 404
+    assert "labelserve_fast_path_fallbacks_total{" not in client.get("/metrics").text
+    assert not [r for r in caplog.records if r.getMessage() == "fast path fell back to the route"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -161,7 +162,7 @@ def test_concurrent_predictions_agree(client, classifier):
 
 def test_corrupt_artifact_is_refused_not_loaded(client, settings, classifier):
     sha = client.get("/models/clf/versions/1").json()["artifact_sha256"]
-    client.app.state.model_cache.clear()
+    client.app.state.core.cache.clear()
     path = settings.model_dir / "artifacts" / f"{sha}.pkl"
     path.write_bytes(path.read_bytes()[:-10] + b"tampered!!")
     r = predict(client, model="clf", instances=make_multilabel()[0][:1].tolist())
@@ -213,3 +214,24 @@ def test_metrics_no_sample_defines_are_null(client, classifier):
     metrics = r.json()["metrics"]
     assert metrics["ranking_loss"] is None and metrics["average_precision"] is None
     assert metrics["hamming_loss"] is not None
+
+
+def test_reads_and_predictions_do_not_wait_for_the_write_lock(client, classifier, settings):
+    """A prediction through the route (of a stored dataset, the reference not resolved yet) and a
+    listing read in read-only sessions: while another connection holds SQLite's write lock they
+    answer at once, instead of waiting out the busy timeout and then failing."""
+    if not settings.resolved_database_url.startswith("sqlite:///"):
+        pytest.skip("SQLite's write lock")
+    holder = sqlite3.connect(settings.resolved_database_url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            listing = pool.submit(client.get, "/models").result(timeout=10)
+            body = {"model": "clf@1", "dataset_id": classifier["id"]}
+            stored = pool.submit(client.post, "/predict", json=body).result(timeout=10)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert listing.status_code == 200, listing.text
+    assert stored.status_code == 200, stored.text
+    assert len(stored.json()["predictions"]) == classifier["n_samples"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers import make_mixed_multilabel, make_multilabel, upload_csv, wait_status
-from tests.unit.test_reports import assert_self_contained
+from tests.helpers import assert_self_contained, make_mixed_multilabel, make_multilabel, upload_csv, wait_status
 
 
 def _auto(client, dataset_id: str, name: str, **params: object):
@@ -67,7 +66,8 @@ def test_auto_registers_a_blend_served_like_any_version(client):
     assert evaluated.status_code == 200, evaluated.text
     assert evaluated.json()["metrics"]["average_precision"] > 0.8
     page = client.get("/models/auto-blend/versions/1/report", params={"dataset_id": dataset["id"]})
-    assert page.status_code == 200 and len(assert_self_contained(page.text).refs) == 1
+    assert page.status_code == 200 and assert_self_contained(page.text) == 1
+    assert "Blend members" in page.text and "share of the blend" in page.text
 
 
 def test_a_blend_is_trainable_by_name_and_checked_at_the_door(client, multilabel_dataset, distribution_dataset):
@@ -155,7 +155,12 @@ def test_compare_job_leaderboard_and_report(client, multilabel_dataset):
     assert set(row["metrics"]["average_precision"]) == {"mean", "std"} and row["fit_seconds"] >= 0
     report = client.get(f"/jobs/{job['id']}/report")
     assert report.status_code == 200 and report.headers["content-type"].startswith("text/html")
-    assert len(assert_self_contained(report.text).refs) == 3  # bars, per-label scores, selector curve
+    assert assert_self_contained(report.text) == 3  # bars, per-label heat map, selector curve
+    csv = client.get(f"/jobs/{job['id']}/report", params={"format": "csv"})
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    header = csv.text.splitlines()[0].split(",")
+    assert header[:3] == ["rank", "method", "parameters"] and "average_precision mean" in header
+    assert {line.split(",")[1] for line in csv.text.splitlines()[1:]} == {"br", "mi-filter"}
 
 
 def test_compare_rejects_and_report_needs_a_compare_job(client, multilabel_dataset, distribution_dataset):
@@ -182,6 +187,7 @@ def test_version_report_by_task(client, multilabel_dataset, distribution_dataset
         assert job["status"] == "succeeded", job
         page = client.get(f"/models/{name}/versions/1/report", params={"dataset_id": ds})
         assert page.status_code == 200, page.text
-        assert len(assert_self_contained(page.text).refs) == 1
+        assert assert_self_contained(page.text) == (2 if method == "aa-knn" else 1)
+        assert "trained on" in page.text and "server" in page.text
     assert client.get("/models/r-br/versions/1/report", params={"dataset_id": ldl}).status_code == 422
     assert client.get("/models/r-br/versions/9/report", params={"dataset_id": ml}).status_code == 404

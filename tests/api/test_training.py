@@ -8,7 +8,7 @@ import time
 import numpy as np
 from fastapi.testclient import TestClient
 
-from app.db import session_scope
+from app.db import Database
 from app.main import create_app
 from app.orm import Job
 from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
@@ -143,7 +143,7 @@ def test_crash_recovery_fails_running_and_requeues_queued(settings, tmp_path):
     X, Y = make_multilabel(n=40)
     with TestClient(create_app(settings)) as client:
         dataset = upload_csv(client, X, Y)
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         request = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "recovered", "params": {}}
         session.add(
             Job(

@@ -26,13 +26,14 @@ from subprocess import Popen
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
 from app.orm import Job, ModelVersion
 from tests.helpers import long_job, make_multilabel, throwaway_postgres, train, upload_csv, wait_status
 
-pytestmark = pytest.mark.celery
+# a Redis broker and a PostgreSQL database shared by the API and the worker processes
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres]
 
 REDIS_URL = os.environ.get("LABELSERVE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def workers(service: CelerySettings, tmp_path: Path) -> Iterator[Callable[[int],
 
 
 def job_row(settings: CelerySettings, job_id: str) -> Job:
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         return job
@@ -175,7 +176,7 @@ def wait_iterating(client: TestClient, job_id: str) -> dict:
 
 
 def versions(settings: CelerySettings) -> int:
-    with session_scope(settings.resolved_database_url) as session:
+    with Database(settings.resolved_database_url).session() as session:
         return session.query(ModelVersion).count()
 
 

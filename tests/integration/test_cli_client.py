@@ -25,6 +25,9 @@ from app.cli import cli
 from app.client import ApiError, Client
 from tests.helpers import csv_bytes, live_server, make_distribution, make_multilabel
 
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

@@ -10,6 +10,9 @@ import pytest
 
 from tests.helpers import csv_bytes, live_server, make_multilabel
 
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:

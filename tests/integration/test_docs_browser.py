@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.api import examples
-from tests.helpers import live_server
+from tests.helpers import chromium_launch_args, live_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # ReDoc's bundle always links its "API docs by Redocly" footer logo to Redocly's CDN; the image
@@ -25,6 +25,8 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 REDOC_FOOTER_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 API_KEY = "browser-key"
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +37,7 @@ def browser() -> Iterator[object]:
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-sandbox"],
-        )
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
         yield instance
         instance.close()
 

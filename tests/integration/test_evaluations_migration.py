@@ -12,10 +12,10 @@ from alembic import command
 from sqlalchemy import text
 
 from app.db import alembic_config, get_engine, migrate
-from tests.helpers import throwaway_postgres
+from tests.helpers import BACKENDS, throwaway_postgres
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'old.db'}"

@@ -14,14 +14,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.client import Client
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.work import JobProgress, check_rows
 from app.methods.base import JobCancelled
 from app.orm import Job
-from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
-from tests.integration.live_server import LiveServer
-from tests.integration.test_job_waiting import running_job
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job, train, upload_csv, wait_status
 
 
 def json_lines(text: str) -> list[dict]:
@@ -53,6 +51,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
         live.cleanup()
 
 
+@pytest.mark.slow
 def test_pool_processes_log_json_lines_with_the_job_id(server: LiveServer, tmp_path: Path):
     X, Y = make_multilabel(n=60)
     good = tmp_path / "good.csv"
@@ -105,7 +104,7 @@ def url(database_url: str) -> str:
 
 
 def row(url: str, job_id: str) -> Job:
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         return job
@@ -113,7 +112,7 @@ def row(url: str, job_id: str) -> Job:
 
 def test_reports_are_written_by_the_thread_and_a_cancel_stops_the_next_report(url: str):
     job_id = running_job(url)
-    with JobProgress(url, job_id, heartbeat_seconds=0.3, interval=0.05) as progress:
+    with JobProgress(Database(url), job_id, heartbeat_seconds=0.3, interval=0.05) as progress:
         progress("fitting", 0.5)
         assert row(url, job_id).stage == "starting"  # the report itself did not write
         deadline = time.monotonic() + 10
@@ -124,7 +123,7 @@ def test_reports_are_written_by_the_thread_and_a_cancel_stops_the_next_report(ur
         beat = row(url, job_id).heartbeat_at
         time.sleep(0.8)  # no report: the thread stamps the heartbeat on its own
         assert row(url, job_id).heartbeat_at > beat
-        with session_scope(url) as session:
+        with Database(url).session() as session:
             assert transitions.cancel(session, job_id)
         progress("fitting", 0.6)  # the thread writes this one, and finds the job cancelled
         deadline = time.monotonic() + 10

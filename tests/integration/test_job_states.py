@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import ACTIVE, TERMINAL, JobStatus
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, SelectorChoice, TrainPayload, load_payload
@@ -43,7 +43,7 @@ def url(database_url: str) -> str:
 
 
 def job_in(url: str, status: JobStatus, **fields: object) -> str:
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = transitions.create(session, PAYLOAD)
         job.status = status.value
         for name, value in fields.items():
@@ -52,16 +52,16 @@ def job_in(url: str, status: JobStatus, **fields: object) -> str:
 
 
 def status_of(url: str, job_id: str) -> JobStatus:
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         return JobStatus(job.status)
 
 
 def test_create_queues_the_payload(url: str) -> None:
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job_id = transitions.create(session, PAYLOAD).id
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         assert (job.status, job.kind, job.method, job.dataset_id, job.model_name) == (
@@ -79,7 +79,7 @@ def test_each_transition_applies_exactly_from_its_source_states(url: str, name: 
     call, sources, target = TRANSITIONS[name]
     for start in JobStatus:
         job_id = job_in(url, start)
-        with session_scope(url) as session:
+        with Database(url).session() as session:
             applied = call(session, job_id)
         assert applied == (start in sources), (name, start)
         expected = (target or start) if applied else start
@@ -91,17 +91,17 @@ def test_terminal_states_are_never_left(url: str) -> None:
     for start in TERMINAL:
         job_id = job_in(url, start)
         for call, _, _ in TRANSITIONS.values():
-            with session_scope(url) as session:
+            with Database(url).session() as session:
                 assert not call(session, job_id)
         assert status_of(url, job_id) == start
 
 
 def test_a_claim_records_who_runs_the_job_and_a_second_claim_loses(url: str) -> None:
     job_id = job_in(url, JobStatus.QUEUED)
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = transitions.claim(session, job_id, "host-a:10")
         assert job is not None and job.worker == "host-a:10" and job.started_at is not None
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert transitions.claim(session, job_id, "host-b:20") is None
         job = session.get(Job, job_id)
         assert job is not None and job.worker == "host-a:10"
@@ -109,10 +109,10 @@ def test_a_claim_records_who_runs_the_job_and_a_second_claim_loses(url: str) -> 
 
 def test_cancel_records_why_and_succeed_records_the_version(url: str) -> None:
     cancelled, succeeded = job_in(url, JobStatus.RUNNING), job_in(url, JobStatus.RUNNING)
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert transitions.cancel(session, cancelled)
         assert transitions.succeed(session, succeeded, model_version=7)
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = session.get(Job, cancelled)
         assert job is not None and job.error == "cancelled by request" and job.finished_at is not None
         job = session.get(Job, succeeded)
@@ -121,10 +121,10 @@ def test_cancel_records_why_and_succeed_records_the_version(url: str) -> None:
 
 def test_recovery_after_a_crash_fails_running_jobs_and_keeps_queued_ones(url: str) -> None:
     running, queued = job_in(url, JobStatus.RUNNING), job_in(url, JobStatus.QUEUED)
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert transitions.fail_interrupted(session) == [running]
         assert transitions.queued(session) == [queued]
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         job = session.get(Job, running)
         assert job is not None and job.status == "failed" and "interrupted" in (job.error or "")
 
@@ -134,14 +134,14 @@ def test_the_reaper_fails_only_running_jobs_with_a_stale_heartbeat(url: str) -> 
     stale = job_in(url, JobStatus.RUNNING, heartbeat_at=old)
     fresh = job_in(url, JobStatus.RUNNING, heartbeat_at=utcnow())
     waiting = job_in(url, JobStatus.QUEUED, created_at=old)
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert transitions.fail_stale(session, 60.0) == [stale]
     assert (status_of(url, fresh), status_of(url, waiting)) == (JobStatus.RUNNING, JobStatus.QUEUED)
 
 
 def test_an_orphan_is_failed_only_if_the_dead_process_still_owns_it(url: str) -> None:
     job_id = job_in(url, JobStatus.RUNNING, worker="host:2")
-    with session_scope(url) as session:
+    with Database(url).session() as session:
         assert not transitions.fail_orphan(session, job_id, "host:1")  # redelivered and re-claimed elsewhere
         assert transitions.fail_orphan(session, job_id, "host:2")
     assert status_of(url, job_id) == JobStatus.FAILED

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from app.client import Client
-from app.db import migrate, session_scope
+from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents
-from app.jobs.payloads import TrainPayload
 from app.jobs.queue import wait_for
-from tests.helpers import csv_bytes, make_multilabel
-from tests.integration.live_server import LiveServer
+from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job
 
 SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification
 
@@ -32,19 +30,10 @@ def url(database_url: str) -> str:
     return database_url
 
 
-def running_job(url: str) -> str:
-    with session_scope(url) as session:
-        job = transitions.create(session, TrainPayload(method="mlknn", dataset_id="d", model_name="m"))
-        job_id = job.id
-    with session_scope(url) as session:
-        assert transitions.claim(session, job_id, "host:1") is not None
-    return job_id
-
-
 def finish_later(url: str, job_id: str, delay: float, events: JobEvents | None) -> threading.Thread:
     def run() -> None:
         time.sleep(delay)
-        with session_scope(url) as session:
+        with Database(url).session() as session:
             assert transitions.succeed(session, job_id, model_version=1)
         if events is not None:
             events.notify(job_id)
@@ -59,7 +48,7 @@ def test_a_notification_wakes_the_waiter_at_once(url: str):
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.2, events)
     started = time.monotonic()
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED
     assert time.monotonic() - started < 10  # not the 60 s fallback
@@ -70,7 +59,7 @@ def test_without_notification_the_database_still_answers(url: str):
     events = JobEvents(fallback=0.2)  # nobody notifies: only the fallback reads can see the end
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.5, None)
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED
 
@@ -80,7 +69,7 @@ def test_a_spurious_notification_does_not_end_the_wait_and_timeout_returns_the_j
     job_id = running_job(url)
 
     async def scenario() -> JobStatus:
-        waiter = asyncio.create_task(wait_for(url, events, job_id, timeout=0.8))
+        waiter = asyncio.create_task(wait_for(Database(url), events, job_id, timeout=0.8))
         await asyncio.sleep(0.2)
         events.notify(job_id)  # the job has not ended: the waiter reads the row and goes on waiting
         job = await waiter
@@ -93,7 +82,7 @@ def test_a_spurious_notification_does_not_end_the_wait_and_timeout_returns_the_j
 
 
 def test_waiting_for_an_unknown_job_is_none(url: str):
-    assert asyncio.run(wait_for(url, JobEvents(), "0" * 32, timeout=5)) is None
+    assert asyncio.run(wait_for(Database(url), JobEvents(), "0" * 32, timeout=5)) is None
 
 
 # real servers -----------------------------------------------------------------------------------
@@ -114,6 +103,7 @@ def upload(client: Client, tmp_path: Path, n: int = 60) -> str:
     return str(client.upload_dataset(path, label_count=3)["id"])
 
 
+@pytest.mark.slow
 def test_train_wait_returns_when_the_pool_process_is_done(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -139,6 +129,7 @@ def long_training(dataset: str) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -159,6 +150,7 @@ def test_job_long_poll_answers_at_the_end_or_after_the_wait(server: LiveServer, 
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "wait"]
 
 
+@pytest.mark.slow
 def test_client_wait_sees_the_end_without_polling_and_reports_progress(server: LiveServer, tmp_path: Path):
     with Client(server.url) as client:
         dataset = upload(client, tmp_path)
@@ -176,12 +168,13 @@ def test_a_job_this_process_will_not_hear_about_is_read_often(url: str):
     job_id = running_job(url)
     thread = finish_later(url, job_id, 0.5, None)  # and nobody here is told
     started = time.monotonic()
-    job = asyncio.run(wait_for(url, events, job_id, timeout=30))
+    job = asyncio.run(wait_for(Database(url), events, job_id, timeout=30))
     thread.join()
     assert job is not None and job.status == JobStatus.SUCCEEDED.value
     assert time.monotonic() - started < 10  # not the 60 s fallback
 
 
+@pytest.mark.slow
 def test_a_waiter_on_another_api_process_sees_the_end_soon(tmp_path: Path):
     """Two API processes on one database and store; the job runs in the first one's pool and ends
     there (cancelled): a waiter on the second hears nothing, and reads the row often."""

@@ -18,12 +18,12 @@ from app.config import Settings
 from app.db import SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
 from app.main import create_app
 from app.orm import Base
-from tests.helpers import throwaway_postgres
+from tests.helpers import BACKENDS, throwaway_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database with nothing in it, not even Alembic's version table."""
     if request.param == "sqlite":
@@ -67,6 +67,7 @@ def test_auto_migrate_defaults_to_the_embedded_sqlite_only(tmp_path: Path) -> No
     assert not Settings(model_dir=tmp_path, auto_migrate=False).migrate_at_startup
 
 
+@pytest.mark.slow
 def test_labelserve_migrate_creates_the_embedded_database(tmp_path: Path) -> None:
     env = clean_env() | {"LABELSERVE_MODEL_DIR": str(tmp_path / "models")}
     done = subprocess.run(
@@ -79,6 +80,7 @@ def test_labelserve_migrate_creates_the_embedded_database(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("url", ["postgresql+psycopg://nobody@unreachable.invalid/db", "sqlite:////nonexistent/x.db"])
+@pytest.mark.slow
 def test_alembic_ini_renders_the_sql_offline(url: str) -> None:
     """``alembic upgrade head --sql`` needs no database: the DDL of every revision, for review."""
     done = subprocess.run(
@@ -105,6 +107,7 @@ def test_alembic_ini_renders_the_sql_offline(url: str) -> None:
     assert f"'{head_revision()}'" in done.stdout  # the version stamp of the newest revision
 
 
+@pytest.mark.slow
 def test_alembic_check_finds_nothing_to_autogenerate_on_a_migrated_database(tmp_path: Path) -> None:
     """What ``alembic revision --autogenerate`` would compare, through the top-level alembic.ini."""
     url = f"sqlite:///{tmp_path / 'checked.db'}"

@@ -32,6 +32,9 @@ import pytest
 from app.api import examples
 from tests.helpers import live_server
 
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 README_URL = "http://127.0.0.1:8000"
 PREAMBLE = """set -euo pipefail

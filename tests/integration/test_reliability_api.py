@@ -244,7 +244,7 @@ def test_sweep_removes_only_old_unreferenced_files(client: TestClient, settings:
     fresh = store.datasets / ".inflight.npz.5.tmp"
     fresh.write_bytes(b"being written")
     kept_before = set(store.datasets.iterdir()) | set(store.artifacts.iterdir())
-    assert sweep_store(settings, store) == len(leftovers)
+    assert sweep_store(client.app.state.core) == len(leftovers)
     assert not any(path.exists() for path in leftovers)
     assert fresh.exists() and store.dataset_path(dataset["sha256"]).exists()
     assert set(store.datasets.iterdir()) | set(store.artifacts.iterdir()) == kept_before - set(leftovers)

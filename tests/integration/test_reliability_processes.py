@@ -1,5 +1,5 @@
 """Reliability with real processes: concurrent trainings, several API processes on one database,
-clean stops and kill -9 (``labelserve serve`` subprocesses; see ``live_server``)."""
+clean stops and kill -9 (``labelserve serve`` subprocesses; see ``tests.helpers.LiveServer``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from app.orm import Job
-from tests.helpers import csv_bytes, make_multilabel
-from tests.integration.live_server import LiveServer
+from tests.helpers import LiveServer, csv_bytes, make_multilabel
+
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
 
 # uvicorn re-raises the signal it stopped on once it has shut down cleanly
 CLEAN_EXIT = (0, -signal.SIGTERM)

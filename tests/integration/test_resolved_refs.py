@@ -11,6 +11,9 @@ import pytest
 
 from tests.helpers import csv_bytes, live_server, make_multilabel
 
+# real `labelserve` processes: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 
 def _train(client: httpx.Client, dataset_id: str, k: int) -> int:
     job = client.post(

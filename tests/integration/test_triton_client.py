@@ -23,6 +23,9 @@ from tests.helpers import csv_bytes, live_server, make_distribution, make_multil
 triton = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
+# a real `labelserve serve` process: left out of the quick subset
+pytestmark = pytest.mark.slow
+
 PATHS = ("route", "fast path")
 
 

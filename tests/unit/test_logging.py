@@ -146,7 +146,7 @@ def request_log(pipe):
 def test_a_request_line_written_directly_is_the_one_logging_writes(request_log, monkeypatch):
     """``record_request`` skips the logging module when the handler is the default one; the
     line must be the same, field for field and in order, as the one logging would write."""
-    metrics = Metrics("sqlite://")
+    metrics = Metrics()
     record_request(metrics, "POST", "/predict", 200, 0.0012345)
     direct = _read_all(request_log)
     seen: list[logging.LogRecord] = []
@@ -170,5 +170,5 @@ def test_a_request_line_written_directly_is_the_one_logging_writes(request_log, 
 
 def test_a_quiet_request_log_writes_nothing(request_log):
     access_log.setLevel(logging.WARNING)
-    record_request(Metrics("sqlite://"), "POST", "/predict", 200, 0.001)
+    record_request(Metrics(), "POST", "/predict", 200, 0.001)
     assert _read_all(request_log) == b""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.registry import Served
-from app.services.prediction import ResolvedRefs
+from app.resolved_refs import ResolvedRefs
 from app.store import Store
 
 

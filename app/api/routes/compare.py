@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import RunnerDep, SessionDep
+from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
 from app.schemas import CompareRequest, JobOut
 from app.services import comparison
@@ -14,6 +14,6 @@ router = APIRouter(tags=["comparison"])
 
 
 @router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422))
-async def compare(body: CompareRequest, session: SessionDep, runner: RunnerDep) -> JobOut:
+async def compare(body: CompareRequest, session: SessionDep, core: CoreDep) -> JobOut:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
-    return await run_in_threadpool(comparison.submit, session, runner, body)
+    return await run_in_threadpool(comparison.submit, session, core, body)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 
-from app.api.deps import DatasetId, PageDep, SessionDep, SettingsDep, StoreDep
+from app.api.deps import CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import DatasetOut, DatasetSummary, Page
 from app.services import datasets
@@ -90,13 +90,13 @@ def upload_dataset(
 
 
 @router.get("", response_model=Page[DatasetSummary])
-def list_datasets(session: SessionDep, page: PageDep) -> Page[DatasetSummary]:
+def list_datasets(session: ReadingDep, page: PageDep) -> Page[DatasetSummary]:
     return datasets.list_datasets(session, page)
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404))
-def get_dataset(dataset_id: DatasetId, session: SessionDep, store: StoreDep) -> DatasetOut:
-    return datasets.show_dataset(session, store, dataset_id)
+def get_dataset(dataset_id: DatasetId, session: ReadingDep, core: CoreDep) -> DatasetOut:
+    return datasets.show_dataset(session, core.store, dataset_id)
 
 
 @router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409))

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body
 
 from app.api import examples
-from app.api.deps import CacheDep, MetricsDep, SessionDep, StoreDep
+from app.api.deps import CoreDep
 from app.api.errors import responses
 from app.schemas import EvaluateRequest, EvaluateResponse
 from app.services import evaluation
@@ -18,9 +18,6 @@ router = APIRouter(tags=["evaluation"])
 @router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 400, 413, 422))
 def evaluate(
     body: Annotated[EvaluateRequest, Body(openapi_examples=examples.EVALUATE)],
-    session: SessionDep,
-    store: StoreDep,
-    cache: CacheDep,
-    metrics: MetricsDep,
+    core: CoreDep,
 ) -> EvaluateResponse:
-    return evaluation.evaluate(session, store, cache, metrics, body)
+    return evaluation.evaluate(core, body)

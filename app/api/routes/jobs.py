@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import FileResponse, HTMLResponse
 
-from app.api.deps import JobId, PageDep, RunnerDep, SessionDep, SettingsDep, StoreDep
+from app.api.deps import CoreDep, JobId, PageDep, ReadingDep, SessionDep
 from app.api.errors import responses
 from app.jobs.base import JobStatus
 from app.schemas import JobOut, Page
@@ -18,15 +18,14 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(422))
 
 
 @router.get("", response_model=Page[JobOut])
-def list_jobs(session: SessionDep, page: PageDep, status: JobStatus | None = None) -> Page[JobOut]:
+def list_jobs(session: ReadingDep, page: PageDep, status: JobStatus | None = None) -> Page[JobOut]:
     return jobs.list_jobs(session, page, status)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=responses(404))
 async def get_job(
     job_id: JobId,
-    settings: SettingsDep,
-    runner: RunnerDep,
+    core: CoreDep,
     wait: Annotated[
         float,
         Query(
@@ -38,12 +37,12 @@ async def get_job(
     ] = 0,
 ) -> JobOut:
     """The job's state and progress; with ``?wait=`` the answer waits for the job's end."""
-    return await jobs.await_job(settings.resolved_database_url, runner, job_id, wait)
+    return await jobs.await_job(core, job_id, wait)
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=responses(404, 409))
-def cancel_job(job_id: JobId, session: SessionDep, runner: RunnerDep) -> JobOut:
-    return jobs.cancel_job(session, runner, job_id)
+def cancel_job(job_id: JobId, session: SessionDep, core: CoreDep) -> JobOut:
+    return jobs.cancel_job(session, core.runner, job_id)
 
 
 @router.get(
@@ -60,18 +59,39 @@ def cancel_job(job_id: JobId, session: SessionDep, runner: RunnerDep) -> JobOut:
         },
     ),
 )
-def job_result(job_id: JobId, session: SessionDep, store: StoreDep) -> FileResponse:
+def job_result(job_id: JobId, session: ReadingDep, core: CoreDep) -> FileResponse:
     """The output file of a batch prediction job (JSON lines or CSV), or a compare job's leaderboard (JSON)."""
-    path = jobs.result_file(session, store, job_id)
+    path = jobs.result_file(session, core.store, job_id)
     media = {".csv": "text/csv", ".json": "application/json"}.get(path.suffix, "application/x-ndjson")
     return FileResponse(path, media_type=media, filename=f"{job_id}{path.suffix}")
 
 
 @router.get(
     "/{job_id}/report",
-    response_class=FileResponse,
-    responses=responses(404, 409, success={200: {"description": "the HTML report", "content": {"text/html": {}}}}),
+    responses=responses(
+        404,
+        409,
+        success={
+            200: {
+                "description": "the HTML report (charts inlined: it opens offline), or with ?format=csv the leaderboard",
+                "content": {"text/html": {"schema": {"type": "string"}}, "text/csv": {"schema": {"type": "string"}}},
+            }
+        },
+    ),
 )
-def job_report(job_id: JobId, session: SessionDep, store: StoreDep) -> FileResponse:
-    """The self-contained HTML report of a compare job (table and embedded plots)."""
-    return FileResponse(comparison.report_file(session, store, job_id), media_type="text/html")
+def job_report(
+    job_id: JobId,
+    session: ReadingDep,
+    core: CoreDep,
+    format: Annotated[
+        Literal["html", "csv"], Query(description="html: the report page; csv: its leaderboard, one row per entry")
+    ] = "html",
+) -> Response:
+    """The self-contained HTML report of a compare job (tables and interactive charts), or its leaderboard as CSV."""
+    if format == "csv":
+        return Response(
+            comparison.leaderboard_csv(session, core.store, job_id),
+            media_type="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{job_id}-leaderboard.csv"'},
+        )
+    return HTMLResponse(comparison.report_html(session, core.store, job_id))

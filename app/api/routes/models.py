@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import HTMLResponse
 
-from app.api.deps import AliasName, CacheDep, MetricsDep, ModelName, PageDep, SessionDep, StoreDep, VersionNumber
+from app.api.deps import AliasName, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
 from app.api.errors import responses
 from app.registry import ID_PATTERN
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
@@ -18,17 +18,17 @@ router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
 
 
 @router.get("", response_model=Page[ModelOut])
-def list_models(session: SessionDep, page: PageDep) -> Page[ModelOut]:
+def list_models(session: ReadingDep, page: PageDep) -> Page[ModelOut]:
     return registry.list_models(session, page)
 
 
 @router.get("/{name}", response_model=ModelOut, responses=responses(404))
-def get_model(name: ModelName, session: SessionDep) -> ModelOut:
+def get_model(name: ModelName, session: ReadingDep) -> ModelOut:
     return registry.show_model(session, name)
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
-def get_version(name: ModelName, version: VersionNumber, session: SessionDep) -> VersionOut:
+def get_version(name: ModelName, version: VersionNumber, session: ReadingDep) -> VersionOut:
     return registry.show_version(session, name, version)
 
 
@@ -45,33 +45,33 @@ def version_report(
     name: ModelName,
     version: VersionNumber,
     dataset_id: Annotated[str, Query(pattern=ID_PATTERN, description="the dataset to evaluate on")],
-    session: SessionDep,
-    store: StoreDep,
-    cache: CacheDep,
-    metrics: MetricsDep,
+    session: ReadingDep,
+    core: CoreDep,
 ) -> HTMLResponse:
     """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
-    return HTMLResponse(comparison.version_report(session, store, cache, metrics, name, version, dataset_id))
+    return HTMLResponse(
+        comparison.version_report(session, core.store, core.cache, core.metrics, name, version, dataset_id)
+    )
 
 
 @router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404))
-def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, store: StoreDep) -> Response:
-    registry.delete_version(session, store, name, version)
+def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, core: CoreDep) -> Response:
+    registry.delete_version(session, core.store, name, version)
     return Response(status_code=204)
 
 
 @router.delete("/{name}", status_code=204, responses=responses(404))
-def delete_model(name: ModelName, session: SessionDep, store: StoreDep) -> Response:
-    registry.delete_model(session, store, name)
+def delete_model(name: ModelName, session: SessionDep, core: CoreDep) -> Response:
+    registry.delete_model(session, core.store, name)
     return Response(status_code=204)
 
 
 @router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 400, 413))
-def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, store: StoreDep) -> ModelOut:
-    return registry.set_alias(session, store, name, alias, body.version)
+def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, core: CoreDep) -> ModelOut:
+    return registry.set_alias(session, core.store, name, alias, body.version)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404))
-def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, store: StoreDep) -> Response:
-    registry.delete_alias(session, store, name, alias)
+def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, core: CoreDep) -> Response:
+    registry.delete_alias(session, core.store, name, alias)
     return Response(status_code=204)

@@ -8,12 +8,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
 from app import __version__
-from app.db import session_scope
+from app.core import Core
 from app.schemas_v2 import BINARY_EXTENSION, Live, Ready, ServerMetadata
-from app.services.maintenance import low_on_space
+from app.services.maintenance import database_ok, low_on_space
 
 router = APIRouter(tags=["operations"])
 
@@ -31,15 +30,6 @@ def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def _database_ok(url: str) -> bool:
-    try:
-        with session_scope(url) as session:
-            session.execute(text("SELECT 1"))
-        return True
-    except Exception:  # any failure to reach the database means "not ready"
-        return False
-
-
 @router.get(
     "/ready",
     response_model=Readiness,
@@ -55,10 +45,10 @@ async def ready(request: Request, response: Response) -> Readiness:
 
 
 async def _readiness(request: Request) -> Readiness:
-    state = request.app.state
-    database = await run_in_threadpool(_database_ok, state.settings.resolved_database_url)
-    writable = await run_in_threadpool(state.store.writable)
-    low = writable and await run_in_threadpool(low_on_space, state.settings, state.store)
+    core: Core = request.app.state.core
+    database = await run_in_threadpool(database_ok, core)
+    writable = await run_in_threadpool(core.store.writable)
+    low = writable and await run_in_threadpool(low_on_space, core)
     return Readiness(
         status="ready" if database and writable and not low else "not ready",
         database="ok" if database else "unreachable",
@@ -97,6 +87,6 @@ async def v2_ready(request: Request, response: Response) -> Ready:
     responses={200: {"description": "Prometheus text exposition format", "content": {CONTENT_TYPE_LATEST: {}}}},
 )
 def prometheus_metrics(request: Request) -> Response:
-    state = request.app.state
-    state.metrics.store_free_bytes.set(state.store.free_bytes())
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    core: Core = request.app.state.core
+    core.metrics.store_free_bytes.set(core.store.free_bytes())
+    return Response(generate_latest(core.metrics.registry), media_type=CONTENT_TYPE_LATEST)

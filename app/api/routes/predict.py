@@ -8,14 +8,12 @@ import orjson
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from starlette.datastructures import State
 
 from app.api import examples
 from app.api.errors import responses
-from app.db import session_scope
+from app.core import Core
 from app.schemas import JobOut, PredictRequest, PredictResponse
 from app.services import prediction
-from app.services.prediction import Predictor
 
 router = APIRouter(tags=["prediction"])
 
@@ -39,14 +37,12 @@ async def predict(
     """
     # Cached references with a few instances rarely get here (``app.api.fast_path`` answers
     # them); this path resolves, reads stored datasets and shapes every error, in a worker thread.
-    answer = await run_in_threadpool(_predict, body, request.app.state)
+    answer = await run_in_threadpool(_predict, body, request.app.state.core)
     if isinstance(answer, JobOut):
         return JSONResponse(answer.model_dump(mode="json"), status_code=202)
     # the service builds the response document from checked values: serialised once, by orjson
     return Response(orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
-def _predict(body: PredictRequest, state: State) -> prediction.Answer | JobOut:
-    predictor: Predictor = state.predictor
-    with session_scope(state.settings.resolved_database_url) as session:
-        return prediction.predict(session, predictor, body)
+def _predict(body: PredictRequest, core: Core) -> prediction.Answer | JobOut:
+    return prediction.predict(core, body)

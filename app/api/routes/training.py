@@ -9,11 +9,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app.api import examples
-from app.api.deps import RunnerDep, SessionDep, SettingsDep, StoreDep
+from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
 from app.schemas import JobOut, TrainAccepted, TrainRequest
 from app.services import jobs, training
-from app.services.datasets import limits_of
 
 router = APIRouter(tags=["training"])
 
@@ -29,16 +28,13 @@ router = APIRouter(tags=["training"])
 async def train(
     body: Annotated[TrainRequest, Body(openapi_examples=examples.TRAIN)],
     session: SessionDep,
-    store: StoreDep,
-    runner: RunnerDep,
-    settings: SettingsDep,
+    core: CoreDep,
     wait: bool = False,
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
-    limits = limits_of(settings)
-    job = await run_in_threadpool(training.submit, session, store, runner, limits, body)
+    job = await run_in_threadpool(training.submit, session, core, body)
     if not wait:
         return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}")
-    finished = await jobs.await_job(settings.resolved_database_url, runner, job.id, timeout)
+    finished = await jobs.await_job(core, job.id, timeout)
     return JSONResponse(finished.model_dump(mode="json"), status_code=200)

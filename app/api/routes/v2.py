@@ -20,13 +20,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from app.api import v2_binary
-from app.api.fast_path import INLINE_BYTES, large_body_limiter
-from app.db import session_scope
+from app.api.offload import INLINE_BYTES, large_body_limiter
+from app.core import Core
 from app.errors import DomainError
 from app.registry import Served
 from app.schemas_v2 import ErrorOut, InferRequest, InferResponse, ModelMetadata, ModelReady
 from app.services import inference
-from app.services.prediction import Predictor
+from app.services.prediction import served as lookup
 
 router = APIRouter(prefix="/v2/models", tags=["inference protocol (v2)"])
 T = TypeVar("T")
@@ -103,21 +103,22 @@ def _error(exc: DomainError) -> Response:
 
 
 async def _with_session(request: Request, work: Callable[..., T], *args: Any) -> T:
-    """``work(session, predictor, *args)`` in a worker thread with a database session."""
+    """``work(session, core, *args)`` in a worker thread with a read-only database session."""
+    core: Core = request.app.state.core
 
     def run() -> T:
-        with session_scope(request.app.state.settings.resolved_database_url) as session:
-            return work(session, request.app.state.predictor, *args)
+        with core.database.reading() as session:
+            return work(session, core, *args)
 
     return await run_in_threadpool(run)
 
 
-def _served(session: Any, predictor: Predictor, ref: str) -> Served:
-    return predictor.served(session, ref)
+def _served(session: Any, core: Core, ref: str) -> Served:
+    return lookup(core, session, ref)
 
 
-def _metadata(session: Any, predictor: Predictor, ref: str) -> ModelMetadata:
-    return inference.metadata(session, predictor.served(session, ref))
+def _metadata(session: Any, core: Core, ref: str) -> ModelMetadata:
+    return inference.metadata(session, lookup(core, session, ref))
 
 
 async def _model_metadata(request: Request, name: str, version: str | None) -> Response:
@@ -142,15 +143,15 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
     header_length = request.headers.get("inference-header-content-length")
     try:
         ref = inference.reference(name, version)
-        predictor: Predictor = request.app.state.predictor
-        _, served = predictor.refs.get(ref)
+        core: Core = request.app.state.core
+        _, served = core.refs.get(ref)
         if served is not None and len(body) <= INLINE_BYTES:
             out = v2_binary.answer(served, body, header_length)
         elif served is not None:
             limiter = large_body_limiter(request.app.state)
             out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _with_session(request, lambda s, p: v2_binary.answer(p.served(s, ref), body, header_length))
+            out = await _with_session(request, lambda s, c: v2_binary.answer(lookup(c, s, ref), body, header_length))
     except DomainError as exc:
         return _error(exc)
     return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})

@@ -1,0 +1,219 @@
+"""The request gate: the API key and the upload size limit, declared once.
+
+``RequestGate`` holds both rules (built from ``Settings`` and the app's open paths in
+``create_app``, kept on ``app.state.gate``). Three places apply them and none restates them:
+
+* ``ApiKeyGate``, an ASGI middleware, answers 401/403 from the headers alone, before anything reads
+  the body: FastAPI reads (and for multipart, spools and parses) a request's body before it runs
+  the route's dependencies, so a dependency alone would make an unauthenticated 48 MB upload cost
+  its full transfer and parse. The ``require_api_key`` dependency stays on the routes for the
+  OpenAPI security declaration, and asks the same gate.
+* ``UploadLimit``, an ASGI middleware, enforces ``LABELSERVE_MAX_UPLOAD_MB`` while the body
+  streams in: the declared Content-Length is checked first, and the bytes actually received are
+  counted as they arrive, so a lying or chunked client is cut off at the limit too.
+* The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says both
+  layers would let it through, and otherwise leaves it to them to refuse.
+
+The dashboard's pages (``/ui``) may carry the key in the HttpOnly cookie its login page sets
+(``app.ui.session``) instead of a header; a page asked for without a valid one is redirected to
+``/ui/login``. The JSON API never accepts the cookie, so a page of another site can never spend it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.config import Settings
+
+MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+INVALID = "invalid API key"
+#: the dashboard's cookie carrying the key, and the path prefix under which it counts as a credential
+KEY_COOKIE = "labelserve_ui_key"
+UI_PREFIX = "/ui"
+
+
+@dataclass(frozen=True)
+class RequestGate:
+    """Who may call the API and how large a body may be.
+
+    ``api_key`` is None when the server has none (an empty ``LABELSERVE_API_KEY`` is no key);
+    ``open_paths`` and paths under ``open_prefixes`` (operations, docs pages and their assets)
+    never need it.
+    """
+
+    api_key: bytes | None
+    max_upload_mb: float
+    open_paths: frozenset[str] = frozenset()
+    open_prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, settings: Settings, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> RequestGate:
+        return cls(
+            api_key=settings.api_key.encode() if settings.api_key else None,
+            max_upload_mb=settings.max_upload_mb,
+            open_paths=frozenset(open_paths),
+            open_prefixes=tuple(open_prefixes),
+        )
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def too_large(self) -> str:
+        return f"request body larger than LABELSERVE_MAX_UPLOAD_MB ({self.max_upload_mb:g} MB)"
+
+    def is_open(self, path: str) -> bool:
+        """Whether ``path`` is served without the key (always, when the server has none)."""
+        return self.api_key is None or path in self.open_paths or path.startswith(self.open_prefixes)
+
+    def key_refusal(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+        """The status and message refusing a guarded request's key, or None when it is right."""
+        given = given_key(headers)
+        if given is None:
+            return 401, MISSING
+        if self.api_key is None or not hmac.compare_digest(given, self.api_key):
+            return 403, INVALID
+        return None
+
+    def ui_cookie_admits(self, path: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether ``path`` is a dashboard page and the request's cookie carries the right key."""
+        if not is_ui_path(path) or self.api_key is None:
+            return False
+        given = ui_cookie_key(headers)
+        return given is not None and hmac.compare_digest(given, self.api_key)
+
+    def admits(self, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
+        """Whether both layers would let this request through: a declared length (``length``,
+        the Content-Length header) within the limit, and the right key if ``path`` needs one.
+        The fast path's question, answered without refusing anything."""
+        if length is None or not length.isdigit() or int(length) > self.max_body_bytes:
+            return False
+        return self.is_open(path) or self.key_refusal(headers) is None
+
+
+def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key a request carries (``X-API-Key``, else a bearer token), or None."""
+    headers = dict(raw_headers)
+    if b"x-api-key" in headers:
+        return bytes(headers[b"x-api-key"])
+    scheme, _, credentials = bytes(headers.get(b"authorization", b"")).partition(b" ")
+    if scheme.lower() == b"bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def is_ui_path(path: str) -> bool:
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
+def ui_cookie_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key the dashboard's cookie carries (only ever read on ``/ui`` paths)."""
+    cookies: SimpleCookie = SimpleCookie()
+    for name, value in raw_headers:
+        if name == b"cookie":
+            try:
+                cookies.load(value.decode("latin-1"))
+            except CookieError:
+                return None
+    morsel = cookies.get(KEY_COOKIE)
+    return morsel.value.encode() if morsel is not None and morsel.value else None
+
+
+class ApiKeyGate:
+    """Demand the gate's key on every HTTP path it does not leave open."""
+
+    def __init__(self, app: ASGIApp, gate: RequestGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.gate.is_open(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        refusal = self.gate.key_refusal(scope["headers"])
+        if refusal is None or (refusal[0] == 401 and self.gate.ui_cookie_admits(path, scope["headers"])):
+            await self.app(scope, receive, send)
+            return
+        if refusal[0] == 401 and is_ui_path(path):
+            await _to_login(send)
+            return
+        status, message = refusal
+        # the unread body must not be taken for the next request
+        headers = [(b"connection", b"close"), *([(b"www-authenticate", b"Bearer")] if status == 401 else [])]
+        await _reject(send, status, message, headers)
+
+
+class UploadLimit:
+    """Answer 413 to a POST or PUT whose body is larger than the gate allows."""
+
+    def __init__(self, app: ASGIApp, gate: RequestGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT"):
+            await self.app(scope, receive, send)
+            return
+        limit, message = self.gate.max_body_bytes, self.gate.too_large
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _reject(send, 413, message, [])
+            return
+        received = 0
+        rejected = False
+
+        async def counting_receive() -> Message:
+            # Past the limit, answer 413 at once and tell the app the client went away; the
+            # app's own (error) response is then dropped by ``guarded_send``.
+            nonlocal received, rejected
+            if rejected:
+                return {"type": "http.disconnect"}
+            message_in = await receive()
+            if message_in["type"] == "http.request":
+                received += len(message_in.get("body", b""))
+                if received > limit:
+                    rejected = True
+                    await _reject(send, 413, message, [])
+                    return {"type": "http.disconnect"}
+            return message_in
+
+        async def guarded_send(message_out: Message) -> None:
+            if not rejected:
+                await send(message_out)
+
+        await self.app(scope, counting_receive, guarded_send)
+
+
+async def _to_login(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", b"/ui/login"), (b"content-length", b"0"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _reject(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"detail": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,23 @@
+"""The dashboard at ``/ui``: server-rendered pages (Jinja2) over the service layer, outside the JSON API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+STATIC_PATH = "/ui/static"
+
+
+def install(api: FastAPI) -> None:
+    """Add the dashboard's pages, its assets and the redirect of ``/`` to it (none in the OpenAPI schema)."""
+    from app.ui.routes import router
+
+    api.include_router(router)
+    api.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="ui-static")
+
+    @api.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/ui", status_code=307)

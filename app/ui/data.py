@@ -1,0 +1,203 @@
+"""Every call the dashboard makes into the service layer, in one place.
+
+The pages never touch the database or the store themselves: each function here takes the
+application core (``app.core.Core``, on ``app.state.core``) and opens its own session from it,
+read-only where it only reads (read-only work and writes alike go through ``app.services``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.core import Core
+from app.errors import NotFound
+from app.jobs.base import JobStatus
+from app.methods.catalog import catalog
+from app.schemas import (
+    CompareRequest,
+    DatasetOut,
+    DatasetSummary,
+    JobOut,
+    MethodOut,
+    ModelOut,
+    Page,
+    PredictRequest,
+    TrainRequest,
+    VersionOut,
+)
+from app.selection import AutoParams
+from app.services import comparison, datasets, jobs, methods, prediction, registry, training
+from app.services.paging import PageParams
+
+#: at most this many datasets or models are offered in a form's choice list
+CHOICES = 200
+#: models trained on a dataset listed on its page
+DATASET_VERSIONS = 50
+
+
+def _read(core: Core) -> AbstractContextManager[Session]:
+    """A read-only session: on SQLite it never takes the write lock other processes wait on."""
+    return core.database.reading()
+
+
+def _write(core: Core) -> AbstractContextManager[Session]:
+    return core.database.session()
+
+
+# ---------------------------------------------------------------------------------- datasets
+def list_datasets(state: Core, offset: int, limit: int) -> Page[DatasetSummary]:
+    with _read(state) as session:
+        return datasets.list_datasets(session, PageParams(limit=limit, offset=offset))
+
+
+@dataclass
+class DatasetView:
+    """A dataset's page: the record, its label frequencies and the versions trained on it."""
+
+    dataset: DatasetOut
+    label_counts: list[tuple[str, int | float]]
+    cardinality: float
+    versions: list[VersionOut] = field(default_factory=list)
+
+
+def dataset_view(state: Core, dataset_id: str) -> DatasetView:
+    with _read(state) as session:
+        row = datasets.show_dataset(session, state.store, dataset_id)
+        versions = registry.versions_trained_on(session, dataset_id, DATASET_VERSIONS)
+    Y = state.store.load_stored(row.sha256).Y  # the labels only: sparse features stay as stored
+    counts = np.asarray(Y).sum(axis=0)
+    cardinality = float(np.mean((np.asarray(Y) > 0).sum(axis=1))) if len(Y) else 0.0
+    pairs = [
+        (name, round(float(c), 2) if row.kind == "distribution" else int(c)) for name, c in zip(row.label_names, counts)
+    ]
+    return DatasetView(row, pairs, cardinality, versions)
+
+
+def upload_dataset(state: Core, upload: datasets.Upload) -> tuple[DatasetOut, bool]:
+    with _write(state) as session:
+        return datasets.upload(session, state.store, datasets.limits_of(state.settings), upload)
+
+
+def dataset_choices(state: Core) -> list[DatasetSummary]:
+    return list_datasets(state, 0, CHOICES).items
+
+
+# ------------------------------------------------------------------------------------ models
+def list_models(state: Core, offset: int, limit: int) -> Page[ModelOut]:
+    with _read(state) as session:
+        return registry.list_models(session, PageParams(limit=limit, offset=offset))
+
+
+def model(state: Core, name: str) -> ModelOut:
+    with _read(state) as session:
+        return registry.show_model(session, name)
+
+
+def version(state: Core, name: str, number: int) -> tuple[VersionOut, dict[str, int]]:
+    """The version and the model's aliases."""
+    with _read(state) as session:
+        found = registry.show_version(session, name, number)
+        aliases = registry.show_model(session, name).aliases
+    return found, aliases
+
+
+def set_alias(state: Core, name: str, alias: str, number: int) -> None:
+    with _write(state) as session:
+        registry.set_alias(session, state.store, name, alias, number)
+
+
+def delete_alias(state: Core, name: str, alias: str) -> None:
+    with _write(state) as session:
+        registry.delete_alias(session, state.store, name, alias)
+
+
+def delete_version(state: Core, name: str, number: int) -> None:
+    with _write(state) as session:
+        registry.delete_version(session, state.store, name, number)
+
+
+def delete_model(state: Core, name: str) -> None:
+    with _write(state) as session:
+        registry.delete_model(session, state.store, name)
+
+
+def model_names(state: Core) -> list[str]:
+    with _read(state) as session:
+        return registry.model_names(session, CHOICES)
+
+
+# -------------------------------------------------------------------------------------- jobs
+def list_jobs(state: Core, offset: int, limit: int, status: JobStatus | None) -> tuple[Page[JobOut], dict[str, int]]:
+    """A page of jobs and the queue position of those queued."""
+    with _read(state) as session:
+        found = jobs.list_jobs(session, PageParams(limit=limit, offset=offset), status)
+        positions = jobs.queue_positions(session, [j.id for j in found.items if j.status == JobStatus.QUEUED])
+    return found, positions
+
+
+def jobs_by_id(state: Core, job_ids: list[str]) -> tuple[list[JobOut], dict[str, int]]:
+    """The given jobs as they are now (the pages' progress poll); unknown ids are left out."""
+    found = []
+    with _read(state) as session:
+        for job_id in job_ids:
+            try:
+                found.append(jobs.show_job(session, job_id))
+            except NotFound:
+                continue
+        positions = jobs.queue_positions(session, [j.id for j in found if j.status == JobStatus.QUEUED])
+    return found, positions
+
+
+def cancel_job(state: Core, job_id: str) -> JobOut:
+    with _write(state) as session:
+        return jobs.cancel_job(session, state.runner, job_id)
+
+
+# ------------------------------------------------------------------------- training, compare
+def method_list() -> list[MethodOut]:
+    return methods.list_methods(PageParams(limit=len(catalog()) + 1, offset=0)).items
+
+
+def auto_schema() -> dict[str, Any]:
+    return AutoParams.model_json_schema()
+
+
+def submit_training(state: Core, body: TrainRequest) -> JobOut:
+    with _write(state) as session:
+        return training.submit(session, state, body)
+
+
+def submit_comparison(state: Core, body: CompareRequest) -> JobOut:
+    with _write(state) as session:
+        return comparison.submit(session, state, body)
+
+
+# -------------------------------------------------------------------------- predict, reports
+def predict(state: Core, body: PredictRequest) -> prediction.Answer | JobOut:
+    return prediction.predict(state, body)
+
+
+def job_report(state: Core, job_id: str) -> str:
+    with _read(state) as session:
+        return comparison.report_html(session, state.store, job_id)
+
+
+def leaderboard_csv(state: Core, job_id: str) -> str:
+    with _read(state) as session:
+        return comparison.leaderboard_csv(session, state.store, job_id)
+
+
+def result_file(state: Core, job_id: str) -> Path:
+    with _read(state) as session:
+        return jobs.result_file(session, state.store, job_id)
+
+
+def version_report(state: Core, name: str, number: int, dataset_id: str) -> str:
+    with _read(state) as session:
+        return comparison.version_report(session, state.store, state.cache, state.metrics, name, number, dataset_id)

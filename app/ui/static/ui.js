@@ -1,0 +1,43 @@
+// labelserve dashboard: the progress bars of the jobs on the page follow the jobs (a short poll of
+// /ui/jobs/progress), a page whose job ends reloads to show its result, and the training form's
+// method list shows the chosen method's parameters. Everything works without this file.
+(function () {
+  "use strict";
+  function poll() {
+    var bars = document.querySelectorAll(".progress[data-job]");
+    var live = [];
+    bars.forEach(function (el) {
+      var s = el.getAttribute("data-status");
+      if (s === "queued" || s === "running") live.push(el.getAttribute("data-job"));
+    });
+    if (!live.length) return;
+    fetch("/ui/jobs/progress?ids=" + encodeURIComponent(live.join(",")), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : {}; })
+      .then(function (jobs) {
+        var ended = false;
+        bars.forEach(function (el) {
+          var job = jobs[el.getAttribute("data-job")];
+          if (!job) return;
+          el.setAttribute("data-status", job.status);
+          var bar = el.querySelector("progress");
+          bar.value = job.progress;
+          bar.textContent = Math.round(job.progress * 100) + "%";
+          var status = el.querySelector(".status");
+          status.textContent = job.status;
+          status.className = "status status-" + job.status;
+          var stage = el.querySelector(".stage");
+          stage.lastChild.textContent = " " + job.stage + (job.position ? " · place " + job.position + " in the queue" : "");
+          if (job.ended) ended = true;
+        });
+        if (ended) { window.location.reload(); return; }
+        window.setTimeout(poll, 700);
+      })
+      .catch(function () { window.setTimeout(poll, 3000); });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    window.setTimeout(poll, 500);
+    document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
+      select.addEventListener("change", function () { select.form.submit(); });
+    });
+  });
+})();

@@ -1,0 +1,182 @@
+"""Dashboard page times with a full registry: 200 models and 1,000 jobs (the issue's bar: every page
+under 300 ms).
+
+The registry is filled in one SQLite (or PostgreSQL) database: one real dataset (1,000 rows, 100
+features, 200 labels) uploaded and one model trained through the API, so that its pages, its
+report and the playground do real work, then 199 more models of 1 to 4 versions each (every
+version with the dataset's 100 feature and 200 label names, an alias on most models) and 1,000
+jobs of every status (50 still queued, so the queue positions are computed), written as rows.
+Each page is then asked for ``--repeat`` times in process through the ASGI app (no network), and
+the table gives the median, p95 and largest time, and the page's size. The machine's other load
+moves the numbers; run it on a quiet machine for figures to compare.
+
+Run: ``.venv/bin/python -m benchmarks.ui_pages [--repeat 20] [--database sqlite|postgresql]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.db import session_scope
+from app.main import create_app
+from app.orm import Alias, Job, Model, ModelVersion, VersionCounter
+
+N_MODELS = 200
+N_JOBS = 1000
+
+
+def _dataset_csv(n: int = 1000, d: int = 100, q: int = 200, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = (X @ rng.normal(size=(d, q)) / np.sqrt(d) + 0.5 * rng.normal(size=(n, q)) > 1.0).astype(int)
+    out = io.StringIO()
+    out.write(",".join([f"f{j}" for j in range(d)] + [f"label{j}" for j in range(q)]) + "\n")
+    for row, labels in zip(X, Y):
+        out.write(",".join(f"{v:.4f}" for v in row) + "," + ",".join(str(v) for v in labels) + "\n")
+    return out.getvalue().encode()
+
+
+def fill(client: TestClient, database_url: str) -> dict[str, str]:
+    """The registry described above; returns the names and ids the pages are asked about."""
+    r = client.post(
+        "/datasets",
+        files={"file": ("bench.csv", _dataset_csv(), "text/csv")},
+        data={"label_count": "200", "name": "bench"},
+    )
+    assert r.status_code in (200, 201), r.text
+    dataset = r.json()
+    r = client.post("/train?wait=true", json={"method": "br", "dataset_id": dataset["id"], "model_name": "m000"})
+    assert r.json()["status"] == "succeeded", r.text
+    real = client.get("/models/m000/versions/1").json()
+    now = datetime.now(timezone.utc)
+    with session_scope(database_url) as session:
+        for i in range(1, N_MODELS):
+            name = f"m{i:03d}"
+            session.add(Model(name=name))
+            versions = 1 + i % 4
+            for v in range(1, versions + 1):
+                session.add(
+                    ModelVersion(
+                        model_name=name,
+                        version=v,
+                        method=real["method"],
+                        params=real["params"],
+                        dataset_id=dataset["id"],
+                        dataset_sha256=dataset["sha256"],
+                        feature_names=real["feature_names"],
+                        label_names=real["label_names"],
+                        training_seconds=1.0,
+                        warnings=[],
+                        library_versions=real["library_versions"],
+                        artifact_sha256=real["artifact_sha256"],
+                        job_id=None,
+                        created_at=now - timedelta(minutes=i),
+                    )
+                )
+            session.add(VersionCounter(model_name=name, last_version=versions))
+            if i % 3:
+                session.add(Alias(model_name=name, alias="prod", version=versions))
+        statuses = ["succeeded"] * 850 + ["failed"] * 60 + ["cancelled"] * 38 + ["queued"] * 50 + ["running"] * 2
+        queued_id = ""
+        for i, status in enumerate(statuses):
+            job_id = uuid.uuid4().hex
+            queued_id = job_id if status == "queued" else queued_id
+            session.add(
+                Job(
+                    id=job_id,
+                    kind="train",
+                    status=status,
+                    progress=1.0 if status == "succeeded" else 0.4,
+                    stage="done" if status == "succeeded" else "fitting",
+                    method="br",
+                    dataset_id=dataset["id"],
+                    model_name=f"m{i % N_MODELS:03d}",
+                    model_version=1 if status == "succeeded" else None,
+                    request={},
+                    created_at=now - timedelta(seconds=N_JOBS - i),
+                )
+            )
+        session.commit()
+    return {"dataset": dataset["id"], "queued": queued_id, "rows": "\n".join(["0.1," * 99 + "0.1"] * 5)}
+
+
+def pages(ids: dict[str, str], jobs_page: list[str]) -> list[tuple[str, str, dict[str, str] | None]]:
+    """(label, path, form) of every page; a form makes it a POST."""
+    ds = ids["dataset"]
+    return [
+        ("overview", "/ui", None),
+        ("datasets", "/ui/datasets", None),
+        ("dataset (200 labels)", f"/ui/datasets/{ds}", None),
+        ("models, first page", "/ui/models", None),
+        ("models, last page", "/ui/models?offset=175", None),
+        ("model (4 versions)", "/ui/models/m003", None),
+        ("version", "/ui/models/m000/versions/1", None),
+        ("jobs, first page", "/ui/jobs", None),
+        ("jobs, last page", "/ui/jobs?offset=975", None),
+        ("jobs, queued (positions)", "/ui/jobs?status=queued", None),
+        ("job (queued)", f"/ui/jobs/{ids['queued']}", None),
+        ("progress poll (25 jobs)", "/ui/jobs/progress?ids=" + ",".join(jobs_page), None),
+        ("train (auto)", "/ui/train", None),
+        ("train (br)", "/ui/train?method=br", None),
+        ("compare", "/ui/compare", None),
+        ("predict", "/ui/predict", None),
+        ("predict 5 rows (POST)", "/ui/predict", {"model": "m000", "rows": ids["rows"], "output": "ranking"}),
+        ("version report (evaluates 1,000 x 200)", f"/ui/models/m000/versions/1/report?dataset_id={ds}", None),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.database == "postgresql":
+            from app.db import migrate
+            from tests.helpers import throwaway_postgres
+
+            context = throwaway_postgres(args.postgres_url)
+            url = context.__enter__()
+            migrate(url)
+        else:
+            url = f"sqlite:///{Path(tmp) / 'registry.db'}"
+        settings = Settings(database_url=url, model_dir=Path(tmp) / "store", max_upload_mb=64)
+        with TestClient(create_app(settings)) as client:
+            ids = fill(client, url)
+            listed = client.get("/jobs", params={"limit": 25}).json()["items"]
+            token = client.get("/ui/predict").cookies.get("labelserve_csrf") or client.cookies.get("labelserve_csrf")
+            print(f"registry: {N_MODELS} models, {N_JOBS + 1} jobs, database {args.database}\n")
+            print("| page | median ms | p95 ms | max ms | KiB |")
+            print("|---|---:|---:|---:|---:|")
+            for label, path, form in pages(ids, [j["id"] for j in listed]):
+                times, size = [], 0
+                for _ in range(args.repeat):
+                    start = time.perf_counter()
+                    if form is None:
+                        r = client.get(path)
+                    else:
+                        r = client.post(path, data={**form, "csrf": token or ""})
+                    times.append(1000 * (time.perf_counter() - start))
+                    assert r.status_code == 200, (path, r.status_code, r.text[:300])
+                    size = len(r.content)
+                times.sort()
+                p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+                print(f"| {label} | {statistics.median(times):.1f} | {p95:.1f} | {times[-1]:.1f} | {size / 1024:.0f} |")
+        if args.database == "postgresql":
+            context.__exit__(None, None, None)
+
+
+if __name__ == "__main__":
+    main()

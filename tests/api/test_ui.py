@@ -1,0 +1,142 @@
+"""The dashboard's pages through the ASGI app: every page renders, forms change things only with
+their CSRF token, errors are pages with the service's 4xx, and the key cookie counts on /ui alone."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.main import create_app
+from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
+
+
+def _csrf(client: TestClient, path: str) -> str:
+    page = client.get(path)
+    assert page.status_code == 200, page.text
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_root_redirects_and_ui_is_not_in_the_schema(client: TestClient) -> None:
+    r = client.get("/", follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/ui"
+    assert not [p for p in client.get("/openapi.json").json()["paths"] if p.startswith("/ui") or p == "/"]
+    assert client.get("/ui/static/ui.css").status_code == 200
+
+
+def test_every_page_renders_and_links_what_it_shows(client: TestClient) -> None:
+    X, Y = make_multilabel(n=60, d=5, q=3)
+    ds = upload_csv(client, X, Y, "generated <ml>")
+    job = train(client, "br", ds["id"], "ui-br")
+    assert job["status"] == "succeeded"
+    assert client.put("/models/ui-br/aliases/prod", json={"version": 1}).status_code == 200
+    for path in ("/ui", "/ui/datasets", "/ui/models", "/ui/jobs", "/ui/train", "/ui/compare", "/ui/predict"):
+        page = client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), path
+        assert "generated <ml>" not in page.text  # escaped wherever the name shows
+    dataset = client.get(f"/ui/datasets/{ds['id']}").text
+    assert "label cardinality" in dataset and "/ui/models/ui-br/versions/1" in dataset
+    assert "generated &lt;ml&gt;" in dataset
+    version = client.get("/ui/models/ui-br/versions/1").text
+    assert "prod" in version and ds["sha256"] in version and "scikit-learn" in version
+    assert f"/ui/models/ui-br/versions/1/report?dataset_id={ds['id']}" in version
+    report = client.get(f"/ui/models/ui-br/versions/1/report?dataset_id={ds['id']}")
+    assert report.status_code == 200 and "Per label: confusion counts" in report.text
+    jobs = client.get("/ui/jobs").text
+    assert job["id"] in jobs and "succeeded" in jobs
+    assert client.get("/ui/train?method=br").text.count('name="p.') == len(
+        client.get("/methods/br").json()["params"]["properties"]
+    )
+    progress = client.get(f"/ui/jobs/progress?ids={job['id']},nope").json()
+    assert progress == {job["id"]: {"status": "succeeded", "progress": 1.0, "stage": "done", "position": None,
+                                    "ended": True}}  # fmt: skip
+
+
+def test_forms_upload_train_alias_predict_and_delete(client: TestClient) -> None:
+    X, Y = make_multilabel(n=60, d=5, q=3)
+    token = _csrf(client, "/ui/datasets")
+    r = client.post(
+        "/ui/datasets",
+        data={"csrf": token, "label_count": "3", "name": "form data"},
+        files={"file": ("form.csv", csv_bytes(X, Y), "text/csv")},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    dataset_id = r.headers["location"].rsplit("/", 1)[1]
+    r = client.post(
+        "/ui/train",
+        data={"csrf": token, "method": "mlknn", "dataset_id": dataset_id, "model_name": "formed", "p.k": "4"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    job_id = r.headers["location"].rsplit("/", 1)[1]
+    assert wait_status(client, job_id, ("succeeded", "failed"))["status"] == "succeeded"
+    assert client.get("/models/formed/versions/1").json()["params"]["k"] == 4
+    r = client.post("/ui/models/formed/aliases", data={"csrf": token, "alias": "live", "version": "1"})
+    assert r.status_code == 200 and client.get("/models/formed").json()["aliases"] == {"live": 1}
+    rows = "\n".join(",".join(str(v) for v in row) for row in X[:3])
+    page = client.post("/ui/predict", data={"csrf": token, "model": "formed@live", "rows": rows, "output": "ranking"})
+    assert page.status_code == 200 and "Predictions of formed v1" in page.text and page.text.count("<tr><td>") >= 3
+    r = client.post("/ui/models/formed/versions/1/delete", data={"csrf": token, "confirm": "wrong"})
+    assert r.status_code == 422 and client.get("/models/formed/versions/1").status_code == 200
+    r = client.post("/ui/models/formed/delete", data={"csrf": token, "confirm": "formed"}, follow_redirects=False)
+    assert r.status_code == 303 and client.get("/models/formed").status_code == 404
+
+
+def test_errors_are_pages_naming_the_field(client: TestClient) -> None:
+    token = _csrf(client, "/ui/train")
+    r = client.post(
+        "/ui/train", data={"csrf": token, "method": "mlknn", "dataset_id": "0" * 16, "model_name": "x", "p.k": "0"}
+    )
+    assert r.status_code == 422 and "params.k" in r.text
+    r = client.post(
+        "/ui/train", data={"csrf": token, "method": "mlknn", "dataset_id": "0" * 16, "model_name": "x", "p.k": "two"}
+    )
+    assert r.status_code == 422 and "params.k" in r.text
+    r = client.post("/ui/predict", data={"csrf": token, "model": "none", "rows": "1,x"})
+    assert r.status_code == 422 and "rows:" in r.text
+    assert client.get("/ui/models/nope").status_code == 404
+    assert client.get("/ui/models/nope/versions/1").status_code == 404
+    assert client.get("/ui/datasets/" + "0" * 16).status_code == 404
+    assert client.get("/ui/jobs/" + "0" * 16).status_code == 404
+    assert client.get("/ui/jobs/bad id!").status_code == 422
+
+
+def test_forms_without_their_token_change_nothing(client: TestClient, multilabel_dataset: dict) -> None:
+    train(client, "br", multilabel_dataset["id"], "guarded")
+    _csrf(client, "/ui/datasets")  # the browser has a token cookie, the forged form does not carry it
+    assert client.post("/ui/models/guarded/delete", data={"confirm": "guarded"}).status_code == 403
+    token = client.cookies.get("labelserve_csrf")
+    forged = client.post(
+        "/ui/models/guarded/delete",
+        data={"csrf": token, "confirm": "guarded"},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert forged.status_code == 403 and client.get("/models/guarded").status_code == 200
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}", model_dir=tmp_path / "store", api_key="k-123")
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_the_key_is_asked_once_and_counts_on_ui_paths_only(keyed: TestClient) -> None:
+    r = keyed.get("/ui/models", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+    token = _csrf(keyed, "/ui/login")
+    assert keyed.post("/ui/login", data={"csrf": token, "api_key": "wrong"}).status_code == 403
+    r = keyed.post("/ui/login", data={"csrf": token, "api_key": "k-123"}, follow_redirects=False)
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"]
+    assert "labelserve_ui_key=k-123" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert keyed.get("/ui/models").status_code == 200
+    assert keyed.get("/models").status_code == 401  # the cookie is no credential of the JSON API
+    assert keyed.get("/models", headers={"X-API-Key": "k-123"}).status_code == 200

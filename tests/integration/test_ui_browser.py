@@ -1,0 +1,260 @@
+"""The dashboard in a real browser, with no request leaving the machine.
+
+Debian's ``chromium`` runs headless, driven by Playwright, against ``labelserve serve`` with an
+API key: every request to a host other than 127.0.0.1 is aborted by route interception (and
+would not resolve anyway), and any failed request or script error fails the test. One flow as a
+user would go: sign in, upload a dataset through the form, train ``auto`` and watch its progress
+bar reach done, open the version page and its report, move an alias, predict in the playground,
+cancel a running job. Each page is screenshotted at 1400 px and at 390 px (a phone) into
+``LABELSERVE_UI_SCREENSHOTS`` (default: the test's tmp dir), and checked for labelled fields and
+keyboard navigation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.helpers import chromium_launch_args, csv_bytes, live_server, make_multilabel
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+API_KEY = "ui-browser-key"
+WIDTHS = (1400, 390)
+PlaywrightError: type[Exception] = Exception  # playwright's own, once the browser fixture imported it
+
+# every field the page shows has a label (a <label for>, a wrapping label, aria-label or aria-labelledby)
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea')]
+  .filter(el => el.type !== 'hidden' && !(el.labels && el.labels.length)
+          && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby'))
+  .map(el => el.outerHTML.slice(0, 120))"""
+# what Tab can reach, and what it cannot although it is a link, a button or a field
+FOCUSABLE = """() => [...document.querySelectorAll('a[href], button, input, select, textarea')]
+  .filter(el => el.type !== 'hidden' && el.offsetParent !== null && el.tabIndex < 0)
+  .map(el => el.outerHTML.slice(0, 120))"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    global PlaywrightError
+    PlaywrightError = sync_api.Error
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = {"LABELSERVE_API_KEY": API_KEY, "LABELSERVE_WORKERS": "2"}
+    with live_server(tmp_path_factory.mktemp("ui"), env=env) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = os.environ.get("LABELSERVE_UI_SCREENSHOTS")
+    path = Path(target) if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def page(browser, server: str) -> Iterator[object]:
+    """A page whose requests off 127.0.0.1 are aborted and recorded, as are failures and script errors."""
+    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
+    tab = context.new_page()
+    tab.failed = []
+
+    def guard(route) -> None:
+        if urlsplit(route.request.url).hostname != "127.0.0.1":
+            tab.failed.append(f"blocked: {route.request.url}")
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", guard)
+    tab.on("requestfailed", lambda request: tab.failed.append(f"{request.url}: {request.failure}"))
+    tab.on("pageerror", lambda error: tab.failed.append(f"script error: {error}"))
+    yield tab
+    context.close()
+
+
+def check_page(page, shots: Path, name: str) -> None:
+    """Screenshots at both widths, labelled fields, every control reachable by Tab, nothing failed."""
+    assert page.evaluate(UNLABELLED) == [], name
+    assert page.evaluate(FOCUSABLE) == [], name
+    page.evaluate("() => { const b = document.body; b.tabIndex = -1; b.focus(); b.removeAttribute('tabindex'); }")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip", name  # the first stop skips the menu
+    seen = set()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        seen.add(page.evaluate("document.activeElement.outerHTML.slice(0, 60)"))
+    assert len(seen) >= 6, (name, seen)  # focus moves through the menu and on
+    page.evaluate("document.activeElement.blur()")
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{name} is {overflow}px wider than a {width}px window"
+        page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.failed == [], (name, page.failed)
+
+
+def api(server: str) -> httpx.Client:
+    return httpx.Client(base_url=server, headers={"X-API-Key": API_KEY}, timeout=60)
+
+
+def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Path) -> None:
+    # sign in once
+    page.goto("/ui")
+    assert page.url.endswith("/ui/login")
+    check_page(page, shots, "login")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui")
+
+    # upload a dataset through the form
+    X, Y = make_multilabel(n=120, d=6, q=4, seed=3)
+    data_file = tmp_path / "generated.csv"
+    data_file.write_bytes(csv_bytes(X, Y))
+    page.goto("/ui/datasets")
+    check_page(page, shots, "datasets")
+    page.get_by_label("File (ARFF, CSV, LIBSVM or MAT)").set_input_files(str(data_file))
+    page.locator("#label_count").fill("4")  # labelled "label_count ..." by its declaration
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url("**/ui/datasets/*")
+    assert "n = 120 rows, d = 6 features, q = 4 labels" in page.inner_text("main")
+    dataset_id = page.url.rsplit("/", 1)[1]
+    check_page(page, shots, "dataset")
+
+    # train auto and watch the bar move to done
+    page.get_by_role("link", name="Train on it").click()
+    assert page.locator("#pick-method").input_value() == "auto"
+    page.get_by_label("Model name").fill("ui-auto")
+    page.get_by_label("cv").fill("3")
+    check_page(page, shots, "train")
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_url("**/ui/jobs/*")
+    seen: list[tuple[str, float]] = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        try:
+            state = page.evaluate(
+                "() => { const p = document.querySelector('.progress'); return p && "
+                "[p.dataset.status, p.querySelector('progress').value]; }"
+            )
+        except PlaywrightError:  # the page reloads itself when the job ends
+            continue
+        if state:
+            seen.append((state[0], float(state[1])))
+            if state[0] in ("succeeded", "failed", "cancelled"):
+                break
+        time.sleep(0.1)
+    assert seen[-1] == ("succeeded", 1.0), seen
+    assert seen[0][1] < 1.0 and seen[0][0] in ("queued", "running"), seen  # the bar started short of done
+    values = [v for _, v in seen]
+    assert values == sorted(values), seen  # and only moved forward
+    check_page(page, shots, "job")
+
+    # the version page and its report
+    page.get_by_role("link", name="Open ui-auto v1").click()
+    page.wait_for_url("**/ui/models/ui-auto/versions/1")
+    text = page.inner_text("main")
+    assert "Selection leaderboard" in text and dataset_id in text
+    check_page(page, shots, "version")
+    page.get_by_role("link", name=f"Report on {dataset_id}").click()
+    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    assert "Per label: confusion counts" in page.inner_text("body")
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)  # plotly redraws its charts for the new width
+        page.screenshot(path=str(shots / f"version-report-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.failed == []
+
+    # move an alias: prod on v1, then on v2
+    with api(server) as client:
+        r = client.post("/train?wait=true", json={"method": "br", "dataset_id": dataset_id, "model_name": "ui-auto"})
+        assert r.json()["status"] == "succeeded", r.text
+    page.goto("/ui/models/ui-auto/versions/1")
+    page.get_by_label("Alias", exact=True).fill("prod")
+    with page.expect_navigation():  # back to the same address: wait for the new page, not the URL
+        page.get_by_role("button", name="Set or move alias").click()
+    assert "prod" in page.locator("dl.facts").inner_text()
+    page.goto("/ui/models/ui-auto")
+    page.get_by_label("Alias", exact=True).fill("prod")
+    page.get_by_label("Version", exact=True).fill("2")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Set or move alias").click()
+    assert "prod → v2" in page.inner_text("main")
+    check_page(page, shots, "model")
+    page.goto("/ui/models")
+    check_page(page, shots, "models")
+
+    # predict in the playground
+    page.goto("/ui/predict?model=ui-auto%40prod")
+    page.get_by_label("Feature rows").fill("\n".join(",".join(f"{v:.4f}" for v in row) for row in X[:4]))
+    page.get_by_label("Output").select_option("ranking")
+    page.get_by_role("button", name="Predict").click()
+    page.locator("table.predictions").wait_for()
+    assert "Predictions of ui-auto v2" in page.inner_text("main")
+    assert page.locator("table.predictions > tbody > tr").count() == 4
+    check_page(page, shots, "predict")
+
+    # cancel a running job from the jobs list
+    with api(server) as client:
+        r = client.post(
+            "/train",
+            json={"method": "elcfs", "dataset_id": dataset_id, "model_name": "long",
+                  "params": {"max_iter": 10_000_000, "tol": 0.0}},
+        )  # fmt: skip
+        long_id = r.json()["job_id"]
+        deadline = time.monotonic() + 60
+        while client.get(f"/jobs/{long_id}").json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    page.goto("/ui/jobs")
+    check_page(page, shots, "jobs")
+    with page.expect_navigation():
+        page.get_by_role("button", name=f"cancel job {long_id}").click()
+    with api(server) as client:
+        assert client.get(f"/jobs/{long_id}").json()["status"] == "cancelled"
+    assert page.locator(f'.progress[data-job="{long_id}"]').get_attribute("data-status") == "cancelled"
+
+    # the overview, the compare form and a comparison's report
+    page.goto("/ui")
+    check_page(page, shots, "overview")
+    page.goto(f"/ui/compare?dataset_id={dataset_id}")
+    for method in ("br", "mlknn", "mi-filter"):
+        page.locator(f"#m-{method}").check()
+    page.get_by_label("Folds").fill("3")
+    check_page(page, shots, "compare")
+    page.get_by_role("button", name="Compare", exact=True).click()
+    page.wait_for_url("**/ui/jobs/*")
+    page.get_by_role("link", name="Open the report").wait_for(timeout=240_000)
+    page.get_by_role("link", name="Open the report").click()
+    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    body = page.inner_text("body")
+    assert "Feature selectors" in body and "average_precision ↑" in body
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)
+        page.screenshot(path=str(shots / f"compare-report-{width}.png"), full_page=True)
+    assert page.failed == []
