@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from app import reports, selection
 from app.config import Settings
@@ -33,7 +34,7 @@ from app.errors import DomainError, InvalidInput
 from app.jobs import transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import JobCancelled, MethodSpec, ProgressFn
+from app.methods.base import JobCancelled, MethodSpec, ProgressFn, fit_input
 from app.methods.catalog import get_method
 from app.orm import Dataset, ModelVersion
 from app.pipeline import SelectedFeatures, top_features
@@ -274,7 +275,10 @@ def check_rows(X: np.ndarray, rows: int = 8) -> np.ndarray:
     if X.shape[0] <= 2 * rows:
         return X
     with np.errstate(all="ignore"):
-        magnitude = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        if sparse.issparse(X):  # CSR: the largest stored value of each row (implicit zeros are 0)
+            magnitude = np.asarray(abs(X).max(axis=1).toarray()).ravel() if X.shape[1] else np.zeros(X.shape[0])
+        else:
+            magnitude = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
     extreme = np.argpartition(-magnitude, rows)[:rows]
     return X[np.union1d(np.arange(rows), extreme)]
 
@@ -333,7 +337,7 @@ class _TrainingData:
     feature selector keeps (with the selector's version, for the record)."""
 
     dataset: Dataset
-    X: np.ndarray
+    X: Any  # dense, or CSR for a method that accepts_sparse
     Y: np.ndarray
     indices: np.ndarray | None = None
     selector: ModelVersion | None = None
@@ -379,11 +383,22 @@ def _training_data(plan: TrainPayload, database: Database, store: Store, progres
             raise LookupError(f"dataset '{plan.dataset_id}' no longer exists")
         selector = resolve(session, chosen.model) if chosen is not None else None
     progress("loading data", 0.0)
-    X, Y = store.load_dataset(dataset.sha256)
+    X, Y = _features(plan, store, dataset.sha256)
     if chosen is None or selector is None:
         return _TrainingData(dataset, X, Y)
     indices = top_features(store.load_artifact(selector.artifact_sha256), chosen.top_k, chosen.top_fraction)
     return _TrainingData(dataset, X[:, indices], Y, indices, selector)
+
+
+def _features(plan: TrainPayload, store: Store, sha256: str) -> tuple[Any, np.ndarray]:
+    """The dataset as the plan's method takes it: in its stored form (CSR kept) for a method that
+    ``accepts_sparse``, else dense (densified by the store under its bound; ``auto`` too, whose
+    candidates differ). Targets as float64."""
+    spec = get_method(plan.method)
+    if spec is not None and spec.estimator.accepts_sparse:
+        arrays = store.load_stored(sha256)
+        return fit_input(spec.estimator, arrays.X), arrays.Y.astype(np.float64)
+    return store.load_dataset(sha256)
 
 
 def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:

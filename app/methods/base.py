@@ -273,7 +273,7 @@ class MethodSpec:
     task: Task
     outputs: tuple[Output, ...]
     params: type[MethodParams]
-    estimator: type
+    estimator: type[MethodEstimator]
     summary: str
     paper: str = ""
     dataset_kind: DatasetKind = "multilabel"
