@@ -37,9 +37,7 @@ def test_data_dependent_bounds_come_after_the_data_checks():
         MLkNN(k=6).fit(X, Y)
 
 
-@pytest.mark.parametrize(
-    "spec", [s for s in catalog().values() if not s.estimator.accepts_sparse], ids=lambda s: s.id
-)
+@pytest.mark.parametrize("spec", [s for s in catalog().values() if not s.estimator.accepts_sparse], ids=lambda s: s.id)
 def test_dense_methods_reject_sparse_and_fit_input_densifies(spec):
     """A method that does not declare CSR input is tagged dense, rejects sparse X as scikit-learn
     requires, and ``fit_input`` gives it the dense copy it fits on exactly as on the array."""
