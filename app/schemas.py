@@ -12,7 +12,7 @@ from app.methods.catalog import catalog
 from app.registry import ID_PATTERN, MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
 
 T = TypeVar("T")
-OutputName = Literal["labels", "ranking", "distribution", "features"]
+OutputName = Literal["labels", "ranking", "distribution", "features", "scores"]
 
 
 def _known_method(value: str) -> str:
@@ -302,7 +302,8 @@ class PredictRequest(Strict):
     dataset_id: DatasetRef | None = Field(None, description="predict a stored dataset instead of instances")
     output: OutputName | None = Field(
         None,
-        description="one of the model's outputs; default labels (classifiers), distribution (LDL), features (selectors)",
+        description="one of the model's outputs; default labels (classifiers), distribution (LDL), features "
+        "(selectors); 'scores' (any classifier or LDL model): the label names once and a row-major score matrix",
     )
     threshold: float | None = Field(None, description="labels: score above which a label is predicted")
     top_k: int | None = Field(None, ge=1, description="ranking, features: keep only the best top_k")
@@ -332,6 +333,10 @@ class PredictResponse(BaseModel):
     )
     features: list[dict[str, Any]] | None = Field(
         None, description="selectors: [{index, name, score}, ...] best first (indices 0-based, training order)"
+    )
+    labels: list[str] | None = Field(None, description="scores: the label names, the columns of scores")
+    scores: list[list[float]] | None = Field(
+        None, description="scores: one row per instance, one score per label (float32 precision)"
     )
 
 

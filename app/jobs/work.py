@@ -597,5 +597,5 @@ def _csv_row(row: int, item: dict[str, Any], labels: list[str]) -> list[Any]:
     """One CSV row: the label set joined by ';', or one score column per label."""
     if "labels" in item:
         return [row, ";".join(item["labels"])]
-    values = item.get("distribution") or {e["label"]: e["score"] for e in item["ranking"]}
+    values = item.get("distribution") or item.get("scores") or {e["label"]: e["score"] for e in item["ranking"]}
     return [row, *(values.get(name, "") for name in labels)]
