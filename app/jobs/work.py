@@ -31,10 +31,10 @@ from app.config import Settings
 from app.core import Core
 from app.db import Database
 from app.errors import DomainError, InvalidInput
-from app.jobs import transitions
+from app.jobs import peak_memory, transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import JobCancelled, MethodSpec, ProgressFn, fit_input
+from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, fit_input
 from app.methods.catalog import get_method
 from app.orm import Dataset, ModelVersion
 from app.pipeline import SelectedFeatures, top_features
@@ -353,6 +353,9 @@ class _Fitted:
     seconds: float
     warnings: list[dict[str, Any]]
     selection: dict[str, Any] | None = None
+    #: the fit's estimated and measured memory (MB): ``estimate_peak``, ``estimate_model``,
+    #: ``measured_peak`` (resident growth during the fit), ``resident_peak``; ``artifact`` once saved
+    memory: dict[str, float] | None = None
 
 
 def _train(job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress) -> bool:
@@ -448,12 +451,19 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
 def _fit(spec: MethodSpec, params: dict[str, Any], data: _TrainingData, progress: ProgressFn) -> _Fitted:
     """Build and fit the estimator, timing the fit and keeping the warnings it raised."""
     estimator = spec.build(params)
+    estimate = spec.estimator.memory_estimate(data_shape(data.X, data.Y), params)
+    peak_memory.reset_peak()
+    before = peak_memory.resident_bytes()
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # a job runs alone in its process
         warnings.simplefilter("always")
         estimator.fit(data.X, data.Y, progress=progress)
     seconds = time.perf_counter() - started
-    return _Fitted(spec, estimator, params, seconds, fit_warnings.recorded(caught))
+    peak = peak_memory.peak_bytes()
+    memory = {"estimate_peak": round(estimate.train_peak_mb, 1), "estimate_model": round(estimate.model_mb, 1)}
+    if peak is not None and before is not None:
+        memory |= {"measured_peak": round((peak - before) / MB, 1), "resident_peak": round(peak / MB, 1)}
+    return _Fitted(spec, estimator, params, seconds, fit_warnings.recorded(caught), memory=memory)
 
 
 def _register(
@@ -493,7 +503,11 @@ def _register(
                 selection=fitted.selection,
             )
             if transitions.succeed(session, job_id, model_version=version.version):
-                log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
+                memory = (fitted.memory or {}) | {"artifact": round(store.artifact_path(sha256).stat().st_size / MB, 1)}
+                log.info(
+                    "trained",
+                    extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4), "memory_mb": memory},
+                )
                 return True
             session.rollback()
         # cancelled while fitting: register nothing, keep the artifact only if a version shares it

@@ -353,7 +353,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
         """The model keeps the scaled training rows (dense float64) and their label sets; the
         fit also holds the input, the leave-one-out neighbours (n, k) and neighbour counts
-        (n, q), and a block of at most 2^22 inner products."""
+        (n, q), and a block of at most 2^22 (and n^2) inner products."""
         k = int(params.get("k", 10))
         model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
         peak = (
@@ -362,7 +362,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
             + shape.label_bytes
             + model
             + 8 * shape.n * (k + shape.q)
-            + 8 * _BLOCK_ENTRIES
+            + 8 * min(_BLOCK_ENTRIES, shape.n * shape.n)
         )
         return MemoryEstimate(peak, model)
 
