@@ -292,12 +292,25 @@ class AliasIn(Strict):
 
 
 # prediction and evaluation ----------------------------------------------------------------
+class CsrInstances(Strict):
+    """Instances as a CSR matrix (SciPy's triplet): row i's stored values are
+    ``values[indptr[i]:indptr[i + 1]]`` at the 0-based feature ``indices`` of the same slice; every
+    other feature is 0. Its width is the model's number of features."""
+
+    indptr: list[int] = Field(description="n + 1 non-decreasing offsets into indices and values, from 0")
+    indices: list[int] = Field(description="0-based feature index of each stored value (training order)")
+    values: list[float] = Field(description="the stored values, as many as indices")
+
+
 class PredictRequest(Strict):
     """Predict ``instances`` or a stored dataset; a selector's ``features`` need neither."""
 
     model: ModelReference = Field(description="model reference: name (latest version), name@version or name@alias")
     instances: list[list[float]] | list[dict[str, float]] | None = Field(
         None, description="feature vectors in training feature order, or {feature_name: value} objects"
+    )
+    csr: CsrInstances | None = Field(
+        None, description="instances as a sparse CSR matrix instead of lists (a model of sparse data keeps it sparse)"
     )
     dataset_id: DatasetRef | None = Field(None, description="predict a stored dataset instead of instances")
     output: OutputName | None = Field(

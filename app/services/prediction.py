@@ -28,7 +28,14 @@ from app.jobs.payloads import BatchPredictPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.orm import Dataset
-from app.prediction import instances_to_matrix, predict_items, score_matrix, selected_features
+from app.prediction import (
+    csr_to_matrix,
+    instances_to_matrix,
+    model_input,
+    predict_items,
+    score_matrix,
+    selected_features,
+)
 from app.registry import Served
 from app.schemas import JobOut, PredictRequest
 from app.services.datasets import dataset_with_features
@@ -55,10 +62,20 @@ def answer_cells(rows: int, labels: int, output: str, top_k: int | None) -> int:
 def work_cells(served: Served, body: PredictRequest) -> int:
     """What answering ``body`` with ``served`` costs, in cells (0 for a selector's features or a
     stored dataset): what the fast path decides inline or thread by."""
-    if body.instances is None:
+    rows = _rows(body)
+    if rows is None:
         return 0
     output = body.output or method_of(served.method).default_output
-    return answer_cells(len(body.instances), len(served.label_names), output, body.top_k)
+    return answer_cells(rows, len(served.label_names), output, body.top_k)
+
+
+def _rows(body: PredictRequest) -> int | None:
+    """The instances a request gives (as lists or as CSR), None when it gives none."""
+    if body.instances is not None:
+        return len(body.instances)
+    if body.csr is not None:
+        return max(0, len(body.csr.indptr) - 1)
+    return None
 
 
 def check_answer(rows: int, labels: int, output: str, top_k: int | None, max_cells: int) -> None:
@@ -77,7 +94,7 @@ def check_answer(rows: int, labels: int, output: str, top_k: int | None, max_cel
         hints.append("use output 'scores' (a compact score matrix, 16 scores per cell)")
     hints.append("or upload the instances as a dataset and predict it by dataset_id (a batch job)")
     raise PayloadTooLarge(
-        f"instances: the answer would be {rows} rows x {labels} labels ({cells} cells of output '{output}'), "
+        f"the answer would be {rows} rows x {labels} labels ({cells} cells of output '{output}'), "
         f"more than LABELSERVE_MAX_ANSWER_CELLS = {max_cells}; " + ", ".join(hints),
         loc=("body", "instances"),
     )
@@ -141,7 +158,7 @@ def _output(spec: MethodSpec, body: PredictRequest) -> str:
 def _stored_dataset(session: Session, found: Served, body: PredictRequest) -> Dataset | None:
     """The dataset row a request predicts, when ``_answer`` will need it; its own errors come
     after those ``_answer`` raises first (the output, both inputs given), as they always did."""
-    if body.dataset_id is None or body.instances is not None:
+    if body.dataset_id is None or body.instances is not None or body.csr is not None:
         return None
     if _output(method_of(found.method), body) == "features":
         return None
@@ -155,8 +172,8 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
     if output == "features":
         features = selected_features(served.model, served.feature_names, body.top_k)
         return {"model": info, "output": output, "features": features}
-    if body.dataset_id is not None and body.instances is not None:
-        raise InvalidInput("give exactly one of instances and dataset_id", loc=("body",))
+    if sum(x is not None for x in (body.dataset_id, body.instances, body.csr)) > 1:
+        raise InvalidInput("give exactly one of instances, csr and dataset_id", loc=("body",))
     labels = len(served.label_names)
     limit = core.settings.max_answer_cells
     if body.dataset_id is not None:
@@ -179,8 +196,12 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
     elif body.instances is not None:
         check_answer(len(body.instances), labels, output, body.top_k, limit)
         X = instances_to_matrix(body.instances, served.feature_names)
+    elif body.csr is not None:
+        check_answer(max(1, len(body.csr.indptr) - 1), labels, output, body.top_k, limit)
+        csr = body.csr
+        X = model_input(served.model, csr_to_matrix(csr.indptr, csr.indices, csr.values, len(served.feature_names)))
     else:
-        raise InvalidInput("give exactly one of instances and dataset_id", loc=("body", "instances"))
+        raise InvalidInput("give exactly one of instances, csr and dataset_id", loc=("body", "instances"))
     if output == "scores":
         return {"model": info, "output": output, "labels": served.label_names, "scores": score_matrix(served.model, X)}
     predictions = predict_items(
