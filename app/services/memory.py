@@ -6,13 +6,12 @@ A training whose estimated peak exceeds ``LABELSERVE_MAX_MODEL_MB`` is refused a
 422 that names the estimate and what to change, rather than queued and killed by the operating
 system in the worker (which the job could only report as "the worker process died"). A method
 that needs dense features refuses a sparse dataset whose dense table would exceed the store's
-densifying bound, naming the methods that take the data as it is. ``auto`` leaves such
-candidates out, with the reason, instead of refusing the request.
+densifying bound, naming the methods that take the data as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,22 +78,6 @@ def check(spec: MethodSpec, params: Mapping[str, Any], shape: DataShape, budget:
     if reason is not None:
         raise InvalidInput(reason, loc=("body", "params"))
     return spec.estimator.memory_estimate(shape, params)
-
-
-def fitting(
-    candidates: Iterable[tuple[str, Mapping[str, Any]]], shape: DataShape, budget: MemoryBudget
-) -> tuple[list[str], dict[str, str]]:
-    """``auto``'s candidates split into those that fit ``budget`` and those left out (id -> reason)."""
-    kept: list[str] = []
-    left_out: dict[str, str] = {}
-    methods = catalog()
-    for method, params in candidates:
-        reason = problem(methods[method], params, shape, budget)
-        if reason is None:
-            kept.append(method)
-        else:
-            left_out[method] = reason
-    return kept, left_out
 
 
 def sparse_takers(spec: MethodSpec) -> list[str]:

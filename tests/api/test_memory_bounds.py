@@ -92,11 +92,3 @@ def test_a_dense_method_on_a_sparse_set_above_the_densifying_bound_names_the_spa
     assert "br, ecc, rf" in reason
     br = catalog()["br"]
     assert memory.problem(br, br.params().model_dump(), shape, memory.MemoryBudget(3072)) is None
-
-
-def test_auto_candidates_above_the_bound_are_left_out_with_the_reason():
-    shape = memory.DataShape(4880, 1836, 1000, 100_000)
-    kept, left_out = memory.fitting(
-        [("br", {}), ("rf", catalog()["rf"].params().model_dump())], shape, memory.MemoryBudget(3072)
-    )
-    assert kept == ["br"] and "n_estimators" in left_out["rf"]
