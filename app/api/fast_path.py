@@ -106,7 +106,7 @@ class PredictFastPath:
         elif infer is None:
             answer = await _answer_by_work(core, body, state)
         else:
-            answer = work(core, body)
+            answer = await _infer_by_work(core, body, state, infer[1], infer[2], _header_length(scope))
         if answer is None:
             await self.app(scope, _replay(body, receive), send)
             return
@@ -182,6 +182,36 @@ def _infer(core: Core, body: bytes, name: str, version: str | None, header_lengt
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
+        return None
+
+
+async def _infer_by_work(
+    core: Core, body: bytes, state: State, name: str, version: str | None, header_length: str | None
+) -> Answer | None:
+    """A small V2 body's answer: read on the event loop, computed there when its output has at
+    most ``INLINE_CELLS`` (instances x labels), else in the large predictions' thread."""
+    route = _TEMPLATES[2] if version is not None else _TEMPLATES[1]
+    try:
+        _, served = core.refs.get(inference.reference(name, version))
+        if served is None:
+            return None
+        decoded = v2_binary.read(body, header_length)
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(core, route, exc)
+        return None
+    shape = decoded.request.inputs[0].shape if decoded.request.inputs else []
+    rows = shape[0] if shape and shape[0] > 0 else 1
+    if rows * len(served.label_names) <= INLINE_CELLS:
+        return _framed(core, route, served, decoded)
+    return await anyio.to_thread.run_sync(_framed, core, route, served, decoded, limiter=large_body_limiter(state))
+
+
+def _framed(core: Core, route: str, served: Any, decoded: v2_binary.Decoded) -> Answer | None:
+    try:
+        framed = v2_binary.write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
+        return framed.body, framed.headers()
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(core, route, exc)
         return None
 
 

@@ -131,6 +131,22 @@ def test_the_fast_path_computes_a_wide_answer_of_a_small_body_in_a_thread(client
     assert len(offloaded) == 1  # 6 cells, a body of a few hundred bytes: in the thread
 
 
+def test_the_v2_fast_path_decides_inline_or_thread_by_its_output_cells(client, models, monkeypatch):
+    X, _ = models["ml"]
+    assert client.get("/v2/models/clf/ready").status_code == 200  # resolved
+    offloaded: list[object] = []
+    limiter = fast_path.large_body_limiter
+    monkeypatch.setattr(fast_path, "large_body_limiter", lambda state: offloaded.append(state) or limiter(state))
+    body = {
+        "inputs": [{"name": "input-0", "shape": [2, X.shape[1]], "datatype": "FP64", "data": X[:2].ravel().tolist()}]
+    }
+    assert client.post("/v2/models/clf/infer", json=body).status_code == 200
+    assert offloaded == []
+    monkeypatch.setattr(fast_path, "INLINE_CELLS", 5)  # 2 rows x 3 labels
+    r = client.post("/v2/models/clf/infer", json=body)
+    assert r.status_code == 200 and len(offloaded) == 1
+
+
 def _route_is_off(*args: object) -> None:
     raise AssertionError("the route was called")
 
@@ -257,6 +273,7 @@ def test_v2_inference_fast_path_and_route_answer_alike(client, models, monkeypat
         fast = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         with monkeypatch.context() as patch:
             patch.setattr(fast_path, "_infer", lambda predictor, body, name, version, header_length: None)
+            patch.setattr(fast_path, "_infer_by_work", _no_answer)
             slow = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         assert (fast.status_code, fast.json()) == (slow.status_code, slow.json()), (name, body)
 
