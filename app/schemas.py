@@ -274,7 +274,9 @@ class VersionOut(BaseModel):
     created_at: datetime = Field(description="when it was registered (UTC)")
     evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
     selection: dict[str, Any] | None = Field(
-        None, description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first)'
+        None,
+        description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first); '
+        "left_out: the candidates whose memory estimate exceeded LABELSERVE_MAX_MODEL_MB, with the reason",
     )
 
 

@@ -36,11 +36,12 @@ from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload,
 from app.methods import fit_warnings
 from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, fit_input
 from app.methods.catalog import get_method
+from app.methods.memory_bounds import MemoryBudget, fitting
 from app.orm import Dataset, ModelVersion
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import label_matrix, predict_items
 from app.registry import drop_unused_artifacts, library_versions, register_version, resolve
-from app.store import Store
+from app.store import DENSE_MAX_CELLS, Store
 
 log = logging.getLogger("labelserve.jobs")
 
@@ -183,7 +184,8 @@ def execute_job(job_id: str, core: Core) -> None:
         payload = load_payload(kind, request)
         with progress:
             if isinstance(payload, TrainPayload):
-                succeeded = _train(job_id, payload, database, store, progress)
+                budget = MemoryBudget(core.settings.max_model_mb, DENSE_MAX_CELLS)
+                succeeded = _train(job_id, payload, database, store, progress, budget)
             elif isinstance(payload, ComparePayload):
                 succeeded = _compare(job_id, payload, database, store, progress)
             else:
@@ -358,14 +360,16 @@ class _Fitted:
     memory: dict[str, float] | None = None
 
 
-def _train(job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress) -> bool:
+def _train(
+    job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress, budget: MemoryBudget
+) -> bool:
     """Execute a training plan (``TrainPayload``, decided at submit): read, fit (after a selection
     for ``auto``), check, save and register; False when the job was cancelled meanwhile (nothing
     registered). The parameters were validated at submit and ``fit`` checks them again; the job
     only bounds ``n_jobs`` by this machine."""
     data = _training_data(plan, database, store, progress)
     if plan.method == selection.AUTO:
-        fitted = _select_and_fit(plan, data, progress)
+        fitted = _select_and_fit(plan, data, progress, budget)
     else:
         spec = get_method(plan.method)
         if spec is None:
@@ -423,15 +427,23 @@ def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
     return complete
 
 
-def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn) -> _Fitted:
-    """``auto``: cross-validate the candidates, then fit the winner on every row."""
+def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn, budget: MemoryBudget) -> _Fitted:
+    """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
+    out, with the reason, in the selection record), then fit the winner on every row."""
     request = selection.AutoParams.model_validate(plan.params)  # the selection's own declaration
     seed = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)  # older rows
+    kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
+    named = request.candidates or selection.default_candidates(
+        kind, shape.n, shape.d, shape.q, request.cv or 5, budget=request.budget_seconds
+    )
+    candidates, left_out = fitting(named, shape, budget)
+    if not candidates:
+        raise InvalidInput("no candidate fits LABELSERVE_MAX_MODEL_MB: " + "; ".join(left_out.values()))
     result = selection.select(
         data.X,
         data.Y,
-        data.dataset.kind,
-        candidates=request.candidates,
+        kind,
+        candidates=candidates,
         metric=request.metric,
         cv=request.cv,
         tune=request.tune,
@@ -445,6 +457,8 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
     params = spec.params.model_validate(dict(result.best.params)).model_dump(mode="json")
     fitted = _fit(spec, params, data, _scaled(progress, 0.9, 1.0, f"fitting {spec.id}: "))
     record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
+    if left_out:
+        record["left_out"] = left_out
     return replace(fitted, selection=record)
 
 

@@ -29,6 +29,7 @@ from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
+from app.methods.memory_bounds import MemoryBudget
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services import memory
@@ -50,13 +51,13 @@ class Prepared:
 def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
     """Check the request and queue its training job (inline data must fit in the dataset limits,
     the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``)."""
-    budget = memory.MemoryBudget(core.settings.max_model_mb)
+    budget = memory.budget_of(core.settings)
     plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
     return job_out(enqueue(session, core.runner, plan))
 
 
 def prepare(
-    session: Session, store: Store, limits: DatasetLimits, body: TrainRequest, budget: memory.MemoryBudget | None = None
+    session: Session, store: Store, limits: DatasetLimits, body: TrainRequest, budget: MemoryBudget | None = None
 ) -> Prepared:
     """The checked request; ``budget`` (None: unbounded) bounds the training's estimated memory
     on a stored dataset (inline data are bounded by the dataset limits)."""

@@ -12,10 +12,12 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
+from app.methods import memory_bounds
+from app.methods.base import DataShape
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog
-from app.services import memory
-from tests.helpers import train
+from app.store import DENSE_MAX_CELLS
+from tests.helpers import make_multilabel, train, upload_csv
 
 
 def sparse_file(n: int = 80, d: int = 300, seed: int = 0) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -85,10 +87,33 @@ def test_sparse_datasets_train_with_csr_inside_and_predict_as_dense_fits(client)
 
 def test_a_dense_method_on_a_sparse_set_above_the_densifying_bound_names_the_sparse_methods():
     spec = catalog()["mlknn"]
-    shape = memory.DataShape(20_000, 50_000, 100, 2_000_000)
-    reason = memory.problem(spec, spec.params().model_dump(), shape, memory.MemoryBudget(3072))
+    shape = DataShape(20_000, 50_000, 100, 2_000_000)
+    reason = memory_bounds.problem(
+        spec, spec.params().model_dump(), shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS)
+    )
     assert reason is not None
     assert "20000 x 50000" in reason and "2000000 non-zeros" in reason
     assert "br, ecc, rf" in reason
     br = catalog()["br"]
-    assert memory.problem(br, br.params().model_dump(), shape, memory.MemoryBudget(3072)) is None
+    assert (
+        memory_bounds.problem(br, br.params().model_dump(), shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS))
+        is None
+    )
+
+
+def test_auto_candidates_above_the_bound_are_left_out_with_the_reason():
+    shape = DataShape(4880, 1836, 1000, 100_000)
+    kept, left_out = memory_bounds.fitting(["br", "rf"], shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS))
+    assert kept == ["br"] and "n_estimators" in left_out["rf"]
+
+
+def test_auto_leaves_out_the_candidates_above_the_bound_and_says_why(database_url, tmp_path):
+    settings = Settings(database_url=database_url, model_dir=tmp_path / "store", max_model_mb=1)
+    X, Y = make_multilabel(n=80, d=6, q=3)
+    with TestClient(create_app(settings)) as client:
+        dataset = upload_csv(client, X, Y, "ml")
+        job = train(client, "auto", dataset["id"], "chosen", candidates=["br", "rf"], cv=3)
+        assert job["status"] == "succeeded", job
+        record = client.get("/models/chosen/versions/1").json()["selection"]
+        assert [row["method"] for row in record["leaderboard"]] == ["br"]
+        assert "LABELSERVE_MAX_MODEL_MB" in record["left_out"]["rf"]
