@@ -99,6 +99,8 @@ class ModelVersion(Base):
     job_id: Mapped[str | None] = mapped_column(String(64))
     # set when the method was chosen by ``"method": "auto"``: metric, folds and the leaderboard
     selection: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: what the fit measured, from the method's ``recorded_attributes`` (e.g. neighbour recall)
+    fit_details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     model: Mapped[Model] = relationship(back_populates="versions")

@@ -278,6 +278,12 @@ class VersionOut(BaseModel):
         description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first); '
         "left_out: the candidates whose memory estimate exceeded LABELSERVE_MAX_MODEL_MB, with the reason",
     )
+    fit_details: dict[str, Any] | None = Field(
+        None,
+        description="what the fit measured, for the methods that record something: mlknn and dmknn give "
+        "neighbour_search ('exact' or 'approximate') and neighbour_recall (the sampled recall of the true k "
+        "nearest neighbours of an approximate index, null for exact search)",
+    )
 
 
 class ModelOut(BaseModel):

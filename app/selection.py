@@ -37,6 +37,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
 from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
+from app.methods.neighbours import sharing_graphs
 
 log = logging.getLogger("labelserve.selection")
 
@@ -69,6 +71,8 @@ _SMALL_RESAMPLING = ((10, 3), (10, 2), (10, 1))
 #: share of the budget the extra folds of a small dataset may take
 _RESAMPLING_SHARE = 0.25
 
+#: methods whose fits build the same leave-one-out neighbour graph (shared within a selection)
+GRAPH_METHODS = frozenset({"mlknn", "dmknn"})
 #: methods tried only when named: their cost grows too fast with the data for a default sweep
 EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
 
@@ -289,14 +293,17 @@ def cross_validate(
     A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
     kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
     BLAS runs single-threaded: the fits are small and BLAS threads competing for the cores of a
-    shared machine cost far more than they gain.
+    shared machine cost far more than they gain. When several entries search neighbours the
+    same way (``mlknn`` and ``dmknn`` with the same k), each fold's neighbour graph is computed
+    once and shared (:func:`app.methods.neighbours.sharing_graphs`).
     """
     progress = progress or no_progress
     if splits is None:
         splits = folds(Y, kind, cv, random_state, repeats)
     results: list[Entry] = []
     total = len(entries) * len(splits)
-    with threadpool_limits(limits=1, user_api="blas"):
+    sharing = sharing_graphs() if _graph_users(entries) > 1 else nullcontext()
+    with threadpool_limits(limits=1, user_api="blas"), sharing:
         for e, (method, params) in enumerate(entries):
             spec = get_method(method)
             if spec is None:
@@ -329,6 +336,11 @@ def cross_validate(
             results.append(entry)
     progress("cross-validation done", 1.0)
     return results
+
+
+def _graph_users(entries: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    """How many entries build a leave-one-out neighbour graph (the kNN classifiers)."""
+    return sum(method in GRAPH_METHODS for method, _ in entries)
 
 
 def _fit_and_score(

@@ -34,6 +34,8 @@ __all__ = [
     "load_mulan_full",
     "load_yahoo",
     "load_ldl",
+    "load_scaling",
+    "SCALING_SETS",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,8 @@ MULAN_SETS = ("emotions", "scene", "yeast", "birds", "flags", "genbase", "medica
 MULAN_FULL_ONLY = ("cal500",)
 YAHOO_SETS = ("Arts", "Business", "Computers", "Education", "Health", "Recreation", "Reference")
 LDL_SETS = ("SJAFFE", "Movie", "Yeast_alpha", "Yeast_cdc", "Yeast_elu")
+#: the larger Mulan sets of the growth benchmark (``benchmarks/scaling.py``), by file stem
+SCALING_SETS = ("tmc2007-500", "bibtex")
 
 
 def data_dir() -> Path | None:
@@ -147,3 +151,16 @@ def _ldl(name: str) -> ParsedDataset:
 def load_ldl(name: str) -> ParsedDataset:
     """A label distribution dataset (SJAFFE, Movie, Yeast_alpha, Yeast_cdc, Yeast_elu)."""
     return _ldl(_canonical(name, LDL_SETS, "LDL"))
+
+
+@cache
+def _scaling(name: str, part: str) -> ParsedDataset:
+    folder = require_data_dir() / "multilabel" / name.split("-")[0]
+    return _frozen(_parse_file(folder / f"{name}-{part}.arff", folder / f"{name}.xml"))
+
+
+def load_scaling(name: str, part: str = "train") -> ParsedDataset:
+    """One half of a larger Mulan set's official split (tmc2007-500: 21,519 / 7,077 rows, 500
+    binary features, 22 labels; bibtex: 4,880 / 2,515 rows, 1,836 features, 159 labels)."""
+    _check_part(part)
+    return _scaling(_canonical(name, SCALING_SETS, "scaling"), part)

@@ -285,6 +285,19 @@ def check_rows(X: np.ndarray, rows: int = 8) -> np.ndarray:
     return X[np.union1d(np.arange(rows), extreme)]
 
 
+def fit_details(estimator: Any) -> dict[str, Any] | None:
+    """The fitted attributes the method declares worth recording on the version
+    (``recorded_attributes``), by name without the trailing underscore; None when it has none."""
+    names = getattr(type(estimator), "recorded_attributes", ())
+    if not names:
+        return None
+    details: dict[str, Any] = {}
+    for name in names:
+        value = getattr(estimator, name, None)
+        details[name.rstrip("_")] = value.item() if isinstance(value, np.generic) else value
+    return details
+
+
 def check_outputs(task: str, estimator: Any, X: np.ndarray) -> None:
     """Refuse to register a model that cannot honour its output contract on its own training rows.
 
@@ -515,6 +528,7 @@ def _register(
                 artifact_sha256=sha256,
                 job_id=job_id,
                 selection=fitted.selection,
+                fit_details=fit_details(fitted.estimator),
             )
             if transitions.succeed(session, job_id, model_version=version.version):
                 memory = (fitted.memory or {}) | {"artifact": round(store.artifact_path(sha256).stat().st_size / MB, 1)}

@@ -188,6 +188,10 @@ class MethodEstimator(BaseEstimator):
     #: code holding sparse data (the job's dataset loader) gets what a method takes from
     #: :func:`fit_input`, the one place that densifies.
     accepts_sparse: ClassVar[bool] = False
+    #: Fitted attributes the registered version records (``fit_details``, under the name
+    #: without its trailing underscore): what the fit measured that a user should see, such as
+    #: the recall of an approximate neighbour index. JSON values (floats, strings, None).
+    recorded_attributes: ClassVar[tuple[str, ...]] = ()
 
     def fit(self: _Estimator, X: Any, Y: Any, progress: ProgressFn | None = None) -> _Estimator:
         """Check the parameters, the data and the bounds the data sets, fit the scaling (and

@@ -46,6 +46,7 @@ from app.methods.base import (
 from app.methods.fit_warnings import warn_if_mostly_empty
 from app.methods.itemsets import frequent_label_sets, support_count
 from app.methods.mlknn import MLkNN, lookup, neighbour_counts, posterior_table
+from app.methods.neighbours import EXACT_MAX_N, NeighborSearch
 from app.methods.numerics import FeatureScaling
 
 Strategy = Literal["combined", "itemset_only", "independent_only"]
@@ -116,6 +117,11 @@ class DMKNNParams(MethodParams):
         le=1,
         description="Lower bound on the learned per-label thresholds (0 = the paper's Beta thresholds; 0.5 = never "
         "more permissive than ML-kNN's 0.5 rule, which curbs over-prediction on sparse text data).",
+    )
+    neighbors: NeighborSearch = Field(
+        "auto",
+        description=f"Neighbour search: 'exact'; 'approximate' (a faiss inverted-file index, its recall measured at fit); 'auto' = "
+        f"exact up to {EXACT_MAX_N} training samples, approximate above.",
     )
 
     @field_validator("beta_prior")
@@ -191,6 +197,9 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         threshold ignores a label's negatives, so for a label ML-kNN predicts badly it sinks
         towards 0 and one neighbour carrying the label is enough to predict it; 0.5 makes the
         per-label branch never more permissive than ML-kNN's MAP rule (docs/methods/dmknn.md).
+    neighbors : {"auto", "exact", "approximate"}, default="auto"
+        The neighbour search, as ML-kNN's: exact up to ``EXACT_MAX_N`` training samples under
+        ``"auto"``, an inverted-file index (faiss) above (docs/neighbours.md).
 
     Attributes
     ----------
@@ -202,6 +211,9 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         The feature normalisation.
     label_model_ : MLkNN
         The per-label model, which also owns the neighbour index.
+    neighbour_search_ : {"exact", "approximate"}
+        The search ``neighbors`` resolved to; ``neighbour_recall_`` (float or None) the sampled
+        recall of an approximate index (as ML-kNN's).
     min_support_count_ : int
         sigma as a number of training samples.
     itemsets_ : ndarray of shape (M, q), uint8
@@ -239,6 +251,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """
 
     _params_model = DMKNNParams
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
 
     def __init__(
         self,
@@ -258,6 +271,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         include_self_in_training_neighbours: bool = False,
         ranking: Literal["posterior", "predicted_first"] = "posterior",
         independence_threshold_floor: float = 0.0,
+        neighbors: NeighborSearch = "auto",
     ) -> None:
         self.k = k
         self.s = s
@@ -274,6 +288,15 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.include_self_in_training_neighbours = include_self_in_training_neighbours
         self.ranking = ranking
         self.independence_threshold_floor = independence_threshold_floor
+        self.neighbors = neighbors
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        if "neighbors" not in state:
+            state = {**state, "neighbors": "exact"}
+            if "scaling_" in state:
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+        super().__setstate__(state)
 
     # ------------------------------------------------------------------------------ fitting
     @classmethod
@@ -291,8 +314,10 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.min_support_count_ = support_count(self.min_support, m)
 
         progress("neighbours", 0.0)
-        self.label_model_ = MLkNN(k, s=s, scale="none")
+        self.label_model_ = MLkNN(k, s=s, scale="none", neighbors=self.neighbors)
         neighbours = self.label_model_.fit_scaled(Xs, Y, self.include_self_in_training_neighbours)
+        self.neighbour_search_ = self.label_model_.neighbour_search_
+        self.neighbour_recall_ = self.label_model_.neighbour_recall_
 
         progress("itemsets", 0.7)
         found = frequent_label_sets(Y, self.min_support_count_, int(self.min_itemset_size), self.support_mode)

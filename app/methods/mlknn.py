@@ -15,17 +15,13 @@ and scores a query by the posterior ``p(l_j | C_j(x))``, where C_j(x) counts l_j
 nearest training samples. The posterior depends on x only through C in {0..K}, so fit stores it
 as a (q, K+1) table and prediction is one neighbour search plus a table look-up.
 
-Neighbours are exact and deterministic, and **distance ties go to the lower training index**
-(the rule matters on binary or sparse data, where ties at the K-th neighbour are the norm).
-Distances come from a GEMM (or a KD-tree for low-dimensional data, scikit-learn's
-``algorithm="auto"`` rule). Where the K-th and (K+1)-th distances are further apart than the
-GEMM's rounding error, the neighbour set is unambiguous; where they are not (a tie or near-tie),
-every training row within rounding of the K-th distance gets its squared distance recomputed as
-the sum of squared differences and the rows are ordered by (that distance, training index).
-
-The search is written in NumPy rather than through ``NearestNeighbors.kneighbors`` because the
-predict path is hot (a single-row request must not pay scikit-learn's per-call validation) and
-because ``kneighbors`` breaks ties by partition order, not by index.
+Neighbours are deterministic and **distance ties go to the lower training index** (the rule
+matters on binary or sparse data, where ties at the K-th neighbour are the norm). Up to
+``EXACT_MAX_N`` training rows (and always with ``neighbors="exact"``) they are exact
+(:class:`app.methods.neighbours.ExactKNN`: a GEMM, or a KD-tree in low dimension, with an exact
+recomputation at near-ties); above it (or with ``neighbors="approximate"``) an inverted-file index (faiss)
+proposes candidates that are re-ranked by exact distance, and the fit records the index's
+sampled recall of the true K neighbours (``neighbour_recall_``; docs/neighbours.md).
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
-from sklearn.neighbors import KDTree
 
 from app.methods.base import (
     DataShape,
@@ -52,159 +47,16 @@ from app.methods.base import (
 from app.methods.baseline_support import MinMaxOption
 from app.methods.fit_warnings import warn_if_constant, warn_if_mostly_empty
 from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
+from app.methods.neighbours import EXACT_MAX_N, ExactKNN, NeighborSearch, training_graph
 from app.methods.numerics import FeatureScaling
 
-#: Largest number of float64 entries in one block of the train-by-train distance matrix (the
-#: leave-one-out search of ``fit``): when one block holds every row, NumPy computes it by SYRK,
-#: half the multiplications of a GEMM.
-_BLOCK_ENTRIES = 1 << 22
-#: The same for queries of new rows, smaller: a 2 MB block stays in cache for the selection
-#: that follows the GEMM (scene's test split against its training split: 23 -> 19 ms).
-_QUERY_BLOCK_ENTRIES = 1 << 18
-#: Relative slack on GEMM distances when collecting candidates for the exact recomputation;
-#: far above the rounding error of ||a||^2 + ||b||^2 - 2ab, far below any real gap.
-_GEMM_RTOL = 1e-9
-#: scikit-learn's ``algorithm="auto"`` uses a KD-tree for Euclidean data up to this dimension.
-_KD_TREE_MAX_DIM = 15
-#: Queries of new rows skip the tree when the training matrix has at most this many entries:
-#: a GEMM over it costs less than one ``KDTree.query`` call (whose input checks alone take
-#: about 100 microseconds). Both searches are exact with ties by index: the same neighbours.
-_BRUTE_QUERY_MAX_ENTRIES = 1 << 17
+#: inner products of one block of the exact neighbour search (``app.methods.neighbours``), for the estimate
+_PRODUCT_BLOCK = 1 << 22
+
+__all__ = ["SPEC", "ExactKNN", "MLkNN", "MLkNNParams", "lookup", "neighbour_counts", "posterior_table"]
+
 #: Up to this many (row, neighbour, label) entries, counts are one gather-and-sum.
 _GATHER_MAX_ENTRIES = 1 << 16
-
-
-# ------------------------------------------------------------------------- neighbour search
-class ExactKNN:
-    """Exact K-nearest-neighbour search over a fixed training matrix, ties by lower index.
-
-    Picklable and validation-free on the query path (callers pass float64 C-ordered arrays of
-    the right width).
-    """
-
-    def __init__(self, X: np.ndarray) -> None:
-        self.X = np.ascontiguousarray(X, dtype=np.float64)
-        self.sqnorm = np.einsum("ij,ij->i", self.X, self.X)
-        self.max_sqnorm = float(self.sqnorm.max()) if len(self.sqnorm) else 0.0
-        m, d = self.X.shape
-        # scikit-learn's "auto" rule for Euclidean dense data (tree only pays off in low d).
-        self.tree = KDTree(self.X) if d <= _KD_TREE_MAX_DIM and m >= 64 else None
-
-    @property
-    def n_samples(self) -> int:
-        return self.X.shape[0]
-
-    def kneighbors(self, Q: np.ndarray | None, k: int) -> np.ndarray:
-        """Indices (n, k) of the k nearest training rows of each query, nearest first.
-
-        ``Q=None`` queries the training rows themselves with each row excluded (by index, not
-        by distance: its duplicates remain eligible), i.e. leave-one-out neighbourhoods.
-        """
-        loo = Q is None
-        Q = self.X if Q is None else Q
-        n = Q.shape[0]
-        m = self.n_samples
-        if not 1 <= k <= m - int(loo):
-            raise ValueError(f"k={k} needs at least {k + int(loo)} training samples, have {m}")
-        out = np.empty((n, k), dtype=np.intp)
-        if n == 0:
-            return out
-        use_tree = self.tree is not None and (loo or self.X.size > _BRUTE_QUERY_MAX_ENTRIES)
-        # Leave-one-out on few enough rows: every product at once (SYRK, half a GEMM's work),
-        # then the selection block by block, each block in cache.
-        products = self.X @ self.X.T if loo and not use_tree and n * m <= _BLOCK_ENTRIES else None
-        step = max(1, (_BLOCK_ENTRIES if loo and products is None else _QUERY_BLOCK_ENTRIES) // max(m, 1))
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            offset = start if loo else None
-            if use_tree:
-                rows, cols = self._tree_candidates(Q[start:stop], k, offset)
-                out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
-            else:
-                block = None if products is None else products[start:stop]
-                out[start:stop] = self._brute_block(Q[start:stop], k, offset, block)
-        return out
-
-    def _brute_block(
-        self, Qb: np.ndarray, k: int, self_offset: int | None, products: np.ndarray | None = None
-    ) -> np.ndarray:
-        """GEMM distances. A row whose k-th and (k+1)-th distances are further apart than the
-        rounding error has an unambiguous neighbour set, ordered by (distance, index); only rows
-        with a (near-)tie at the boundary go through the exact recomputation of ``_select``.
-        ``products``: the block's rows of ``X @ X.T``, already computed (overwritten)."""
-        b, m = Qb.shape[0], self.n_samples
-        rows_b = np.arange(b)
-        # ||t||^2 - 2 q.t: the query's own norm is a per-row constant and cannot change ranks
-        if self_offset is not None:
-            D = Qb @ self.X.T if products is None else products
-            D *= -2.0
-            D[rows_b, self_offset + rows_b] = np.inf
-        else:
-            D = (-2.0 * Qb) @ self.X.T
-        D += self.sqnorm[None, :]
-        finite = m - int(self_offset is not None)
-        rows = rows_b[:, None]  # plain fancy indexing: take_along_axis costs more for a few rows
-        if k < finite:
-            part = np.argpartition(D, k, axis=1)
-            idx = part[:, :k]
-            dk = D[rows, idx]
-            nxt = D[rows_b, part[:, k]]
-            slack = _GEMM_RTOL * (np.einsum("ij,ij->i", Qb, Qb) + self.max_sqnorm) + 1e-300
-            tied = nxt <= dk.max(axis=1) + slack
-        else:  # every other training row is a neighbour
-            idx = np.argpartition(D, k - 1, axis=1)[:, :k]
-            dk = D[rows, idx]
-            tied = np.zeros(b, dtype=bool)
-        out = idx[rows, np.lexsort((idx, dk), axis=1)]
-        if tied.any():
-            sub = np.flatnonzero(tied)
-            kth = dk[sub].max(axis=1) + slack[sub]
-            r, c = np.nonzero(D[sub] <= kth[:, None])
-            out[sub] = self._select(Qb[sub], r, c, k, len(sub))
-        return out
-
-    def _tree_candidates(self, Qb: np.ndarray, k: int, self_offset: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """KD-tree candidates, widened per row until nothing beyond them can tie the k-th."""
-        b = Qb.shape[0]
-        m = self.n_samples
-        extra = int(self_offset is not None)
-        width = min(m, 2 * k + extra)
-        pending = np.arange(b)
-        rows_out: list[np.ndarray] = []
-        cols_out: list[np.ndarray] = []
-        assert self.tree is not None
-        while pending.size:
-            dist, idx = self.tree.query(Qb[pending], k=width, return_distance=True, sort_results=True)
-            if self_offset is not None:
-                keep = idx != (self_offset + pending)[:, None]
-            else:
-                keep = np.ones_like(idx, dtype=bool)
-            # the k-th smallest kept distance per row (kept entries are sorted ascending)
-            kth = np.take_along_axis(dist, np.argmax(np.cumsum(keep, axis=1) >= k, axis=1)[:, None], axis=1)[:, 0]
-            complete = (width >= m) | (kth < dist[:, -1] * (1.0 - _GEMM_RTOL))
-            r, c = np.nonzero(keep & complete[:, None] & (dist <= (kth * (1.0 + _GEMM_RTOL))[:, None]))
-            rows_out.append(pending[r])
-            cols_out.append(idx[r, c])
-            pending = pending[~complete]
-            width = min(m, 2 * width)
-        rows = np.concatenate(rows_out)
-        cols = np.concatenate(cols_out)
-        return rows, cols
-
-    # -- exact ordering of the candidates: (sum of squared differences, training index) --
-    def _select(self, Qb: np.ndarray, rows: np.ndarray, cols: np.ndarray, k: int, b: int) -> np.ndarray:
-        d = self.X.shape[1]
-        exact = np.empty(rows.shape[0])
-        step = max(1, _BLOCK_ENTRIES // max(d, 1))
-        for s in range(0, rows.shape[0], step):
-            diff = Qb[rows[s : s + step]] - self.X[cols[s : s + step]]
-            exact[s : s + step] = np.einsum("ij,ij->i", diff, diff)
-        order = np.lexsort((cols, exact, rows))
-        rows, cols = rows[order], cols[order]
-        first = np.searchsorted(rows, np.arange(b))
-        rank = np.arange(rows.shape[0]) - first[rows]
-        take = rank < k
-        return cols[take].reshape(b, k)
 
 
 # ---------------------------------------------------------------------------- ML-kNN tables
@@ -266,6 +118,11 @@ class MLkNNParams(MethodParams):
         description="Give a sample whose label set would be empty its top-scoring label: always, never, or "
         "'auto' = when at most 1% of the training samples have an empty label set.",
     )
+    neighbors: NeighborSearch = Field(
+        "auto",
+        description=f"Neighbour search: 'exact'; 'approximate' (a faiss inverted-file index, its recall measured at fit); 'auto' = "
+        f"exact up to {EXACT_MAX_N} training samples, approximate above.",
+    )
 
 
 class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
@@ -292,6 +149,13 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         ``"on"``: a sample whose set would be empty gets its top-scoring label; ``"off"``: never;
         ``"auto"``: on when at most 1% of the training samples have an empty label set.
         ``threshold="map", ensure_nonempty="off"`` is ML-kNN exactly as published.
+    neighbors : {"auto", "exact", "approximate"}, default="auto"
+        ``"exact"``: exact neighbours (the only search before this option existed, bit for
+        bit); ``"approximate"``: an inverted-file index (faiss k-means cells; a row is compared
+        with the rows of its nearest cells only) whose candidates are re-ranked by exact
+        distance, for fits that grow far slower than m^2 and one-row queries that do not scan
+        the training matrix; ``"auto"``: exact up to ``EXACT_MAX_N`` training
+        samples, approximate above (the size chosen by measurement, docs/neighbours.md).
 
     Attributes
     ----------
@@ -301,8 +165,13 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         ``[array([0, 1])] * q``, one per label.
     scaling_ : FeatureScaling
         The feature scaling fitted on the training rows.
-    index_ : ExactKNN
-        The exact neighbour index over the scaled training rows.
+    index_ : ExactKNN or ApproximateKNN
+        The neighbour index over the scaled training rows.
+    neighbour_search_ : {"exact", "approximate"}
+        The search ``neighbors`` resolved to for this training set.
+    neighbour_recall_ : float or None
+        Approximate search: the share of the leave-one-out neighbours of a sample of training
+        rows that are true K nearest neighbours (ties count); None for exact search.
     Y_fit_ : ndarray of shape (m, q), uint8
         Training label sets.
     prior_ : ndarray of shape (q,)
@@ -332,6 +201,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """
 
     _params_model = MLkNNParams
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
 
     def __init__(
         self,
@@ -341,28 +211,42 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         scale: Literal["none", "minmax"] = "minmax",
         threshold: Literal["map", "loo"] = "loo",
         ensure_nonempty: Literal["auto", "on", "off"] = "auto",
+        neighbors: NeighborSearch = "auto",
     ) -> None:
         self.k = k
         self.s = s
         self.scale = scale
         self.threshold = threshold
         self.ensure_nonempty = ensure_nonempty
+        self.neighbors = neighbors
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        if "neighbors" not in state:
+            state = {**state, "neighbors": "exact"}
+            if "scaling_" in state:
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+        super().__setstate__(state)
 
     # ----------------------------------------------------------------- fitting
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
-        """The model keeps the scaled training rows (dense float64) and their label sets; the
-        fit also holds the input, the leave-one-out neighbours (n, k) and neighbour counts
-        (n, q), and a block of at most 2^22 (and n^2) inner products."""
+        """The model keeps the scaled training rows (dense float64) and their label sets (and,
+        searched approximately, a float32 copy in the index); the fit also holds the input, the
+        leave-one-out neighbours (n, k) and neighbour counts (n, q), and a block of at most 2^22
+        (and n^2) inner products."""
         k = int(params.get("k", 10))
         model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
+        search = params.get("neighbors", "auto")
+        if search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N):
+            model += 4 * shape.n * shape.d
         peak = (
             shape.feature_bytes(cls.accepts_sparse)
             + shape.dense_bytes
             + shape.label_bytes
             + model
             + 8 * shape.n * (k + shape.q)
-            + 8 * min(_BLOCK_ENTRIES, shape.n * shape.n)
+            + 8 * min(_PRODUCT_BLOCK, shape.n * shape.n)
         )
         return MemoryEstimate(peak, model)
 
@@ -410,16 +294,22 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     def _fit_tables(
         self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False
     ) -> np.ndarray:
-        self.index_ = ExactKNN(Xs)
-        self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
-        self._set_classes(Y.shape[1])
         k = int(self.k)
         m = Xs.shape[0]
+        # include_self: each row is its own first neighbour, then its k - 1 nearest others
+        graph = training_graph(
+            Xs, max(1, k - 1) if include_self else k, self.neighbors, lambda f: progress("neighbours", 0.9 * f)
+        )
+        self.index_ = graph.index
+        self.neighbour_search_ = graph.search
+        self.neighbour_recall_ = graph.recall
+        self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
+        self._set_classes(Y.shape[1])
         if include_self:
             own = np.arange(m)[:, None]
-            neighbours = np.hstack([own, self.index_.kneighbors(None, k - 1)]) if k > 1 else own
+            neighbours = np.hstack([own, graph.neighbours]) if k > 1 else own
         else:
-            neighbours = self.index_.kneighbors(None, k)
+            neighbours = graph.neighbours
         progress("counts", 0.9)
         counts = neighbour_counts(self.Y_fit_, neighbours)
         self.prior_, self.kappa_, self.kappa_bar_, self.posterior_table_ = posterior_table(

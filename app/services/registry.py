@@ -58,6 +58,7 @@ def version_out(row: ModelVersion) -> VersionOut:
         created_at=row.created_at,
         evaluations=[EvaluationOut.model_validate(e) for e in row.evaluations],
         selection=row.selection,
+        fit_details=row.fit_details,
     )
 
 

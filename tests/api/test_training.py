@@ -217,3 +217,21 @@ def test_version_lists_the_warnings_its_training_raised(client):
     train(client, "elcfs", dataset["id"], "capped", max_iter=1, tol=0.0)
     capped = client.get("/models/capped").json()["versions"][0]["warnings"]
     assert "ConvergenceWarning" in [w["category"] for w in capped]
+
+
+def test_version_records_the_neighbour_search_and_its_recall(client):
+    rng = np.random.default_rng(4)
+    X = rng.random((300, 5))
+    Y = (X[:, :3] + 0.2 * rng.random((300, 3)) > 0.6).astype(int)
+    dataset = upload_csv(client, X, Y, name="knn")
+    train(client, "mlknn", dataset["id"], "approx", k=5, neighbors="approximate")
+    details = client.get("/models/approx/versions/1").json()["fit_details"]
+    assert details["neighbour_search"] == "approximate"
+    assert isinstance(details["neighbour_recall"], float) and 0.9 <= details["neighbour_recall"] <= 1.0
+    train(client, "dmknn", dataset["id"], "exact", k=5)
+    assert client.get("/models/exact/versions/1").json()["fit_details"] == {
+        "neighbour_search": "exact",
+        "neighbour_recall": None,
+    }
+    train(client, "br", dataset["id"], "plain")
+    assert client.get("/models/plain/versions/1").json()["fit_details"] is None

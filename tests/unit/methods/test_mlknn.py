@@ -222,7 +222,7 @@ def test_emotions_official_split_quality():
 
 @pytest.mark.parametrize("d", [3, 40])
 def test_blocked_search_and_single_rows_match(monkeypatch, d):
-    import app.methods.mlknn as mod
+    import app.methods.neighbours as mod
 
     rng = np.random.default_rng(d)
     X, Y = make_data(rng, 150, d, 3, "duplicates")
@@ -243,7 +243,7 @@ def test_blocked_search_and_single_rows_match(monkeypatch, d):
 @pytest.mark.parametrize("kind", ["continuous", "binary", "duplicates"])
 def test_tree_and_gemm_queries_find_the_same_neighbours(monkeypatch, kind):
     """New rows skip the KD-tree for small training sets; forcing the tree gives the same sets."""
-    from app.methods import mlknn
+    from app.methods import neighbours
 
     rng = np.random.default_rng(11)
     X, _ = make_data(rng, 200, 3, 1, kind)
@@ -251,7 +251,7 @@ def test_tree_and_gemm_queries_find_the_same_neighbours(monkeypatch, kind):
     index = ExactKNN(X)
     assert index.tree is not None
     gemm = index.kneighbors(Q, 7)
-    monkeypatch.setattr(mlknn, "_BRUTE_QUERY_MAX_ENTRIES", 0)
+    monkeypatch.setattr(neighbours, "_BRUTE_QUERY_MAX_ENTRIES", 0)
     np.testing.assert_array_equal(index.kneighbors(Q, 7), gemm)
     np.testing.assert_array_equal(gemm, brute_knn(X, Q, 7, loo=False))
 

@@ -1,0 +1,569 @@
+"""Neighbour search for the kNN methods (ML-kNN, DMKNN): exact where it is cheap, an
+inverted-file index above ``EXACT_MAX_N`` training rows, and one neighbour graph shared within
+a selection.
+
+Exact search (:class:`ExactKNN`) is one GEMM over all pairs: its fit cost grows as n^2 d (41 s
+for tmc2007-500's 21,519 rows on a quiet machine) and a one-row query scans the whole training
+matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`, an
+inverted file (faiss ``IndexIVFFlat``: k-means cells of about ``ROWS_PER_LIST`` rows; a query
+scans the rows of its few nearest cells), so the fit grows about linearly in n and a one-row
+query reads a few hundred rows. docs/neighbours.md has the measurements behind the choice of
+library (hnswlib, pynndescent and faiss were compared) and of the constants below. Both give
+the same contract: ``kneighbors(Q, k)`` -> (n, k) training indices, nearest first, ties by lower
+index among the candidates, ``Q=None`` for leave-one-out neighbourhoods (each row excluded by
+index, never by distance, so its duplicates stay eligible).
+
+An approximate graph is only as good as its recall, so :func:`training_graph` measures it: on a
+sample of training rows, the share of returned neighbours that are true k nearest neighbours
+(tie-aware: a neighbour at the k-th true distance counts), and raises the cells searched until
+the sample reaches ``RECALL_TARGET`` or every cell is searched. The recall is kept on the graph
+and the estimators record it as a fitted attribute (the version shows it).
+
+Within one ``auto`` run ``mlknn`` and ``dmknn`` compute the same leave-one-out graph over the
+same scaled training rows in every fold. :func:`sharing_graphs` opens a cache, keyed by the
+content of the scaled training matrix, k and the search, that :func:`training_graph` consults:
+the second method of a fold reuses the first one's graph and index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import faiss
+import numpy as np
+from scipy import sparse
+from sklearn.neighbors import KDTree
+
+#: The ``neighbors`` parameter of ML-kNN and DMKNN.
+NeighborSearch = Literal["auto", "exact", "approximate"]
+#: ``neighbors="auto"`` searches exactly up to this many training rows (docs/neighbours.md:
+#: below it the exact GEMM costs about as much as building the index, and its answers are exact).
+EXACT_MAX_N = 8_000
+#: The inverted file: about this many training rows per cell (``n_lists = m // ROWS_PER_LIST``,
+#: at most ``MAX_LISTS``), k-means trained on ``TRAIN_ROWS_PER_LIST`` sampled rows per cell.
+ROWS_PER_LIST = 160
+MAX_LISTS = 4096
+TRAIN_ROWS_PER_LIST = 64
+#: Cells probed per query at first, raised by ``PROBE_GROWTH`` while the sampled recall is
+#: below target.
+FIRST_PROBES = 8
+PROBE_GROWTH = 1.5
+#: Sampled recall the probes are raised for.
+RECALL_TARGET = 0.96
+#: Training rows whose leave-one-out neighbours are checked against exact search at fit time.
+RECALL_SAMPLE = 300
+#: Candidates fetched per query beyond k, re-ranked by exact distance (then index).
+EXTRA_CANDIDATES = 5
+#: Rows added to the index per call (the progress callback runs between blocks; sparse rows are
+#: densified one block at a time).
+BUILD_BLOCK = 2048
+#: A selection's graph cache holds at most this many bytes of indexes (least recently used out).
+SHARED_GRAPHS_BYTES = 1 << 30
+#: Relative slack on GEMM distances when comparing with the true k-th distance (as ExactKNN's).
+_RECALL_RTOL = 1e-9
+
+#: A training or query matrix: dense float64 ndarray, or scipy.sparse CSR (scipy ships no types).
+Matrix: TypeAlias = Any
+
+#: Largest number of float64 entries in one block of the train-by-train distance matrix (the
+#: leave-one-out search of ``fit``): when one block holds every row, NumPy computes it by SYRK,
+#: half the multiplications of a GEMM.
+_BLOCK_ENTRIES = 1 << 22
+#: The same for queries of new rows, smaller: a 2 MB block stays in cache for the selection
+#: that follows the GEMM (scene's test split against its training split: 23 -> 19 ms).
+_QUERY_BLOCK_ENTRIES = 1 << 18
+#: Relative slack on GEMM distances when collecting candidates for the exact recomputation;
+#: far above the rounding error of ||a||^2 + ||b||^2 - 2ab, far below any real gap.
+_GEMM_RTOL = 1e-9
+#: scikit-learn's ``algorithm="auto"`` uses a KD-tree for Euclidean data up to this dimension.
+_KD_TREE_MAX_DIM = 15
+#: Queries of new rows skip the tree when the training matrix has at most this many entries:
+#: a GEMM over it costs less than one ``KDTree.query`` call (whose input checks alone take
+#: about 100 microseconds). Both searches are exact with ties by index: the same neighbours.
+_BRUTE_QUERY_MAX_ENTRIES = 1 << 17
+
+
+# ------------------------------------------------------------------------------ exact search
+class ExactKNN:
+    """Exact K-nearest-neighbour search over a fixed training matrix, ties by lower index.
+
+    Picklable and validation-free on the query path (callers pass float64 C-ordered arrays of
+    the right width).
+    """
+
+    def __init__(self, X: np.ndarray) -> None:
+        self.X = np.ascontiguousarray(X, dtype=np.float64)
+        self.sqnorm = np.einsum("ij,ij->i", self.X, self.X)
+        self.max_sqnorm = float(self.sqnorm.max()) if len(self.sqnorm) else 0.0
+        m, d = self.X.shape
+        # scikit-learn's "auto" rule for Euclidean dense data (tree only pays off in low d).
+        self.tree = KDTree(self.X) if d <= _KD_TREE_MAX_DIM and m >= 64 else None
+
+    @property
+    def n_samples(self) -> int:
+        return self.X.shape[0]
+
+    def kneighbors(self, Q: np.ndarray | None, k: int) -> np.ndarray:
+        """Indices (n, k) of the k nearest training rows of each query, nearest first.
+
+        ``Q=None`` queries the training rows themselves with each row excluded (by index, not
+        by distance: its duplicates remain eligible), i.e. leave-one-out neighbourhoods.
+        """
+        loo = Q is None
+        Q = self.X if Q is None else Q
+        n = Q.shape[0]
+        m = self.n_samples
+        if not 1 <= k <= m - int(loo):
+            raise ValueError(f"k={k} needs at least {k + int(loo)} training samples, have {m}")
+        out = np.empty((n, k), dtype=np.intp)
+        if n == 0:
+            return out
+        use_tree = self.tree is not None and (loo or self.X.size > _BRUTE_QUERY_MAX_ENTRIES)
+        # Leave-one-out on few enough rows: every product at once (SYRK, half a GEMM's work),
+        # then the selection block by block, each block in cache.
+        products = self.X @ self.X.T if loo and not use_tree and n * m <= _BLOCK_ENTRIES else None
+        step = max(1, (_BLOCK_ENTRIES if loo and products is None else _QUERY_BLOCK_ENTRIES) // max(m, 1))
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            offset = start if loo else None
+            if use_tree:
+                rows, cols = self._tree_candidates(Q[start:stop], k, offset)
+                out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
+            else:
+                block = None if products is None else products[start:stop]
+                out[start:stop] = self._brute_block(Q[start:stop], k, offset, block)
+        return out
+
+    def _brute_block(
+        self, Qb: np.ndarray, k: int, self_offset: int | None, products: np.ndarray | None = None
+    ) -> np.ndarray:
+        """GEMM distances. A row whose k-th and (k+1)-th distances are further apart than the
+        rounding error has an unambiguous neighbour set, ordered by (distance, index); only rows
+        with a (near-)tie at the boundary go through the exact recomputation of ``_select``.
+        ``products``: the block's rows of ``X @ X.T``, already computed (overwritten)."""
+        b, m = Qb.shape[0], self.n_samples
+        rows_b = np.arange(b)
+        # ||t||^2 - 2 q.t: the query's own norm is a per-row constant and cannot change ranks
+        if self_offset is not None:
+            D = Qb @ self.X.T if products is None else products
+            D *= -2.0
+            D[rows_b, self_offset + rows_b] = np.inf
+        else:
+            D = (-2.0 * Qb) @ self.X.T
+        D += self.sqnorm[None, :]
+        finite = m - int(self_offset is not None)
+        rows = rows_b[:, None]  # plain fancy indexing: take_along_axis costs more for a few rows
+        if k < finite:
+            part = np.argpartition(D, k, axis=1)
+            idx = part[:, :k]
+            dk = D[rows, idx]
+            nxt = D[rows_b, part[:, k]]
+            slack = _GEMM_RTOL * (np.einsum("ij,ij->i", Qb, Qb) + self.max_sqnorm) + 1e-300
+            tied = nxt <= dk.max(axis=1) + slack
+        else:  # every other training row is a neighbour
+            idx = np.argpartition(D, k - 1, axis=1)[:, :k]
+            dk = D[rows, idx]
+            tied = np.zeros(b, dtype=bool)
+        out = idx[rows, np.lexsort((idx, dk), axis=1)]
+        if tied.any():
+            sub = np.flatnonzero(tied)
+            kth = dk[sub].max(axis=1) + slack[sub]
+            r, c = np.nonzero(D[sub] <= kth[:, None])
+            out[sub] = self._select(Qb[sub], r, c, k, len(sub))
+        return out
+
+    def _tree_candidates(self, Qb: np.ndarray, k: int, self_offset: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """KD-tree candidates, widened per row until nothing beyond them can tie the k-th."""
+        b = Qb.shape[0]
+        m = self.n_samples
+        extra = int(self_offset is not None)
+        width = min(m, 2 * k + extra)
+        pending = np.arange(b)
+        rows_out: list[np.ndarray] = []
+        cols_out: list[np.ndarray] = []
+        assert self.tree is not None
+        while pending.size:
+            dist, idx = self.tree.query(Qb[pending], k=width, return_distance=True, sort_results=True)
+            if self_offset is not None:
+                keep = idx != (self_offset + pending)[:, None]
+            else:
+                keep = np.ones_like(idx, dtype=bool)
+            # the k-th smallest kept distance per row (kept entries are sorted ascending)
+            kth = np.take_along_axis(dist, np.argmax(np.cumsum(keep, axis=1) >= k, axis=1)[:, None], axis=1)[:, 0]
+            complete = (width >= m) | (kth < dist[:, -1] * (1.0 - _GEMM_RTOL))
+            r, c = np.nonzero(keep & complete[:, None] & (dist <= (kth * (1.0 + _GEMM_RTOL))[:, None]))
+            rows_out.append(pending[r])
+            cols_out.append(idx[r, c])
+            pending = pending[~complete]
+            width = min(m, 2 * width)
+        rows = np.concatenate(rows_out)
+        cols = np.concatenate(cols_out)
+        return rows, cols
+
+    # -- exact ordering of the candidates: (sum of squared differences, training index) --
+    def _select(self, Qb: np.ndarray, rows: np.ndarray, cols: np.ndarray, k: int, b: int) -> np.ndarray:
+        d = self.X.shape[1]
+        exact = np.empty(rows.shape[0])
+        step = max(1, _BLOCK_ENTRIES // max(d, 1))
+        for s in range(0, rows.shape[0], step):
+            diff = Qb[rows[s : s + step]] - self.X[cols[s : s + step]]
+            exact[s : s + step] = np.einsum("ij,ij->i", diff, diff)
+        order = np.lexsort((cols, exact, rows))
+        rows, cols = rows[order], cols[order]
+        first = np.searchsorted(rows, np.arange(b))
+        rank = np.arange(rows.shape[0]) - first[rows]
+        take = rank < k
+        return cols[take].reshape(b, k)
+
+
+# ------------------------------------------------------------------------ approximate search
+def _dense_rows(X: Matrix, rows: np.ndarray | slice) -> np.ndarray:
+    """Rows of ``X`` as dense float64 (one block of a sparse matrix at a time)."""
+    block = X[rows]
+    return np.asarray(block.toarray() if sparse.issparse(block) else block, dtype=np.float64)
+
+
+def _sqnorms(X: Matrix) -> np.ndarray:
+    if sparse.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """faiss single-threaded: k-means is then reproducible, and a job's search does not spin
+    OpenMP threads against the other jobs of a shared machine (as BLAS in cross-validation)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+class ApproximateKNN:
+    """Inverted-file neighbour search over a fixed training matrix (dense float64 or CSR).
+
+    The index (faiss ``IndexIVFFlat``) clusters the training rows into ``n_lists`` cells by
+    k-means (on a fixed-seed sample, single-threaded: the same rows give the same index) and
+    answers a query from the rows of its ``n_probe`` nearest cells, so a query costs
+    ``n_probe / n_lists`` of an exhaustive scan. It proposes ``k + EXTRA_CANDIDATES`` candidates
+    per query; they are re-ranked by their exact squared distance (float64, sum of squared
+    differences), ties by lower index, as :class:`ExactKNN` orders its neighbours. The training
+    matrix is kept for that re-ranking (a CSR matrix stays CSR; the index holds float32 rows,
+    added one densified block at a time). Picklable (faiss serialises the index to bytes).
+    """
+
+    def __init__(self, X: Matrix, *, seed: int = 0, progress: Callable[[float], None] | None = None) -> None:
+        self.X: Matrix = X.tocsr() if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+        m, d = self.X.shape
+        self.sqnorm = _sqnorms(self.X)
+        self.n_lists = int(min(max(1, m // ROWS_PER_LIST), MAX_LISTS))
+        self.n_probe = min(self.n_lists, FIRST_PROBES)
+        rng = np.random.default_rng(seed)
+        sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * self.n_lists), replace=False))
+        self.index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, self.n_lists)
+        self.index.cp.seed = seed
+        with _one_thread():
+            self.index.train(_dense_rows(self.X, sample).astype(np.float32))
+            for start in range(0, m, BUILD_BLOCK):
+                stop = min(m, start + BUILD_BLOCK)
+                self.index.add(_dense_rows(self.X, slice(start, stop)).astype(np.float32))
+                if progress is not None:
+                    progress(stop / m)
+            self.centroids = self.index.quantizer.reconstruct_n(0, self.n_lists)
+            cell = np.empty(m, dtype=np.intp)
+            for start in range(0, m, BUILD_BLOCK):
+                stop = min(m, start + BUILD_BLOCK)
+                cell[start:stop] = self.index.quantizer.search(
+                    _dense_rows(self.X, slice(start, stop)).astype(np.float32), 1
+                )[1][:, 0]
+        #: training rows grouped by cell (stable: by index within a cell), and where each cell starts
+        self.by_cell = np.argsort(cell, kind="stable")
+        self.cell_start = np.searchsorted(cell[self.by_cell], np.arange(self.n_lists + 1))
+        self.cell = cell
+        self.index.nprobe = self.n_probe
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["index"] = faiss.serialize_index(self.index)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["index"] = faiss.deserialize_index(state["index"])
+        self.__dict__.update(state)
+        self.index.nprobe = self.n_probe
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held: the training matrix and the index's float32 rows."""
+        X = self.X
+        own = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sparse.issparse(X) else X.nbytes
+        return int(own + 4 * X.shape[0] * X.shape[1])
+
+    def set_probes(self, n_probe: int) -> None:
+        """Cells searched by every later query (more: higher recall, slower queries)."""
+        self.n_probe = int(min(max(1, n_probe), self.n_lists))
+        self.index.nprobe = self.n_probe
+
+    def kneighbors(self, Q: np.ndarray | None, k: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """Indices (n, k) of the k nearest training rows of each query, nearest first.
+
+        ``Q=None`` gives leave-one-out neighbourhoods of the training rows (all of them, or
+        those in ``rows``): each query row is excluded by its index only. They are computed
+        cell by cell: the rows of one cell against the rows of the ``n_probe`` cells nearest
+        to its centroid, one GEMM per cell (faiss's per-pair scan is ~10x slower per distance
+        than a GEMM on dense rows, which ate most of the saving; docs/neighbours.md). New rows
+        are faiss queries (their own ``n_probe`` nearest cells).
+        """
+        loo = Q is None
+        m = self.n_samples
+        if not 1 <= k <= m - int(loo):
+            raise ValueError(f"k={k} needs at least {k + int(loo)} training samples, have {m}")
+        width = min(m, k + int(loo) + EXTRA_CANDIDATES)
+        if loo:
+            return self._loo(np.arange(m) if rows is None else np.asarray(rows, dtype=np.intp), k, width)
+        assert Q is not None
+        n = Q.shape[0]
+        out = np.empty((n, k), dtype=np.intp)
+        step = max(1, (1 << 22) // max(width * self.X.shape[1], 1))
+        for start in range(0, n, step):
+            Qb = np.asarray(Q[start : start + step], dtype=np.float64)
+            cand = self._candidates(Qb, width)
+            out[start : start + step] = self._rerank(Qb, cand, k)
+        return out
+
+    def _loo(self, rows: np.ndarray, k: int, width: int) -> np.ndarray:
+        """Leave-one-out neighbours of training ``rows``, one cell at a time.
+
+        The rows are copied once into cell order as float32, so that each probed cell is a
+        contiguous block for a float32 GEMM (half a float64 one's time); the float32 distances
+        only choose ``width`` candidates, which are then re-ranked by exact float64 distance.
+        """
+        m = self.n_samples
+        out = np.empty((len(rows), k), dtype=np.intp)
+        with _one_thread():
+            probes = self.index.quantizer.search(self.centroids, self.n_probe)[1]
+        position = np.empty(m, dtype=np.intp)
+        position[rows] = np.arange(len(rows))
+        wanted = np.zeros(m, dtype=bool)
+        wanted[rows] = True
+        ordered = np.empty((m, self.X.shape[1]), dtype=np.float32)
+        for start in range(0, m, BUILD_BLOCK):
+            ordered[start : start + BUILD_BLOCK] = _dense_rows(self.X, self.by_cell[start : start + BUILD_BLOCK])
+        sqnorm = self.sqnorm[self.by_cell].astype(np.float32)
+        bounds = self.cell_start
+        for c in range(self.n_lists):
+            local = np.flatnonzero(wanted[self.by_cell[bounds[c] : bounds[c + 1]]]) + bounds[c]
+            if not local.size:
+                continue
+            members = self.by_cell[local]
+            cells = [p for p in probes[c] if p >= 0 and bounds[p + 1] > bounds[p]]
+            pool = np.concatenate([np.arange(bounds[p], bounds[p + 1]) for p in cells])  # positions in cell order
+            if pool.size - 1 < k:  # too few rows in the probed cells: every row is a candidate
+                cand = np.broadcast_to(np.arange(m), (members.size, m)).copy()
+            else:
+                Qb32 = ordered[local]
+                D = np.empty((members.size, pool.size), dtype=np.float32)
+                at = 0
+                for p in cells:
+                    block = ordered[bounds[p] : bounds[p + 1]]
+                    D[:, at : at + block.shape[0]] = sqnorm[bounds[p] : bounds[p + 1]][None, :] - 2.0 * (Qb32 @ block.T)
+                    at += block.shape[0]
+                D[pool[None, :] == local[:, None]] = np.inf
+                w = min(width, pool.size)
+                cand = self.by_cell[pool[np.argpartition(D, w - 1, axis=1)[:, :w]]]
+            out[position[members]] = self._rerank(_dense_rows(self.X, members), cand, k, members)
+        return out
+
+    def _rerank(self, Qb: np.ndarray, cand: np.ndarray, k: int, own: np.ndarray | None = None) -> np.ndarray:
+        """The k candidates nearest by exact distance, ties by lower index (``own``: the query
+        rows' own indices, never their neighbours)."""
+        exact = self._exact_sqdist(Qb, cand)
+        if own is not None:
+            exact[cand == own[:, None]] = np.inf
+        order = np.lexsort((cand, exact), axis=1)[:, :k]
+        return np.take_along_axis(cand, order, axis=1)
+
+    def _candidates(self, Qb: np.ndarray, width: int) -> np.ndarray:
+        """``width`` candidate indices per query row. A query whose probed cells hold fewer
+        rows than that (faiss pads with -1) is scanned exhaustively instead (then exact)."""
+        with _one_thread():
+            _, labels = self.index.search(np.ascontiguousarray(Qb, dtype=np.float32), width)
+        cand = np.asarray(labels, dtype=np.intp)
+        for i in np.flatnonzero((cand < 0).any(axis=1)):
+            D = self.sqnorm - 2.0 * np.asarray(self.X @ Qb[i]).ravel()
+            cand[i] = np.argsort(D, kind="stable")[:width]
+        return cand
+
+    def _exact_sqdist(self, Qb: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Sum of squared differences of each query row to each of its candidates (float64)."""
+        b, w = cand.shape
+        diff = np.repeat(Qb, w, axis=0)
+        diff -= _dense_rows(self.X, cand.ravel())
+        return np.einsum("ij,ij->i", diff, diff).reshape(b, w)
+
+
+# ------------------------------------------------------------------------ the training graph
+Index = ExactKNN | ApproximateKNN
+
+
+@dataclass(frozen=True)
+class NeighbourGraph:
+    """Leave-one-out neighbours of the training rows, the index they came from, its recall.
+
+    ``neighbours`` (m, k) is read-only (it may be shared by several estimators); ``recall`` is
+    the sampled recall of an approximate graph (None for an exact one).
+    """
+
+    index: Index
+    neighbours: np.ndarray
+    search: Literal["exact", "approximate"]
+    recall: float | None
+
+
+def resolve_search(neighbors: NeighborSearch, m: int) -> Literal["exact", "approximate"]:
+    """What ``neighbors`` means for m training rows (``"auto"``: exact up to ``EXACT_MAX_N``)."""
+    if neighbors == "auto":
+        return "exact" if m <= EXACT_MAX_N else "approximate"
+    return neighbors
+
+
+def training_graph(
+    Xs: Matrix, k: int, neighbors: NeighborSearch = "auto", progress: Callable[[float], None] | None = None
+) -> NeighbourGraph:
+    """The k leave-one-out neighbours of every row of the (scaled) training matrix ``Xs``.
+
+    Exact search needs dense rows; the approximate index takes CSR as it is. Inside
+    :func:`sharing_graphs` the graph is computed once per (rows, k, search) and reused.
+    """
+    search = resolve_search(neighbors, Xs.shape[0])
+    cache = _shared.get()
+    if cache is None:
+        return _build(Xs, k, search, progress)
+    return cache.get_or_build((_digest(Xs), k, search), lambda: _build(Xs, k, search, progress))
+
+
+def _build(
+    Xs: Matrix, k: int, search: Literal["exact", "approximate"], progress: Callable[[float], None] | None
+) -> NeighbourGraph:
+    if search == "exact":
+        index: Index = ExactKNN(_dense_rows(Xs, slice(None)) if sparse.issparse(Xs) else Xs)
+        neighbours, recall = index.kneighbors(None, k), None
+    else:
+        index = ApproximateKNN(Xs, progress=None if progress is None else lambda f: progress(0.5 * f))
+        recall = _tune_breadth(index, k)
+        neighbours = index.kneighbors(None, k)
+    if progress is not None:
+        progress(1.0)
+    neighbours.flags.writeable = False
+    return NeighbourGraph(index, neighbours, search, recall)
+
+
+def _tune_breadth(index: ApproximateKNN, k: int) -> float:
+    """Raise the probed cells until the sampled leave-one-out recall reaches
+    ``RECALL_TARGET`` (or every cell is probed: exact); returns the sampled recall."""
+    m = index.n_samples
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(m, size=min(m, RECALL_SAMPLE), replace=False))
+    kth, slack = _true_kth(index.X, index.sqnorm, rows, k)
+    while True:
+        found = index.kneighbors(None, k, rows=rows)
+        recall = _recall(index, rows, found, kth, slack)
+        if recall >= RECALL_TARGET or index.n_probe >= index.n_lists:
+            return recall
+        index.set_probes(max(index.n_probe + 1, int(PROBE_GROWTH * index.n_probe)))
+
+
+def _true_kth(X: Matrix, sqnorm: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact squared distance of each sampled row to its k-th nearest *other* training row
+    (the (k+1)-th smallest over all rows, the row itself being at 0), and the rounding slack of
+    the GEMM it came from."""
+    products = X[rows] @ X.T
+    products = products.toarray() if sparse.issparse(products) else np.asarray(products)
+    D = sqnorm[rows, None] + sqnorm[None, :] - 2.0 * products
+    kth = np.partition(D, k, axis=1)[:, k]
+    slack = _RECALL_RTOL * (sqnorm[rows] + float(sqnorm.max())) + 1e-300
+    return kth, slack
+
+
+def _recall(index: ApproximateKNN, rows: np.ndarray, found: np.ndarray, kth: np.ndarray, slack: np.ndarray) -> float:
+    """Share of the found neighbours within the true k-th distance (ties count as true)."""
+    exact = index._exact_sqdist(_dense_rows(index.X, rows), found)
+    return float(np.mean(exact <= (kth + slack)[:, None]))
+
+
+# ------------------------------------------------------------------------ sharing in a selection
+def _digest(X: Matrix) -> tuple[tuple[int, ...], str]:
+    """Identity of a training matrix's content (shape and blake2b of its bytes)."""
+    h = hashlib.blake2b(digest_size=16)
+    if sparse.issparse(X):
+        X = X.tocsr()
+        for part in (X.data, X.indices, X.indptr):
+            h.update(np.ascontiguousarray(part).data)
+        h.update(b"csr")
+    else:
+        h.update(np.ascontiguousarray(X, dtype=np.float64).data)
+    return tuple(X.shape), h.hexdigest()
+
+
+class GraphCache:
+    """Neighbour graphs by (training matrix content, k, search), least recently used out
+    beyond ``max_bytes``; thread-safe (builds run one at a time, so no graph is built twice)."""
+
+    def __init__(self, max_bytes: int = SHARED_GRAPHS_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._graphs: OrderedDict[Any, NeighbourGraph] = OrderedDict()
+        self._lock = threading.Lock()
+        self.builds = 0
+        self.hits = 0
+
+    def get_or_build(self, key: Any, build: Callable[[], NeighbourGraph]) -> NeighbourGraph:
+        with self._lock:
+            graph = self._graphs.get(key)
+            if graph is not None:
+                self._graphs.move_to_end(key)
+                self.hits += 1
+                return graph
+            graph = build()
+            self.builds += 1
+            self._graphs[key] = graph
+            while len(self._graphs) > 1 and sum(_nbytes(g) for g in self._graphs.values()) > self.max_bytes:
+                self._graphs.popitem(last=False)
+            return graph
+
+
+def _nbytes(graph: NeighbourGraph) -> int:
+    index = graph.index
+    held = index.nbytes if isinstance(index, ApproximateKNN) else index.X.nbytes
+    return int(held + graph.neighbours.nbytes)
+
+
+_shared: ContextVar[GraphCache | None] = ContextVar("labelserve_shared_neighbour_graphs", default=None)
+
+
+@contextmanager
+def sharing_graphs(max_bytes: int = SHARED_GRAPHS_BYTES) -> Iterator[GraphCache]:
+    """Within the block, :func:`training_graph` computes each graph once (model selection:
+    ``mlknn`` and ``dmknn`` on the same fold). Nested blocks share the outer cache."""
+    outer = _shared.get()
+    if outer is not None:
+        yield outer
+        return
+    cache = GraphCache(max_bytes)
+    token = _shared.set(cache)
+    try:
+        yield cache
+    finally:
+        _shared.reset(token)
