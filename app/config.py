@@ -61,6 +61,19 @@ class Settings(BaseSettings):
         description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files); "
         "a model larger than this alone is still served, and kept alone",
     )
+    max_model_mb: float = Field(
+        3072,
+        gt=0,
+        description="Most memory a training may be estimated to take at its peak, model included (each method "
+        "declares its estimate); larger ones are refused at submit. The default suits a 4 GB worker",
+    )
+    max_answer_cells: int = Field(
+        500_000,
+        ge=1,
+        description="Most rows x labels of one prediction answer (a score of the compact 'scores' output counts "
+        "1/16 of a cell); a request for more is refused (413) with how to batch, or becomes a batch job when it "
+        "names a stored dataset",
+    )
     batch_job_rows: int = Field(50_000, ge=1, description="Datasets with more rows are predicted as a background job")
     log_level: str = "INFO"
     auto_migrate: bool | None = Field(

@@ -13,7 +13,7 @@ from app.registry import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
 from app.suggest import did_you_mean
 
 T = TypeVar("T")
-OutputName = Literal["labels", "ranking", "distribution", "features"]
+OutputName = Literal["labels", "ranking", "distribution", "features", "scores"]
 
 
 def _known_method(value: str) -> str:
@@ -320,7 +320,9 @@ class VersionOut(BaseModel):
     created_at: datetime = Field(description="when it was registered (UTC)")
     evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
     selection: dict[str, Any] | None = Field(
-        None, description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first)'
+        None,
+        description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first); '
+        "left_out: the candidates whose memory estimate exceeded LABELSERVE_MAX_MODEL_MB, with the reason",
     )
     fit_details: dict[str, Any] | None = Field(
         None,
@@ -344,6 +346,16 @@ class AliasIn(Strict):
 
 
 # prediction and evaluation ----------------------------------------------------------------
+class CsrInstances(Strict):
+    """Instances as a CSR matrix (SciPy's triplet): row i's stored values are
+    ``values[indptr[i]:indptr[i + 1]]`` at the 0-based feature ``indices`` of the same slice; every
+    other feature is 0. Its width is the model's number of features."""
+
+    indptr: list[int] = Field(description="n + 1 non-decreasing offsets into indices and values, from 0")
+    indices: list[int] = Field(description="0-based feature index of each stored value (training order)")
+    values: list[float] = Field(description="the stored values, as many as indices")
+
+
 class PredictRequest(Strict):
     """Predict ``instances`` or a stored dataset; a selector's ``features`` need neither."""
 
@@ -351,10 +363,14 @@ class PredictRequest(Strict):
     instances: list[list[float]] | list[dict[str, float]] | None = Field(
         None, description="feature vectors in training feature order, or {feature_name: value} objects"
     )
+    csr: CsrInstances | None = Field(
+        None, description="instances as a sparse CSR matrix instead of lists (a model of sparse data keeps it sparse)"
+    )
     dataset_id: DatasetRef | None = Field(None, description="predict a stored dataset instead of instances")
     output: OutputName | None = Field(
         None,
-        description="one of the model's outputs; default labels (classifiers), distribution (LDL), features (selectors)",
+        description="one of the model's outputs; default labels (classifiers), distribution (LDL), features "
+        "(selectors); 'scores' (any classifier or LDL model): the label names once and a row-major score matrix",
     )
     threshold: float | None = Field(None, description="labels: score above which a label is predicted")
     top_k: int | None = Field(None, ge=1, description="ranking, features: keep only the best top_k")
@@ -384,6 +400,10 @@ class PredictResponse(BaseModel):
     )
     features: list[dict[str, Any]] | None = Field(
         None, description="selectors: [{index, name, score}, ...] best first (indices 0-based, training order)"
+    )
+    labels: list[str] | None = Field(None, description="scores: the label names, the columns of scores")
+    scores: list[list[float]] | None = Field(
+        None, description="scores: one row per instance, one score per label (float32 precision)"
     )
 
 

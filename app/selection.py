@@ -48,7 +48,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -751,9 +751,12 @@ def select(
     random_state: int | None = 0,
     budget: float | None = None,
     n_jobs: int | None = None,
+    exclude: Collection[str] = (),
     progress: ProgressFn | None = None,
 ) -> Selection:
     """Rank the candidates by cross-validated ``metric`` (default: the kind's).
+
+    ``exclude``: methods left out before pricing (the job's memory bound refused them).
 
     The candidates (default: ``candidate_pool``) are priced and chosen by ``plan`` at 5 folds (or
     the ``cv`` named), so the extra folds of a small dataset never cost a candidate; ``cv`` and
@@ -763,7 +766,7 @@ def select(
     metric = metric or default_metric(kind)
     progress = progress or no_progress
     n = X.shape[0]
-    methods = list(candidates) if candidates else candidate_pool(kind)
+    methods = [m for m in (list(candidates) if candidates else candidate_pool(kind)) if m not in exclude]
     entries = [(m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else [{}])]
     chosen = plan(
         X,

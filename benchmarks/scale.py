@@ -19,9 +19,24 @@ directory), each printed as a Markdown table:
    and final RSS and the cache's hits, once with the bound and once with a bound larger than
    all four (what a count-bounded cache did).
 
+3. **Trainings with CSR inside** (``--skip-training``): bibtex-train uploaded, then ``br``,
+   ``mlknn`` and ``rf`` trained by the API's local pool; each job's ``trained`` log line gives
+   the fit's measured resident growth and peak (``VmHWM`` reset before the fit) beside its
+   estimate and the artifact's size, shown with the size a dense n x d float64 copy would
+   have. Then ``rf`` on a generated set of bibtex's size (4880 x 1836, the same density) with
+   1,000 labels: submitted with its defaults (refused at submit, or trained), then with the
+   ``max_depth`` its refusal suggests.
+4. **Answers** (``--skip-answers``): a ``br`` model of 1,000 labels (generated, 400 x 20) asked
+   for a 3000-row ``ranking`` (refused with the advice, or answered), then for the ``scores``
+   output of the same rows: status, answer bytes per score, API RSS growth.
+
 Targets (issue 22): bibtex-train stored at most 3x the file; its upload at most 2x the bare
 sparse read; RSS growth during the upload under 150 MB; four forests served within 1.3 GB RSS
-with a 1000 MB cache.
+with a 1000 MB cache; br, mlknn, rf on bibtex with no dense n x d copy in the job (the peak
+beside the dense size); the 1,000-label forest trained within LABELSERVE_MAX_MODEL_MB or refused
+at submit, never a dead worker; estimate vs artifact within a factor of 2; the 3000 x 1000
+ranking refused or answered within 200 MB of API RSS growth, its scores output under 15 bytes a
+score.
 
 Run: ``.venv/bin/python -m benchmarks.scale [--repeats 3] [--cache-mb 1000] [--trees 25]
 [--skip-forests] [--skip-uploads]``. Needs ``../shared/data`` (the upload part is skipped without it). Every
@@ -32,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -46,7 +62,7 @@ import httpx
 import numpy as np
 import scipy.sparse as sp
 
-from app.db import session_scope
+from app.db import Database
 from app.methods.catalog import get_method
 from app.registry import library_versions, register_version
 from app.store import Store
@@ -138,7 +154,7 @@ def register_forests(database_url: str, store: Store, model: object, d: int, q: 
         model.benchmark_copy_ = i  # type: ignore[attr-defined]
         sha = store.save_artifact(model)
         sizes.append(store.artifact_size(sha))
-        with session_scope(database_url) as session:
+        with Database(database_url).session() as session:
             register_version(
                 session,
                 store,
@@ -183,6 +199,141 @@ def serve_forests(
     return start, peak, now, hits
 
 
+@dataclass
+class TrainingRow:
+    set: str
+    method: str
+    params: dict
+    status: int | str
+    detail: str
+    memory: dict
+    seconds: float
+
+
+def _trained_lines(log: Path) -> dict[str, dict]:
+    """The ``trained`` JSON lines of the API's log (its pool processes write there too), by job id."""
+    found = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if '"message":"trained"' in line:
+            record = json.loads(line[line.index("{") :])
+            found[record["job_id"]] = record.get("memory_mb", {})
+    return found
+
+
+def _train(
+    base: str, dataset_id: str, method: str, params: dict, log: Path, name: str | None = None
+) -> tuple[int | str, str, dict, float]:
+    start = time.perf_counter()
+    r = httpx.post(
+        base + "/train?wait=true&timeout=3000",
+        json={
+            "method": method,
+            "dataset_id": dataset_id,
+            "model_name": name or f"{method}-{time.time_ns()}",
+            "params": params,
+        },
+        timeout=3600,
+    )
+    elapsed = time.perf_counter() - start
+    if r.status_code != 200:
+        return r.status_code, r.json()["detail"][0]["msg"] if r.status_code == 422 else r.text[:300], {}, elapsed
+    job = r.json()
+    return job["status"], job.get("error") or "", _trained_lines(log).get(job["id"], {}), elapsed
+
+
+def generated_sparse_arff(n: int, d: int, q: int, density: float, seed: int = 0) -> bytes:
+    """A sparse ARFF of n x d non-negative features (``density`` stored) and q labels (the last q
+    attributes, Mulan's layout) that depend on them, at bibtex's label density (about 2.4 %)."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr", data_rvs=lambda k: np.ones(k))
+    scores = X @ rng.normal(size=(d, q)) + rng.normal(scale=2.0, size=(n, q))
+    Y = scores > np.quantile(scores, 0.976, axis=0)
+    out = io.StringIO()
+    out.write("@relation generated\n")
+    for j in range(d):
+        out.write(f"@attribute f{j} numeric\n")
+    for j in range(q):
+        out.write(f"@attribute l{j} {{0,1}}\n")
+    out.write("@data\n")
+    for i in range(n):
+        cells = [f"{j} 1" for j in X.indices[X.indptr[i] : X.indptr[i + 1]]]
+        cells += [f"{d + j} 1" for j in np.flatnonzero(Y[i])]
+        out.write("{" + ",".join(cells) + "}\n")
+    return out.getvalue().encode()
+
+
+def _upload(base: str, name: str, content: bytes, form: dict | None = None, extra: dict | None = None) -> dict:
+    files = {"file": (name, content), **(extra or {})}
+    r = httpx.post(base + "/datasets", files=files, data=form or {}, timeout=600)
+    if r.status_code != 201:
+        raise RuntimeError(f"upload of {name}: {r.status_code} {r.text[:500]}")
+    return r.json()
+
+
+def measure_trainings(base: str, log: Path) -> tuple[list[TrainingRow], dict[str, tuple[int, int, int]]]:
+    """The bibtex trainings and the 1,000-label forest; also each set's (n, d, non-zeros)."""
+    folder = bd.require_data_dir() / "multilabel" / "bibtex"
+    bibtex = _upload(
+        base,
+        "bibtex-train.arff",
+        (folder / "bibtex-train.arff").read_bytes(),
+        extra={"labels_file": ("bibtex.xml", (folder / "bibtex.xml").read_bytes())},
+    )
+    n, d = bibtex["n_samples"], bibtex["n_features"]
+    generated = _upload(
+        base,
+        "wide.arff",
+        generated_sparse_arff(n, d, 1000, bibtex["density"]),
+        form={"label_count": "1000"},
+    )
+    shapes = {
+        "bibtex-train": (n, d, bibtex["n_labels"], round(bibtex["density"] * n * d)),
+        "generated, 1000 labels": (n, d, 1000, round(generated["density"] * n * d)),
+    }
+    plan = [
+        ("bibtex-train", bibtex, "br", {}),
+        ("bibtex-train", bibtex, "mlknn", {}),
+        ("bibtex-train", bibtex, "rf", {}),
+        ("bibtex-train", bibtex, "rf", {"n_estimators": 50}),
+        ("generated, 1000 labels", generated, "rf", {}),
+        ("generated, 1000 labels", generated, "rf", {"max_depth": 8}),
+    ]
+    rows = []
+    for name, dataset, method, params in plan:
+        status, detail, memory, seconds = _train(base, dataset["id"], method, params, log)
+        rows.append(TrainingRow(name, method, params, status, detail, memory, seconds))
+        print(f"  {name} {method} {params}: {status} {detail[:160]} {memory} ({seconds:.0f} s)", file=sys.stderr)
+    return rows, shapes
+
+
+def measure_answers(base: str, pid: int, log: Path) -> list[tuple[str, int, int, float, int]]:
+    """(output, status, answer bytes, bytes per score, API RSS growth) of a 3000 x 1000-label answer."""
+    rng = np.random.default_rng(0)
+    n, d, q = 400, 20, 1000
+    X = rng.random((n, d))
+    Y = (X @ rng.normal(size=(d, q)) + rng.normal(size=(n, q)) > 1.0).astype(int)
+    table = io.StringIO()
+    np.savetxt(table, np.hstack([X, Y]), delimiter=",", fmt="%.6g")
+    header = ",".join([*(f"f{j}" for j in range(d)), *(f"l{j}" for j in range(q))])
+    dataset = _upload(base, "wide.csv", (header + "\n" + table.getvalue()).encode(), form={"label_count": str(q)})
+    model = "wide-br"
+    status, detail, _, _ = _train(base, dataset["id"], "br", {"max_iter": 200}, log, name=model)
+    if status != "succeeded":
+        raise RuntimeError(f"the 1,000-label br did not train: {status} {detail}")
+    instances = rng.random((3000, d)).round(4).tolist()
+    out = []
+    for output in ("ranking", "scores"):
+        before = rss(pid)
+        reset_peak(pid)
+        r = httpx.post(base + "/predict", json={"model": model, "instances": instances, "output": output}, timeout=600)
+        growth = rss(pid, "VmHWM") - before
+        per_score = len(r.content) / (3000 * q) if r.status_code == 200 else 0.0
+        if r.status_code != 200:
+            print(f"  {output}: {r.status_code} {r.text[:300]}", file=sys.stderr)
+        out.append((output, r.status_code, len(r.content), per_score, growth))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -192,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=2000, help="training rows of the served forest")
     ap.add_argument("--skip-forests", action="store_true")
     ap.add_argument("--skip-uploads", action="store_true")
+    ap.add_argument("--skip-training", action="store_true")
+    ap.add_argument("--skip-answers", action="store_true")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="labelserve-scale-"))
     procs = Processes(tmp)
@@ -223,6 +376,35 @@ def main(argv: list[str] | None = None) -> int:
                 )
         else:
             print("../shared/data not found: uploads skipped", file=sys.stderr)
+        if not (args.skip_training and args.skip_answers):
+            command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+            base, pid = procs.start("training", command, env, "/ready")
+            log = tmp / "training.log"
+            if not args.skip_training and bd.data_dir() is not None:
+                trainings, shapes = measure_trainings(base, log)
+                print(f"\nTrainings (LABELSERVE_MAX_MODEL_MB default; load average {os.getloadavg()[0]:.1f})\n")
+                print(
+                    "| set (n x d, non-zeros) | dense n x d | method, params | result | fit peak (growth) | estimated peak | artifact | estimated model | est. / artifact |"
+                )
+                print("|---|---|---|---|---|---|---|---|---|")
+                for t in trainings:
+                    n, d, q, nnz = shapes[t.set]
+                    m = t.memory
+                    ratio = f"{m['estimate_model'] / m['artifact']:.2f}" if m.get("artifact") else "-"
+                    result = t.status if t.status == "succeeded" else f"{t.status}: {t.detail[:200]}"
+                    print(
+                        f"| {t.set} ({n} x {d}, {q} labels, {nnz} nnz) | {8 * n * d / MB:.0f} MB | {t.method} {json.dumps(t.params)} "
+                        f"| {result} | {m.get('measured_peak', '-')} MB | {m.get('estimate_peak', '-')} MB "
+                        f"| {m.get('artifact', '-')} MB | {m.get('estimate_model', '-')} MB | {ratio} |"
+                    )
+            if not args.skip_answers:
+                answers = measure_answers(base, pid, log)
+                print("\nA 3000-row answer of a 1,000-label model (LABELSERVE_MAX_ANSWER_CELLS default)\n")
+                print("| output | status | answer | bytes per score | API RSS growth |")
+                print("|---|---|---|---|---|")
+                for output, status, size, per_score, growth in answers:
+                    print(f"| {output} | {status} | {size / MB:.2f} MiB | {per_score:.2f} | {growth / MB:.0f} MB |")
+            procs.stop()
         if not args.skip_forests:
             d, q, copies = 20, args.labels, 4
             start = time.perf_counter()

@@ -43,12 +43,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import v2_binary
 from app.api.gate import RequestGate
-from app.api.offload import INLINE_BYTES, large_body_limiter
+from app.api.offload import INLINE_BYTES, INLINE_CELLS, large_body_limiter
 from app.core import Core
 from app.observability import record_request
 from app.schemas import PredictRequest
 from app.services import inference
-from app.services.prediction import predict_cached
+from app.services.prediction import cached, predict_cached, work_cells
 
 PATH = "/predict"
 _JSON = b"application/json"
@@ -101,10 +101,12 @@ class PredictFastPath:
             template = _TEMPLATES[2] if infer[2] is not None else _TEMPLATES[1]
             v2 = functools.partial(_infer, name=infer[1], version=infer[2], header_length=_header_length(scope))
             work, route = v2, routes[template]
-        if len(body) <= INLINE_BYTES:
-            answer = work(core, body)
-        else:
+        if len(body) > INLINE_BYTES:
             answer = await anyio.to_thread.run_sync(work, core, body, limiter=large_body_limiter(state))
+        elif infer is None:
+            answer = await _answer_by_work(core, body, state)
+        else:
+            answer = await _infer_by_work(core, body, state, infer[1], infer[2], _header_length(scope))
         if answer is None:
             await self.app(scope, _replay(body, receive), send)
             return
@@ -145,6 +147,30 @@ def _answer(core: Core, body: bytes) -> bytes | None:
         return None
 
 
+async def _answer_by_work(core: Core, body: bytes, state: State) -> bytes | None:
+    """A small body's answer: decoded on the event loop, computed there when its answer is at
+    most ``INLINE_CELLS`` (rows x labels), else in the large predictions' thread."""
+    try:
+        request = PredictRequest.model_validate(orjson.loads(body))
+        found = cached(core, request)
+    except Exception as exc:  # any error: the route answers it, in its proper form
+        _fell_back(core, PATH, exc)
+        return None
+    if found is None:
+        return None
+    if work_cells(found, request) <= INLINE_CELLS:
+        return _respond(core, request, found)
+    return await anyio.to_thread.run_sync(_respond, core, request, found, limiter=large_body_limiter(state))
+
+
+def _respond(core: Core, request: PredictRequest, found: Any) -> bytes | None:
+    try:
+        return predict_cached(core, request, found)
+    except Exception as exc:  # any error, the answer bound's 413 included: the route answers it
+        _fell_back(core, PATH, exc)
+        return None
+
+
 def _infer(core: Core, body: bytes, name: str, version: str | None, header_length: str | None) -> Answer | None:
     """A V2 inference's response body and headers, as the route gives them for a resolved
     reference (JSON or binary tensor data), or None."""
@@ -156,6 +182,36 @@ def _infer(core: Core, body: bytes, name: str, version: str | None, header_lengt
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
+        return None
+
+
+async def _infer_by_work(
+    core: Core, body: bytes, state: State, name: str, version: str | None, header_length: str | None
+) -> Answer | None:
+    """A small V2 body's answer: read on the event loop, computed there when its output has at
+    most ``INLINE_CELLS`` (instances x labels), else in the large predictions' thread."""
+    route = _TEMPLATES[2] if version is not None else _TEMPLATES[1]
+    try:
+        _, served = core.refs.get(inference.reference(name, version))
+        if served is None:
+            return None
+        decoded = v2_binary.read(body, header_length)
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(core, route, exc)
+        return None
+    shape = decoded.request.inputs[0].shape if decoded.request.inputs else []
+    rows = shape[0] if shape and shape[0] > 0 else 1
+    if rows * len(served.label_names) <= INLINE_CELLS:
+        return _framed(core, route, served, decoded)
+    return await anyio.to_thread.run_sync(_framed, core, route, served, decoded, limiter=large_body_limiter(state))
+
+
+def _framed(core: Core, route: str, served: Any, decoded: v2_binary.Decoded) -> Answer | None:
+    try:
+        framed = v2_binary.write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
+        return framed.body, framed.headers()
+    except Exception as exc:  # any error: the route answers it, in the protocol's shape
+        _fell_back(core, route, exc)
         return None
 
 

@@ -1,5 +1,10 @@
-"""Where a prediction runs: bodies up to ``INLINE_BYTES`` on the event loop, larger ones in the
-app's one thread for them. Shared by the fast path and the V2 routes (neither imports the other).
+"""Where a prediction runs: bodies up to ``INLINE_BYTES`` whose answer is at most ``INLINE_CELLS``
+(rows x labels) on the event loop, anything larger in the app's one thread for them. Shared by
+the fast path and the V2 routes (neither imports the other).
+
+Bytes alone do not bound the work: a 14 KB body of 2,000 short rows asking a 2,000-label ranking
+built a 177 MB answer and held the event loop for 14 s. The body's size decides where it is
+decoded; the answer's cells (known once it is decoded and its model found) where it is computed.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from starlette.datastructures import State
 #: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
 #: loop, larger ones in a thread of their own
 INLINE_BYTES = 128 * 1024
+#: answers of at most this many rows x labels (about 1-2 ms to build) are computed on the event loop
+INLINE_CELLS = 20_000
 
 
 def large_body_limiter(state: State) -> anyio.CapacityLimiter:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from sqlalchemy.orm import Session
 
 from app import reports, selection
@@ -32,16 +33,17 @@ from app.core import Core
 from app.db import Database
 from app.db_errors import retry_transient
 from app.errors import DomainError, InvalidInput
-from app.jobs import transitions
+from app.jobs import peak_memory, transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import JobCancelled, MethodSpec, ProgressFn
+from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, fit_input
 from app.methods.catalog import get_method
+from app.methods.memory_bounds import MemoryBudget, fitting
 from app.orm import Dataset, ModelVersion
 from app.pipeline import SelectedFeatures, top_features
 from app.prediction import label_matrix, predict_items
 from app.registry import drop_unused_artifacts, library_versions, register_version, resolve
-from app.store import Store
+from app.store import DENSE_MAX_CELLS, Store
 
 log = logging.getLogger("labelserve.jobs")
 
@@ -219,7 +221,8 @@ def execute_job(job_id: str, core: Core) -> None:
         payload = load_payload(kind, request)
         with progress:
             if isinstance(payload, TrainPayload):
-                succeeded = _train(job_id, payload, database, store, progress)
+                budget = MemoryBudget(core.settings.max_model_mb, DENSE_MAX_CELLS)
+                succeeded = _train(job_id, payload, database, store, progress, budget)
             elif isinstance(payload, ComparePayload):
                 succeeded = _compare(job_id, payload, database, store, progress)
             else:
@@ -324,7 +327,10 @@ def check_rows(X: np.ndarray, rows: int = 8) -> np.ndarray:
     if X.shape[0] <= 2 * rows:
         return X
     with np.errstate(all="ignore"):
-        magnitude = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        if sparse.issparse(X):  # CSR: the largest stored value of each row (implicit zeros are 0)
+            magnitude = np.asarray(abs(X).max(axis=1).toarray()).ravel() if X.shape[1] else np.zeros(X.shape[0])
+        else:
+            magnitude = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
     extreme = np.argpartition(-magnitude, rows)[:rows]
     return X[np.union1d(np.arange(rows), extreme)]
 
@@ -396,7 +402,7 @@ class _TrainingData:
     feature selector keeps (with the selector's version, for the record)."""
 
     dataset: Dataset
-    X: np.ndarray
+    X: Any  # dense, or CSR for a method that accepts_sparse
     Y: np.ndarray
     indices: np.ndarray | None = None
     selector: ModelVersion | None = None
@@ -412,16 +418,21 @@ class _Fitted:
     seconds: float
     warnings: list[dict[str, Any]]
     selection: dict[str, Any] | None = None
+    #: the fit's estimated and measured memory (MB): ``estimate_peak``, ``estimate_model``,
+    #: ``measured_peak`` (resident growth during the fit), ``resident_peak``; ``artifact`` once saved
+    memory: dict[str, float] | None = None
 
 
-def _train(job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress) -> bool:
+def _train(
+    job_id: str, plan: TrainPayload, database: Database, store: Store, progress: JobProgress, budget: MemoryBudget
+) -> bool:
     """Execute a training plan (``TrainPayload``, decided at submit): read, fit (after a selection
     for ``auto``), check, save and register; False when the job was cancelled meanwhile (nothing
     registered). The parameters were validated at submit and ``fit`` checks them again; the job
     only bounds ``n_jobs`` by this machine."""
     data = _training_data(plan, database, store, progress)
     if plan.method == selection.AUTO:
-        fitted = _select_and_fit(plan, data, progress)
+        fitted = _select_and_fit(plan, data, progress, budget)
     else:
         spec = get_method(plan.method)
         if spec is None:
@@ -442,11 +453,22 @@ def _training_data(plan: TrainPayload, database: Database, store: Store, progres
             raise LookupError(f"dataset '{plan.dataset_id}' no longer exists")
         selector = resolve(session, chosen.model) if chosen is not None else None
     progress("loading data", 0.0)
-    X, Y = store.load_dataset(dataset.sha256)
+    X, Y = _features(plan, store, dataset.sha256)
     if chosen is None or selector is None:
         return _TrainingData(dataset, X, Y)
     indices = top_features(store.load_artifact(selector.artifact_sha256), chosen.top_k, chosen.top_fraction)
     return _TrainingData(dataset, X[:, indices], Y, indices, selector)
+
+
+def _features(plan: TrainPayload, store: Store, sha256: str) -> tuple[Any, np.ndarray]:
+    """The dataset as the plan's method takes it: in its stored form (CSR kept) for a method that
+    ``accepts_sparse``, else dense (densified by the store under its bound; ``auto`` too, whose
+    candidates differ). Targets as float64."""
+    spec = get_method(plan.method)
+    if spec is not None and spec.estimator.accepts_sparse:
+        arrays = store.load_stored(sha256)
+        return fit_input(spec.estimator, arrays.X), arrays.Y.astype(np.float64)
+    return store.load_dataset(sha256)
 
 
 def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
@@ -468,15 +490,22 @@ def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
     return complete
 
 
-def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn) -> _Fitted:
-    """``auto``: cross-validate the candidates, then fit the winner on every row."""
+def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn, budget: MemoryBudget) -> _Fitted:
+    """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
+    out, with the reason, in the selection record), then fit the winner on every row."""
     request = selection.AutoParams.model_validate(plan.params)  # the selection's own declaration
     seed = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)  # older rows
+    kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
+    named = request.candidates or selection.candidate_pool(kind)
+    candidates, left_out = fitting(named, shape, budget)
+    if not candidates:
+        raise InvalidInput("no candidate fits LABELSERVE_MAX_MODEL_MB: " + "; ".join(left_out.values()))
     result = selection.select(
         data.X,
         data.Y,
-        data.dataset.kind,
+        kind,
         candidates=request.candidates,
+        exclude=set(left_out),
         metric=request.metric,
         cv=request.cv,
         tune=request.tune,
@@ -491,18 +520,29 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
     params = spec.params.model_validate(dict(result.best.params)).model_dump(mode="json")
     fitted = _fit(spec, params, data, _scaled(progress, 0.9, 1.0, f"fitting {spec.id}: "))
     record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
+    # beside the candidates the time budget left out: those the memory bound refused, with why
+    record["left_out"] = list(record.get("left_out", [])) + [
+        {"method": method, "reason": reason} for method, reason in left_out.items()
+    ]
     return replace(fitted, selection=record)
 
 
 def _fit(spec: MethodSpec, params: dict[str, Any], data: _TrainingData, progress: ProgressFn) -> _Fitted:
     """Build and fit the estimator, timing the fit and keeping the warnings it raised."""
     estimator = spec.build(params)
+    estimate = spec.estimator.memory_estimate(data_shape(data.X, data.Y), params)
+    peak_memory.reset_peak()
+    before = peak_memory.resident_bytes()
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # a job runs alone in its process
         warnings.simplefilter("always")
         estimator.fit(data.X, data.Y, progress=progress)
     seconds = time.perf_counter() - started
-    return _Fitted(spec, estimator, params, seconds, fit_warnings.recorded(caught))
+    peak = peak_memory.peak_bytes()
+    memory = {"estimate_peak": round(estimate.train_peak_mb, 1), "estimate_model": round(estimate.model_mb, 1)}
+    if peak is not None and before is not None:
+        memory |= {"measured_peak": round((peak - before) / MB, 1), "resident_peak": round(peak / MB, 1)}
+    return _Fitted(spec, estimator, params, seconds, fit_warnings.recorded(caught), memory=memory)
 
 
 def _register(
@@ -561,7 +601,11 @@ def _record_version(
             fit_details=fit_details(fitted.estimator),
         )
         if transitions.succeed(session, job_id, model_version=version.version):
-            log.info("trained", extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4)})
+            memory = (fitted.memory or {}) | {"artifact": round(store.artifact_path(sha256).stat().st_size / MB, 1)}
+            log.info(
+                "trained",
+                extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4), "memory_mb": memory},
+            )
             return True
         session.rollback()
     # cancelled while fitting: register nothing, keep the artifact only if a version shares it
@@ -663,5 +707,5 @@ def _csv_row(row: int, item: dict[str, Any], labels: list[str]) -> list[Any]:
     """One CSV row: the label set joined by ';', or one score column per label."""
     if "labels" in item:
         return [row, ";".join(item["labels"])]
-    values = item.get("distribution") or {e["label"]: e["score"] for e in item["ranking"]}
+    values = item.get("distribution") or item.get("scores") or {e["label"]: e["score"] for e in item["ranking"]}
     return [row, *(values.get(name, "") for name in labels)]

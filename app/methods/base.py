@@ -125,6 +125,54 @@ def validate_params(model: type[MethodParams], values: dict[str, Any], estimator
 
 _Estimator = TypeVar("_Estimator", bound="MethodEstimator")
 
+MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """The sizes a memory estimate is made from: ``n`` rows, ``d`` features, ``q`` labels (or
+    distribution columns), and ``nnz`` stored feature values when the features are sparse
+    (``None``: dense)."""
+
+    n: int
+    d: int
+    q: int
+    nnz: int | None = None
+
+    @property
+    def dense_bytes(self) -> int:
+        """Bytes of the features as a dense float64 (n, d) array."""
+        return 8 * self.n * self.d
+
+    def feature_bytes(self, sparse_ok: bool) -> int:
+        """Bytes of the features as a method receives them: CSR (float64 values, int32 indices)
+        when they are sparse and the method takes them so, else the dense array."""
+        if self.nnz is None or not sparse_ok:
+            return self.dense_bytes
+        return 12 * self.nnz + 8 * (self.n + 1)
+
+    @property
+    def label_bytes(self) -> int:
+        """Bytes of the float64 (n, q) target matrix the template ``fit`` hands to ``_fit``."""
+        return 8 * self.n * self.q
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What a fit is expected to take: its peak bytes (input, copies, model and temporaries)
+    and the bytes of the fitted model (about its artifact's size)."""
+
+    train_peak_bytes: int
+    model_bytes: int
+
+    @property
+    def train_peak_mb(self) -> float:
+        return self.train_peak_bytes / MB
+
+    @property
+    def model_mb(self) -> float:
+        return self.model_bytes / MB
+
 
 class MethodEstimator(BaseEstimator):
     """Base of every method's estimator: the template ``fit`` (see the module docstring).
@@ -180,6 +228,21 @@ class MethodEstimator(BaseEstimator):
         """The method itself, on validated (and scaled) ``X`` and validated targets."""
         raise NotImplementedError
 
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The fit's expected peak and model bytes for data of ``shape`` and these (validated)
+        ``params``, known before any of it is spent (the service refuses a training above
+        ``LABELSERVE_MAX_MODEL_MB`` at submit).
+
+        This default suits a method that keeps its (scaled) training set in the model, as the
+        instance-based methods do: the model is the dense features and targets; the peak is the
+        input, its validated and scaled copies, the model and as much again in temporaries.
+        Methods whose model is of another size override it.
+        """
+        model = shape.dense_bytes + shape.label_bytes
+        peak = shape.feature_bytes(cls.accepts_sparse) + 2 * shape.dense_bytes + 2 * model
+        return MemoryEstimate(peak, model)
+
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self.accepts_sparse
@@ -195,6 +258,12 @@ def fit_input(estimator: MethodEstimator | type[MethodEstimator], X: Any) -> Any
     return X.tocsr() if estimator.accepts_sparse else X.toarray()
 
 
+def data_shape(X: Any, Y: Any) -> DataShape:
+    """The :class:`DataShape` of features ``X`` (dense or sparse) and targets ``Y``."""
+    q = Y.shape[1] if np.ndim(Y) == 2 else 1
+    return DataShape(X.shape[0], X.shape[1], q, int(X.nnz) if sparse.issparse(X) else None)
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """What the catalog, ``GET /methods``, ``POST /train`` and ``POST /predict`` need to know.
@@ -208,7 +277,7 @@ class MethodSpec:
     task: Task
     outputs: tuple[Output, ...]
     params: type[MethodParams]
-    estimator: type
+    estimator: type[MethodEstimator]
     summary: str
     paper: str = ""
     dataset_kind: DatasetKind = "multilabel"
@@ -251,7 +320,16 @@ def check_multilabel(
     exactly one label per sample. A classifier cannot accept it, since its predictions would
     have to be 1-D as well.
     """
-    X, Y = validate_data(estimator, X, Y, multi_output=True, dtype=np.float64, order="C", ensure_min_samples=2)
+    X, Y = validate_data(
+        estimator,
+        X,
+        Y,
+        multi_output=True,
+        dtype=np.float64,
+        order="C",
+        ensure_min_samples=2,
+        accept_sparse=_sparse_format(estimator),
+    )
     Y = np.asarray(Y)
     kind = type_of_target(Y, input_name="Y")
     if kind.startswith("continuous"):
@@ -305,7 +383,21 @@ def check_features(estimator: BaseEstimator, X: Any) -> np.ndarray:
     Zero rows are allowed (the answer is then empty), as on the service's fast path.
     """
     check_is_fitted(estimator)
-    return validate_data(estimator, X, dtype=np.float64, order="C", reset=False, ensure_min_samples=0)
+    return validate_data(
+        estimator,
+        X,
+        dtype=np.float64,
+        order="C",
+        reset=False,
+        ensure_min_samples=0,
+        accept_sparse=_sparse_format(estimator),
+    )
+
+
+def _sparse_format(estimator: object) -> str | bool:
+    """What ``validate_data`` takes for ``estimator``: CSR for a method that ``accepts_sparse``
+    (other sparse formats converted to it), nothing sparse for the others."""
+    return "csr" if getattr(estimator, "accepts_sparse", False) else False
 
 
 # --------------------------------------------------------------------------- task mixins

@@ -16,13 +16,14 @@ present) has no logistic regression; it is predicted with that constant (probabi
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 from scipy.special import expit
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Problem, design_matrix, fit_logistic
 
@@ -52,6 +53,7 @@ class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator)
 
     _params_model = BRParams
     predicts_constant_labels = True
+    accepts_sparse = True  # LogisticRegression takes CSR; min-max scaling of non-negative data keeps it
 
     def __init__(
         self,
@@ -86,9 +88,19 @@ class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator)
             self.coef_[j], self.intercept_[j] = fit.coef, fit.intercept
         self.n_iter_ = max([0] + [fit.n_iter for fit in fitted])
 
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model is the (q, d) coefficients; the fit holds the input, its scaled copy, the
+        targets, the coefficients and one logistic regression's temporaries (a few vectors of
+        n and d, and L-BFGS's history of 10 pairs of d-vectors)."""
+        model = 8 * shape.q * (shape.d + 2) + 8 * shape.d * 3
+        x = shape.feature_bytes(True)
+        peak = 2 * x + shape.label_bytes + model + 8 * (8 * shape.n + 30 * shape.d)
+        return MemoryEstimate(peak, model)
+
     # ----------------------------------------------------------------------- prediction
-    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
-        """Per-label probabilities (n, q) of a float64 (n, d) array already validated."""
+    def _predict_scores(self, X: Any) -> np.ndarray:
+        """Per-label probabilities (n, q) of a float64 (n, d) array (or CSR matrix) already validated."""
         return expit(self.scaling_.transform(X) @ self.coef_.T + self.intercept_)
 
 

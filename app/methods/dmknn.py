@@ -26,6 +26,7 @@ Every reading the paper leaves open is a constructor parameter; see the paramete
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -33,6 +34,8 @@ from pydantic import Field, field_validator
 from scipy.stats import beta as beta_dist
 
 from app.methods.base import (
+    DataShape,
+    MemoryEstimate,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -296,6 +299,13 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         super().__setstate__(state)
 
     # ------------------------------------------------------------------------------ fitting
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """ML-kNN's (the label model shares its neighbour index) plus the itemset model's
+        per-row item counts, counted as another (n, q) float64 matrix."""
+        base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10)})
+        return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, base.model_bytes + shape.label_bytes)
+
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
         """Learn the label and itemset models and their Beta thresholds."""
         Y = Yf.astype(np.uint8)

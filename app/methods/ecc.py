@@ -24,7 +24,7 @@ feature part of every link, then a loop over the links for the label part.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -33,7 +33,7 @@ from pydantic import Field
 from scipy import sparse
 from scipy.special import expit
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Fitted, Problem, design_matrix, fit_logistic
 
@@ -63,9 +63,9 @@ class _Chain:
             self.Wy[t, :t] = link.coef[d:]
         self.b = np.array([link.intercept for link in links])
 
-    def proba(self, Xs: np.ndarray) -> np.ndarray:
-        """Probabilities (n, m) of the varying labels, in label (not chain) order."""
-        Z = Xs @ self.Wx.T + self.b
+    def proba(self, Xs: Any) -> np.ndarray:
+        """Probabilities (n, m) of the varying labels, in label (not chain) order (``Xs`` dense or CSR)."""
+        Z = np.asarray(Xs @ self.Wx.T) + self.b
         m = Z.shape[1]
         fed = np.zeros_like(Z)  # the chain's 0/1 predictions (LogisticRegression.predict: z > 0)
         for t in range(1, m):
@@ -86,6 +86,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
 
     _params_model = ECCParams
     predicts_constant_labels = True
+    accepts_sparse = True  # ClassifierChain stacks CSR features with the labels as CSR
 
     def __init__(
         self,
@@ -140,6 +141,18 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
     def _report_chain(self, progress: ProgressFn, chain: int, fraction: float) -> None:
         progress("chains", (chain + fraction) / self.n_chains)
 
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model is each chain's (q, d) feature and (q, q) label weights; the fit holds the
+        input, its scaled copy, the targets, the chain's features-plus-labels matrix and the
+        column slice of it that one link's logistic regression is fitted on."""
+        chains = int(params.get("n_chains", 5))
+        model = 8 * chains * shape.q * (shape.d + shape.q + 2) + 8 * shape.d * 3
+        x = shape.feature_bytes(True)
+        augmented = x + (12 if shape.nnz is not None else 8) * shape.n * shape.q
+        peak = 2 * x + shape.label_bytes + 2 * augmented + model + 8 * (8 * shape.n + 30 * (shape.d + shape.q))
+        return MemoryEstimate(peak, model)
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Artifacts fitted before the template ``fit`` stored ``varying_`` instead of ``constant_``."""
         if "varying_" in state:
@@ -147,8 +160,8 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         super().__setstate__(state)
 
     # ----------------------------------------------------------------------- prediction
-    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
-        """Mean chain probabilities (n, q) of a float64 (n, d) array already validated (0 in the
+    def _predict_scores(self, X: Any) -> np.ndarray:
+        """Mean chain probabilities (n, q) of a float64 (n, d) array (or CSR matrix) already validated (0 in the
         columns of constant labels, which the template then sets)."""
         P = np.zeros((X.shape[0], self.constant_.shape[0]))
         if self.chains_:

@@ -11,19 +11,35 @@ ranked best first (ties by the lower index). Two estimators of I:
   a mostly-zero text feature gets a "zero" bin), plug-in mutual information from the counts.
   Exact for the binned data, deterministic, a fraction of a second on the same set.
 
+Both take CSR features: the binned estimator reads one column at a time (a dense vector of n);
+the ``knn`` estimator densifies them, because scikit-learn treats every feature of a sparse
+matrix as discrete (its estimate for continuous ones is only defined on dense data), which the
+memory estimate counts.
+
 A label constant in the training data carries no information about any feature (I = 0); it is
 skipped rather than passed to the estimator.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy import sparse
 from sklearn.feature_selection import mutual_info_classif
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, RankedSelectorMixin, constant_labels
+from app.methods.base import (
+    DataShape,
+    MemoryEstimate,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    RankedSelectorMixin,
+    constant_labels,
+)
 
 
 class MIFilterParams(MethodParams):
@@ -36,13 +52,16 @@ class MIFilterParams(MethodParams):
     random_state: int | None = Field(0, description="Seed of the 'knn' estimator's jitter.")
 
 
-def binned_codes(X: np.ndarray, n_bins: int) -> np.ndarray:
-    """Equal-frequency bin codes (n, d), interior quantiles as edges with duplicates merged."""
+def binned_codes(X: Any, n_bins: int) -> np.ndarray:
+    """Equal-frequency bin codes (n, d), interior quantiles as edges with duplicates merged
+    (``X`` dense, or sparse: then read one dense column at a time)."""
     qs = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
     codes = np.empty(X.shape, dtype=np.int64)
+    columns = sparse.csc_matrix(X) if sparse.issparse(X) else None
     for f in range(X.shape[1]):
-        edges = np.unique(np.quantile(X[:, f], qs))
-        codes[:, f] = np.searchsorted(edges, X[:, f], side="left")
+        x = X[:, f] if columns is None else columns[:, [f]].toarray().ravel()
+        edges = np.unique(np.quantile(x, qs))
+        codes[:, f] = np.searchsorted(edges, x, side="left")
     return codes
 
 
@@ -72,6 +91,7 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
     """
 
     _params_model = MIFilterParams
+    accepts_sparse = True
 
     def __init__(
         self,
@@ -88,7 +108,7 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
         self.ratio = ratio
         self.random_state = random_state
 
-    def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
+    def _fit(self, X: Any, Y: np.ndarray, progress: ProgressFn) -> None:
         q = Y.shape[1]
         varying, _ = constant_labels(Y)
         mi = np.zeros((X.shape[1], q))
@@ -96,6 +116,7 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
             progress("mutual information", 0.0)
             mi[:, varying] = binned_mi(binned_codes(X, self.n_bins), Y[:, varying])
         else:
+            X = X.toarray() if sparse.issparse(X) else X
             for j in np.flatnonzero(varying):
                 progress("mutual information", j / q)
                 mi[:, j] = mutual_info_classif(
@@ -105,6 +126,19 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
         self.mutual_information_ = mi
         self.feature_scores_ = mi.sum(axis=1)
         self.ranking_ = np.argsort(-self.feature_scores_, kind="stable")
+
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model is the (d, q) mutual information; the fit holds the input, the (n, d) int64
+        bin codes or the dense copy the ``knn`` estimator needs (and its jittered copy), the targets
+        and, per feature, an (n, bins) one-hot matrix."""
+        model = 8 * shape.d * (shape.q + 3)
+        x = shape.feature_bytes(True)
+        if params.get("estimator", "knn") == "binned":
+            work = shape.dense_bytes + 8 * shape.n * int(params.get("n_bins", 5)) * 2
+        else:
+            work = 2 * shape.dense_bytes + 8 * 16 * shape.n
+        return MemoryEstimate(x + work + shape.label_bytes + model, model)
 
     def _default_count(self, d: int) -> int:
         """Features kept by default: max(1, round(ratio * d))."""

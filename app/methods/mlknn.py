@@ -26,13 +26,16 @@ sampled recall of the true K neighbours (``neighbour_recall_``; docs/neighbours.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from app.methods.base import (
+    DataShape,
     InvalidParameterError,
+    MemoryEstimate,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -46,6 +49,9 @@ from app.methods.fit_warnings import warn_if_constant, warn_if_mostly_empty
 from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
 from app.methods.neighbours import EXACT_MAX_N, ExactKNN, NeighborSearch, training_graph
 from app.methods.numerics import FeatureScaling
+
+#: inner products of one block of the exact neighbour search (``app.methods.neighbours``), for the estimate
+_PRODUCT_BLOCK = 1 << 22
 
 __all__ = ["SPEC", "ExactKNN", "MLkNN", "MLkNNParams", "lookup", "neighbour_counts", "posterior_table"]
 
@@ -223,6 +229,27 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         super().__setstate__(state)
 
     # ----------------------------------------------------------------- fitting
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """The model keeps the scaled training rows (dense float64) and their label sets (and,
+        searched approximately, a float32 copy in the index); the fit also holds the input, the
+        leave-one-out neighbours (n, k) and neighbour counts (n, q), and a block of at most 2^22
+        (and n^2) inner products."""
+        k = int(params.get("k", 10))
+        model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
+        search = params.get("neighbors", "auto")
+        if search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N):
+            model += 4 * shape.n * shape.d
+        peak = (
+            shape.feature_bytes(cls.accepts_sparse)
+            + shape.dense_bytes
+            + shape.label_bytes
+            + model
+            + 8 * shape.n * (k + shape.q)
+            + 8 * min(_PRODUCT_BLOCK, shape.n * shape.n)
+        )
+        return MemoryEstimate(peak, model)
+
     def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
         self._check_k(X.shape[0])
 

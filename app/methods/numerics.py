@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy import sparse
 
 #: What a scaling does with a feature that is constant on the training data.
 #: ``"zero"``: the feature maps to 0 for training *and* test rows, so it can never move a
@@ -46,9 +47,10 @@ class FeatureScaling:
 
     @classmethod
     def minmax(cls, X: np.ndarray, constant: ConstantFeatures) -> FeatureScaling:
-        """Scale every feature to [0, 1] on ``X``; ``constant`` says what a constant feature does."""
-        lo = X.min(axis=0)
-        span = X.max(axis=0) - lo
+        """Scale every feature to [0, 1] on ``X`` (dense or sparse, whose implicit zeros count);
+        ``constant`` says what a constant feature does."""
+        lo, hi = _column_extremes(X)
+        span = hi - lo
         flat = span == 0
         zeroed = flat if constant == "zero" else np.zeros_like(flat)
         return cls(lo, np.where(flat, 1.0, span), zeroed)
@@ -66,13 +68,35 @@ class FeatureScaling:
         """The map that leaves ``d`` features as they are."""
         return cls(np.zeros(d), np.ones(d), np.zeros(d, dtype=bool))
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        """The scaled copy of ``X`` (float64, C order)."""
+    def transform(self, X: Any) -> Any:
+        """The scaled copy of ``X`` (float64, C order).
+
+        A sparse ``X`` stays sparse (CSR) when the map moves no zero, i.e. every offset is 0, as
+        min-max scaling of non-negative data (counts, text) gives: each stored value is divided
+        by its column's scale, the same arithmetic as the dense path. Otherwise every zero would
+        become a stored value, and the scaled copy is dense.
+        """
+        if sparse.issparse(X):
+            if np.any(self.offset[~self.zeroed] != 0):
+                return self.transform(X.toarray())
+            Xs = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+            Xs.data /= self.scale[Xs.indices]
+            if self.zeroed.any():
+                Xs.data[self.zeroed[Xs.indices]] = 0.0
+                Xs.eliminate_zeros()
+            return Xs
         Xs = np.subtract(np.asarray(X, dtype=np.float64), self.offset, order="C")
         Xs /= self.scale  # in place: one temporary less (the same values as ``(X - offset) / scale``)
         if self.zeroed.any():
             Xs[:, self.zeroed] = 0.0
         return Xs
+
+
+def _column_extremes(X: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's minimum and maximum, of a dense or a sparse matrix."""
+    if sparse.issparse(X):
+        return np.asarray(X.min(axis=0).toarray()).ravel(), np.asarray(X.max(axis=0).toarray()).ravel()
+    return X.min(axis=0), X.max(axis=0)
 
 
 def run_blocks(

@@ -24,14 +24,18 @@ rows beats the gathers of the flat walk.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy import sparse
 from sklearn.ensemble import RandomForestClassifier
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import ProbabilityClassifierMixin
+from app.methods.numerics import effective_jobs
 
 #: trees grown between two progress reports
 _BATCH = 25
@@ -102,6 +106,12 @@ class RFParams(MethodParams):
         "sqrt", description="Features tried per split: 'sqrt', 'log2', or a fraction in (0, 1] of d."
     )
     min_samples_leaf: int = Field(1, ge=1, description="Minimum number of training samples in a leaf.")
+    max_depth: int | None = Field(
+        None,
+        ge=1,
+        description="Deepest split level of a tree (None: grown until pure or min_samples_leaf). Every node "
+        "stores a score per label, so with many labels this and min_samples_leaf bound the model's size.",
+    )
     n_jobs: int | None = Field(None, description="Parallel jobs for fitting (None = 1, -1 = all cores).")
     random_state: int | None = Field(0, description="Seed of the bootstrap samples and feature draws.")
 
@@ -115,6 +125,7 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
     """
 
     _params_model = RFParams
+    accepts_sparse = True  # trees are grown on CSC and applied to CSR (float32 either way)
 
     def __init__(
         self,
@@ -122,12 +133,14 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         n_estimators: int = 200,
         max_features: Literal["sqrt", "log2"] | float = "sqrt",
         min_samples_leaf: int = 1,
+        max_depth: int | None = None,
         n_jobs: int | None = None,
         random_state: int | None = 0,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.min_samples_leaf = min_samples_leaf
+        self.max_depth = max_depth
         self.n_jobs = n_jobs
         self.random_state = random_state
 
@@ -137,6 +150,7 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
             n_estimators=0,
             max_features=self.max_features,
             min_samples_leaf=self.min_samples_leaf,
+            max_depth=self.max_depth,
             n_jobs=self.n_jobs,
             random_state=seed,
             warm_start=True,
@@ -154,12 +168,39 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         self.forest_ = forest
         self._flat = _FlatForest(forest.estimators_, self.positive_)
 
+    @classmethod
+    def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
+        """Every node of every tree stores a 64-byte record and a (q, 2) float64 value array, so
+        a forest costs trees x nodes x (64 + 16 q) bytes. A tree has at most twice as many nodes
+        as leaves; a leaf holds at least ``min_samples_leaf`` of the about 63.2 % distinct rows
+        of its bootstrap sample, and ``max_depth`` caps the count at 2^(depth+1) - 1. The fit
+        also holds the input, scikit-learn's float32 copy of it, the targets as float64, and
+        while a tree grows, its node arrays are reallocated by doubling (up to three times its
+        final size at a time, per parallel job)."""
+        trees = int(params.get("n_estimators", 200))
+        leaf = int(params.get("min_samples_leaf", 1))
+        depth = params.get("max_depth")
+        nodes = 2 * max(1, math.ceil(0.632 * shape.n / leaf)) - 1
+        if depth is not None:
+            nodes = min(nodes, 2 ** (int(depth) + 1) - 1)
+        tree = nodes * (64 + 16 * shape.q) + 4096
+        model = trees * tree
+        x32 = 4 * shape.n * shape.d if shape.nnz is None else 8 * shape.nnz + 4 * (shape.d + 1)
+        jobs = min(trees, effective_jobs(params.get("n_jobs") or 1))
+        peak = model + shape.feature_bytes(True) + x32 + shape.label_bytes + 9 * shape.n * shape.q + 3 * jobs * tree
+        return MemoryEstimate(peak, model)
+
     # ----------------------------------------------------------------------- prediction
-    def _predict_scores(self, X: np.ndarray) -> np.ndarray:
-        """Mean leaf frequency of each label (n, q) for a float64 (n, d) array already validated."""
-        if X.shape[0] <= _FLAT_ROWS:
+    def _predict_scores(self, X: Any) -> np.ndarray:
+        """Mean leaf frequency of each label (n, q) for a float64 (n, d) array (or CSR matrix)
+        already validated."""
+        if sparse.issparse(X):
+            X32 = sparse.csr_matrix(X, dtype=np.float32)
+            X32.sort_indices()
+        elif X.shape[0] <= _FLAT_ROWS:
             return self._flat.scores(X)
-        X32 = np.ascontiguousarray(X, dtype=np.float32)
+        else:
+            X32 = np.ascontiguousarray(X, dtype=np.float32)
         q = self.positive_.shape[0]
         total = np.zeros((X.shape[0], q))
         has = self.positive_ >= 0

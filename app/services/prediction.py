@@ -1,6 +1,13 @@
 """Prediction: resolving the model, checking the request against it, and answering it, either at
 once or, for a stored dataset larger than ``batch_job_rows``, as a batch prediction job.
 
+Every answer is bounded before it is computed: rows x labels (``answer_cells``) at most
+``LABELSERVE_MAX_ANSWER_CELLS``, or the request is refused with a 413 that says how to batch, or,
+when it names a stored dataset, predicted by a batch job (decided by cells as well as by
+``batch_job_rows``). The compact ``scores`` output (the label names once, a float32 row-major
+matrix) costs about 11 bytes a score where ``ranking`` costs a JSON object (about 40 bytes, and a
+Python dict of some 300 while it is built), so one of its scores counts 1/16 of a cell.
+
 The hot path: a reference resolved once is kept in the core's ``ResolvedRefs`` until the registry changes
 (see ``Store.registry_changed``), so a prediction of a few instances with a cached reference
 needs no database session: ``app.api.fast_path`` answers it (``predict_cached``), a small one
@@ -16,12 +23,19 @@ import orjson
 from sqlalchemy.orm import Session
 
 from app.core import Core
-from app.errors import InvalidInput, NotFound
+from app.errors import InvalidInput, NotFound, PayloadTooLarge
 from app.jobs.payloads import BatchPredictPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.orm import Dataset
-from app.prediction import instances_to_matrix, predict_items, selected_features
+from app.prediction import (
+    csr_to_matrix,
+    instances_to_matrix,
+    model_input,
+    predict_items,
+    score_matrix,
+    selected_features,
+)
 from app.registry import Served
 from app.schemas import JobOut, PredictRequest
 from app.services.datasets import dataset_with_features
@@ -31,6 +45,59 @@ from app.services.registry import load_served, method_of, resolve_version_key
 #: a ``PredictResponse`` as plain JSON values, built directly: validating and serialising the
 #: response model cost five times what orjson takes for the same bytes, on every prediction
 Answer = dict[str, Any]
+
+
+#: scores of the compact ``scores`` output that count as one cell of the answer bound
+SCORES_PER_CELL = 16
+
+
+def answer_cells(rows: int, labels: int, output: str, top_k: int | None) -> int:
+    """The cells an answer of ``rows`` instances costs: rows x labels (a ranking cut at ``top_k``
+    holds fewer; a ``scores`` matrix counts 1/16 of a cell a score)."""
+    per_row = min(labels, top_k) if output == "ranking" and top_k is not None else labels
+    cells = rows * per_row
+    return -(-cells // SCORES_PER_CELL) if output == "scores" else cells
+
+
+def work_cells(served: Served, body: PredictRequest) -> int:
+    """What answering ``body`` with ``served`` costs, in cells (0 for a selector's features or a
+    stored dataset): what the fast path decides inline or thread by."""
+    rows = _rows(body)
+    if rows is None:
+        return 0
+    output = body.output or method_of(served.method).default_output
+    return answer_cells(rows, len(served.label_names), output, body.top_k)
+
+
+def _rows(body: PredictRequest) -> int | None:
+    """The instances a request gives (as lists or as CSR), None when it gives none."""
+    if body.instances is not None:
+        return len(body.instances)
+    if body.csr is not None:
+        return max(0, len(body.csr.indptr) - 1)
+    return None
+
+
+def check_answer(rows: int, labels: int, output: str, top_k: int | None, max_cells: int) -> None:
+    """A 413 for an answer of more than ``max_cells``, saying how to get it in bounded parts."""
+    cells = answer_cells(rows, labels, output, top_k)
+    if cells <= max_cells:
+        return
+    per_row = answer_cells(1, labels, output, top_k)
+    rows_ok = max(1, max_cells // max(per_row, 1))
+    hints = [f"send at most {rows_ok} instances per request"]
+    if output == "ranking":
+        top = max_cells // max(rows, 1)
+        if top >= 1:
+            hints.append(f"use top_k <= {top}")
+    if output != "scores":
+        hints.append("use output 'scores' (a compact score matrix, 16 scores per cell)")
+    hints.append("or upload the instances as a dataset and predict it by dataset_id (a batch job)")
+    raise PayloadTooLarge(
+        f"the answer would be {rows} rows x {labels} labels ({cells} cells of output '{output}'), "
+        f"more than LABELSERVE_MAX_ANSWER_CELLS = {max_cells}; " + ", ".join(hints),
+        loc=("body", "instances"),
+    )
 
 
 def served(core: Core, session: Session, ref: str) -> Served:
@@ -52,15 +119,22 @@ def served(core: Core, session: Session, ref: str) -> Served:
     return found
 
 
-def predict_cached(core: Core, body: PredictRequest) -> bytes | None:
-    """The answer's JSON without a database session, or None when the request needs one: the
-    reference is not resolved in this process yet, or a stored dataset is named."""
+def cached(core: Core, body: PredictRequest) -> Served | None:
+    """The version ``body`` names when it can be answered without a database session, or None:
+    the reference is not resolved in this process yet, or a stored dataset is named."""
     if body.dataset_id is not None:
         return None
-    _, cached = core.refs.get(body.model)
-    if cached is None:
+    _, found = core.refs.get(body.model)
+    return found
+
+
+def predict_cached(core: Core, body: PredictRequest, found: Served | None = None) -> bytes | None:
+    """The answer's JSON without a database session, or None when the request needs one (see
+    ``cached``; ``found``: what it gave, when the caller asked it already)."""
+    found = found or cached(core, body)
+    if found is None:
         return None
-    answer = _answer(core, cached, body, None)
+    answer = _answer(core, found, body, None)
     assert not isinstance(answer, JobOut)  # no dataset: never a job
     core.metrics.cache_lookup(True)
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
@@ -81,15 +155,18 @@ def predict(core: Core, body: PredictRequest) -> Answer | JobOut:
 
 def _output(spec: MethodSpec, body: PredictRequest) -> str:
     output = body.output or spec.default_output
+    if output == "scores" and spec.task != "selection":
+        return output
     if output not in spec.outputs:
-        raise InvalidInput(f"a {spec.id} model gives {', '.join(spec.outputs)}; not '{output}'", loc=("body", "output"))
+        given = spec.outputs if spec.task == "selection" else (*spec.outputs, "scores")
+        raise InvalidInput(f"a {spec.id} model gives {', '.join(given)}; not '{output}'", loc=("body", "output"))
     return output
 
 
 def _stored_dataset(session: Session, found: Served, body: PredictRequest) -> Dataset | None:
     """The dataset row a request predicts, when ``_answer`` will need it; its own errors come
     after those ``_answer`` raises first (the output, both inputs given), as they always did."""
-    if body.dataset_id is None or body.instances is not None:
+    if body.dataset_id is None or body.instances is not None or body.csr is not None:
         return None
     if _output(method_of(found.method), body) == "features":
         return None
@@ -103,11 +180,14 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
     if output == "features":
         features = selected_features(served.model, served.feature_names, body.top_k)
         return {"model": info, "output": output, "features": features}
-    if body.dataset_id is not None and body.instances is not None:
-        raise InvalidInput("give exactly one of instances and dataset_id", loc=("body",))
+    if sum(x is not None for x in (body.dataset_id, body.instances, body.csr)) > 1:
+        raise InvalidInput("give exactly one of instances, csr and dataset_id", loc=("body",))
+    labels = len(served.label_names)
+    limit = core.settings.max_answer_cells
     if body.dataset_id is not None:
         assert dataset is not None  # read by ``predict`` (``predict_cached`` never takes a dataset)
-        if dataset.n_samples > core.settings.batch_job_rows:
+        cells = answer_cells(dataset.n_samples, labels, output, body.top_k)
+        if dataset.n_samples > core.settings.batch_job_rows or cells > limit:
             payload = BatchPredictPayload(
                 model=f"{served.name}@{served.version}",  # pinned: a moved alias must not change the job
                 method=spec.id,
@@ -122,9 +202,16 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
                 return job_out(enqueue(session, core.runner, payload))
         X, _ = core.store.load_dataset(dataset.sha256)
     elif body.instances is not None:
+        check_answer(len(body.instances), labels, output, body.top_k, limit)
         X = instances_to_matrix(body.instances, served.feature_names)
+    elif body.csr is not None:
+        check_answer(max(1, len(body.csr.indptr) - 1), labels, output, body.top_k, limit)
+        csr = body.csr
+        X = model_input(served.model, csr_to_matrix(csr.indptr, csr.indices, csr.values, len(served.feature_names)))
     else:
-        raise InvalidInput("give exactly one of instances and dataset_id", loc=("body", "instances"))
+        raise InvalidInput("give exactly one of instances, csr and dataset_id", loc=("body", "instances"))
+    if output == "scores":
+        return {"model": info, "output": output, "labels": served.label_names, "scores": score_matrix(served.model, X)}
     predictions = predict_items(
         served.model,
         output,

@@ -28,8 +28,10 @@ from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
+from app.methods.memory_bounds import MemoryBudget
 from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
+from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import job_out
 from app.services.registry import resolve_version
@@ -47,12 +49,18 @@ class Prepared:
 
 
 def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
-    """Check the request and queue its training job (inline data must fit in the dataset limits)."""
-    plan = prepare(session, core.store, limits_of(core.settings), body).payload
+    """Check the request and queue its training job (inline data must fit in the dataset limits,
+    the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``)."""
+    budget = memory.budget_of(core.settings)
+    plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
     return job_out(enqueue(session, core.runner, plan))
 
 
-def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
+def prepare(
+    session: Session, store: Store, limits: DatasetLimits, body: TrainRequest, budget: MemoryBudget | None = None
+) -> Prepared:
+    """The checked request; ``budget`` (None: unbounded) bounds the training's estimated memory
+    on a stored dataset (inline data are bounded by the dataset limits)."""
     if body.method == selection.AUTO:
         return prepare_auto(session, store, limits, body)
     spec = catalog()[body.method]  # the request model admits only the catalog's ids
@@ -78,6 +86,8 @@ def prepare(session: Session, store: Store, limits: DatasetLimits, body: TrainRe
             f"method '{spec.id}' needs a {spec.dataset_kind} dataset; {name} is {kind}", loc=("body", where)
         )
     check_sizes(spec, validated.model_dump(), n_samples)
+    if budget is not None and parsed is None:
+        memory.check(spec, validated.model_dump(), memory.dataset_shape(store, existing), budget)
     check_selector(session, spec, body, feature_names)
     dataset = store_inline(session, store, parsed, body.data) if parsed is not None and body.data else existing
     selector = body.feature_selector

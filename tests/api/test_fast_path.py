@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.api import fast_path
 from app.api.routes import predict as predict_route
+from app.config import Settings
 from app.main import create_app
 from tests.helpers import make_multilabel, train, upload_csv
 
@@ -30,8 +31,13 @@ def _both(client, monkeypatch, body: dict | bytes) -> tuple[tuple[int, object], 
     fast = client.post("/predict", content=content, headers=headers)
     with monkeypatch.context() as patch:
         patch.setattr(fast_path, "_answer", lambda predictor, body: None)
+        patch.setattr(fast_path, "_answer_by_work", _no_answer)
         slow = client.post("/predict", content=content, headers=headers)
     return (fast.status_code, fast.json()), (slow.status_code, slow.json())
+
+
+async def _no_answer(*args: object) -> None:
+    return None
 
 
 def _bodies(models) -> list[dict | bytes]:
@@ -48,6 +54,9 @@ def _bodies(models) -> list[dict | bytes]:
         {"model": "dist", "instances": Xd[:2].tolist()},
         {"model": "sel", "output": "features", "top_k": 3},
         {"model": "clf", "instances": np.vstack([X] * 30).tolist()},  # larger than INLINE_BYTES: a thread
+        {"model": "clf", "instances": rows, "output": "scores"},
+        {"model": "dist", "instances": Xd[:2].tolist(), "output": "scores"},
+        {"model": "sel", "output": "scores"},
         # errors
         {"model": "clf", "instances": [[1.0, 2.0]]},
         {"model": "clf", "instances": []},
@@ -74,6 +83,68 @@ def test_fast_path_and_route_answer_alike(client, models, monkeypatch):
         client.post("/predict", json={"model": "clf", "instances": models["ml"][0][:1].tolist()})  # resolved
         fast, slow = _both(client, monkeypatch, body)
         assert fast == slow, body
+
+
+def test_the_answer_bound_holds_on_the_fast_path_and_the_route(database_url, tmp_path, monkeypatch):
+    settings = Settings(database_url=database_url, model_dir=tmp_path / "store", max_answer_cells=10)
+    X, Y = make_multilabel(q=3)
+    with TestClient(create_app(settings)) as client:
+        dataset = upload_csv(client, X, Y, "ml")
+        train(client, "br", dataset["id"], "clf")
+        client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved: the fast path
+        refused = {"model": "clf", "instances": X[:5].tolist(), "output": "ranking"}  # 5 x 3 = 15 cells
+        fast, slow = _both(client, monkeypatch, refused)
+        assert fast == slow and fast[0] == 413, fast
+        message = fast[1]["detail"]
+        assert "5 rows x 3 labels" in message and "LABELSERVE_MAX_ANSWER_CELLS = 10" in message
+        assert "at most 3 instances" in message and "top_k <= 2" in message and "dataset_id" in message
+        for body in (
+            {"model": "clf", "instances": X[:5].tolist(), "output": "ranking", "top_k": 2},  # 10 cells
+            {"model": "clf", "instances": X[:40].tolist(), "output": "scores"},  # 120 scores: 8 cells
+            {"model": "clf", "instances": X[:3].tolist()},
+        ):
+            fast, slow = _both(client, monkeypatch, body)
+            assert fast == slow and fast[0] == 200, (body, fast)
+        # a stored dataset whose answer exceeds the bound becomes a batch job, whatever its rows
+        r = client.post("/predict", json={"model": "clf", "dataset_id": dataset["id"], "output": "ranking"})
+        assert r.status_code == 202, r.text
+
+
+def test_the_fast_path_computes_a_wide_answer_of_a_small_body_in_a_thread(client, models, monkeypatch):
+    """Issue 24 item 2: the inline/thread decision is the answer's rows x labels, not the body's bytes."""
+    X, _ = models["ml"]
+    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
+    offloaded: list[object] = []
+    limiter = fast_path.large_body_limiter
+
+    def recording(state):
+        offloaded.append(state)
+        return limiter(state)
+
+    monkeypatch.setattr(fast_path, "large_body_limiter", recording)
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    assert client.post("/predict", json={"model": "clf", "instances": X[:2].tolist()}).status_code == 200
+    assert offloaded == []  # 2 x 3 cells: on the event loop
+    monkeypatch.setattr(fast_path, "INLINE_CELLS", 5)
+    r = client.post("/predict", json={"model": "clf", "instances": X[:2].tolist(), "output": "ranking"})
+    assert r.status_code == 200 and len(r.json()["predictions"]) == 2
+    assert len(offloaded) == 1  # 6 cells, a body of a few hundred bytes: in the thread
+
+
+def test_the_v2_fast_path_decides_inline_or_thread_by_its_output_cells(client, models, monkeypatch):
+    X, _ = models["ml"]
+    assert client.get("/v2/models/clf/ready").status_code == 200  # resolved
+    offloaded: list[object] = []
+    limiter = fast_path.large_body_limiter
+    monkeypatch.setattr(fast_path, "large_body_limiter", lambda state: offloaded.append(state) or limiter(state))
+    body = {
+        "inputs": [{"name": "input-0", "shape": [2, X.shape[1]], "datatype": "FP64", "data": X[:2].ravel().tolist()}]
+    }
+    assert client.post("/v2/models/clf/infer", json=body).status_code == 200
+    assert offloaded == []
+    monkeypatch.setattr(fast_path, "INLINE_CELLS", 5)  # 2 rows x 3 labels
+    r = client.post("/v2/models/clf/infer", json=body)
+    assert r.status_code == 200 and len(offloaded) == 1
 
 
 def _route_is_off(*args: object) -> None:
@@ -202,6 +273,7 @@ def test_v2_inference_fast_path_and_route_answer_alike(client, models, monkeypat
         fast = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         with monkeypatch.context() as patch:
             patch.setattr(fast_path, "_infer", lambda predictor, body, name, version, header_length: None)
+            patch.setattr(fast_path, "_infer_by_work", _no_answer)
             slow = client.post(f"/v2/models/{name}/infer", content=content, headers=headers)
         assert (fast.status_code, fast.json()) == (slow.status_code, slow.json()), (name, body)
 

@@ -37,12 +37,11 @@ def test_data_dependent_bounds_come_after_the_data_checks():
         MLkNN(k=6).fit(X, Y)
 
 
-@pytest.mark.parametrize("spec", list(catalog().values()), ids=lambda s: s.id)
+@pytest.mark.parametrize("spec", [s for s in catalog().values() if not s.estimator.accepts_sparse], ids=lambda s: s.id)
 def test_dense_methods_reject_sparse_and_fit_input_densifies(spec):
-    """No method declares CSR input yet: each is tagged dense, rejects sparse X as scikit-learn
+    """A method that does not declare CSR input is tagged dense, rejects sparse X as scikit-learn
     requires, and ``fit_input`` gives it the dense copy it fits on exactly as on the array."""
     assert issubclass(spec.estimator, MethodEstimator)
-    assert spec.estimator.accepts_sparse is False
     est = spec.build({})
     assert get_tags(est).input_tags.sparse is False
     X, Y = _data(spec)
@@ -53,6 +52,11 @@ def test_dense_methods_reject_sparse_and_fit_input_densifies(spec):
     assert isinstance(dense, np.ndarray)
     np.testing.assert_array_equal(dense, X)
     assert fit_input(est, X) is X
+
+
+def test_the_methods_that_take_csr():
+    """The sparse-capable methods (tests/unit/methods/test_sparse_and_memory.py checks them)."""
+    assert {s.id for s in catalog().values() if s.estimator.accepts_sparse} == {"br", "ecc", "rf", "mi-filter"}
 
 
 def test_fit_input_keeps_csr_for_a_method_that_declares_it():
