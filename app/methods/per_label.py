@@ -39,8 +39,11 @@ SPARSE_DENSITY = 0.1
 Design: TypeAlias = np.ndarray | sparse.csr_matrix
 
 
-def design_matrix(X: np.ndarray) -> Design:
-    """``X`` as the fits take it: a CSR copy when at most ``SPARSE_DENSITY`` of it is non-zero."""
+def design_matrix(X: np.ndarray | sparse.spmatrix) -> Design:
+    """``X`` as the fits take it: CSR input as it is, a dense array as a CSR copy when at most
+    ``SPARSE_DENSITY`` of it is non-zero."""
+    if sparse.issparse(X):
+        return sparse.csr_matrix(X)
     if X.size and np.count_nonzero(X) <= SPARSE_DENSITY * X.size:
         return sparse.csr_matrix(X)
     return X
