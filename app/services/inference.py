@@ -57,7 +57,8 @@ def reference(name: str, version: str | None) -> str:
     as the protocol answers for any model the server does not have.
     """
     if version is not None and "@" in name:
-        raise InvalidInput(f"'{name}' version '{version}': give name/versions/<number>, or name@alias alone")
+        # no model is named so (a name holds no '@'): a 404, as for any other path naming no model
+        raise NotFound(f"no model '{name}' version '{version}': give name/versions/<number>, or name@alias alone")
     ref = name if version is None else f"{name}@{version}"
     try:
         ModelRef.parse(ref)

@@ -109,7 +109,7 @@ def test_metadata_and_readiness(client, models):
     [
         ("nope/infer", {"inputs": []}, 404, "not found"),
         ("clf/versions/9/infer", {"inputs": []}, 404, "not found"),
-        ("clf@prod/versions/1/infer", {"inputs": []}, 400, "version"),
+        ("clf@prod/versions/1/infer", {"inputs": []}, 404, "version"),
         ("clf/infer", {"inputs": []}, 400, "input-0"),
         (
             "clf/infer",

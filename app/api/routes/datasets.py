@@ -104,7 +104,7 @@ def get_dataset(dataset_id: DatasetId, session: ReadingDep, core: CoreDep) -> Da
     status_code=201,
     response_model=SplitOut,
     responses=responses(
-        404, 409, 413, success={200: {"model": SplitOut, "description": "the same split was stored before"}}
+        400, 404, 409, 413, success={200: {"model": SplitOut, "description": "the same split was stored before"}}
     ),
 )
 def split_dataset(
