@@ -190,8 +190,11 @@ def table(
     )
     cap = f"<caption class=note>{_esc(caption)}</caption>" if caption else ""
     attribute = f' class="{css}"' if css else ""
+    # a table wider than the window scrolls in its box, which the keyboard can reach (tabindex)
+    region = f'tabindex="0" role="region" aria-label="{_esc(caption or ", ".join(header))}"'
     return (
-        f'<div class="scroll"><table{attribute}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        f'<div class="scroll" {region}><table{attribute}>{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
     )
 
 
