@@ -1,8 +1,8 @@
 """The application core: what a process of the service holds once, built from ``Settings``.
 
 The shape of KServe's ``DataPlane`` or MLflow's store: one object owning the database (engine and
-session factories), the file store, the model cache and the resolved references, the metrics and
-the job runner. The API builds it once in its lifespan (``app.main``) and its routes reach it
+session factories), the file store, the model cache and the resolved references, the rendered
+reports, the metrics and the job runner. The API builds it once in its lifespan (``app.main``) and its routes reach it
 through one dependency (``app.api.deps.CoreDep``); the services take it as their collaborator; a
 job worker (a local pool process or a Celery worker) builds the same object from the same
 settings (``Core.for_worker``). Nothing below it sees a database URL: it hands out
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.db import Database
 from app.observability import Metrics
+from app.page_cache import PageCache
 from app.registry import ModelCache
 from app.resolved_refs import ResolvedRefs
 from app.store import Store
@@ -40,6 +41,8 @@ class Core:
     metrics: Metrics
     cache: ModelCache
     refs: ResolvedRefs
+    #: rendered version reports (``app.services.comparison.version_report_page``)
+    pages: PageCache = field(default_factory=PageCache)
     _runner: JobRunner | None = field(default=None, repr=False)
 
     @classmethod

@@ -242,19 +242,57 @@ MULTILABEL_METRICS = (
 
 def multilabel_metrics(Y: object, Yhat: object, S: object | None) -> dict[str, float]:
     """Every multi-label metric of the API contract. ``S`` may be ``None`` for a method that
-    predicts label sets only; the ranking metrics are then left out."""
+    predicts label sets only; the ranking metrics are then left out.
+
+    The same values as the functions above (tested), computed together: the label-set metrics
+    from one set of counts, the ranking metrics from one ranking of the scores. Each function
+    alone validates its input (scikit-learn's checks scan the whole matrix) and ranks the scores
+    again; together they took 0.3 s on 1,000 x 200, which a report paid on every first view.
+    """
     y, p = _pair(Y, Yhat)
-    out: dict[str, float] = {"hamming_loss": hamming_loss(y, p)}
+    n, q = y.shape
+    wrong = y != p
+    hits = y & p
+    out: dict[str, float] = {"hamming_loss": int(np.count_nonzero(wrong)) / (n * q)}
     if S is not None:
-        out["ranking_loss"] = ranking_loss(y, S)
-        out["one_error"] = one_error(y, S)
-        out["coverage"] = coverage(y, S)
-        out["average_precision"] = average_precision(y, S)
-    out["subset_accuracy"] = subset_accuracy(y, p)
-    out["micro_f1"] = micro_f1(y, p)
-    out["macro_f1"] = macro_f1(y, p)
-    out["example_f1"] = example_f1(y, p)
+        out.update(_ranking_metrics(y, _scores(S, y.shape)))
+    out["subset_accuracy"] = int(np.count_nonzero(~wrong.any(axis=1))) / n
+    tp, true, predicted = hits.sum(axis=0), y.sum(axis=0), p.sum(axis=0)
+    out["micro_f1"] = _f1(np.array([tp.sum()]), np.array([true.sum() + predicted.sum()]))
+    out["macro_f1"] = _f1(tp, true + predicted)
+    out["example_f1"] = _f1(hits.sum(axis=1), y.sum(axis=1) + p.sum(axis=1))
     return out
+
+
+def _f1(tp: np.ndarray, total: np.ndarray, zero_division: float = 0.0) -> float:
+    """Mean of ``2 tp / total`` (``total`` = true + predicted positives), ``zero_division`` where 0/0."""
+    f1 = np.full(tp.shape, zero_division, dtype=np.float64)
+    np.divide(2.0 * tp, total.astype(np.float64), out=f1, where=total > 0)
+    return float(f1.mean())
+
+
+def _ranking_metrics(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
+    """Ranking loss, one-error, coverage and average precision from one pessimistic ranking,
+    each over the rows its definition keeps (see the module's conventions)."""
+    n_pos = y.sum(axis=1)
+    covered = n_pos > 0
+    if not covered.any():
+        return {"ranking_loss": math.nan, "one_error": math.nan, "coverage": math.nan, "average_precision": math.nan}
+    y, s, n_pos = y[covered], s[covered], n_pos[covered]
+    rank, relrank = _pessimistic_ranks(y, s)
+    keep = n_pos < y.shape[1]
+    out = {"coverage": float(np.where(y, rank, 0).max(axis=1).mean()) - 1.0}
+    if not keep.any():
+        return {"ranking_loss": math.nan, "one_error": math.nan, **out, "average_precision": math.nan}
+    y, s, n_pos, rank, relrank = y[keep], s[keep], n_pos[keep], rank[keep], relrank[keep]
+    wrong = np.where(y, rank - relrank, 0.0).sum(axis=1)
+    top = s == s.max(axis=1, keepdims=True)
+    return {
+        "ranking_loss": float(np.mean(wrong / (n_pos * (y.shape[1] - n_pos)))),
+        "one_error": float(np.mean(~(top & y).any(axis=1))),
+        **out,
+        "average_precision": float((np.where(y, relrank / rank, 0.0).sum(axis=1) / n_pos).mean()),
+    }
 
 
 # --------------------------------------------------------------------------- LDL

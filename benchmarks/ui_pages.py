@@ -6,9 +6,14 @@ features, 200 labels) uploaded and one model trained through the API, so that it
 report and the playground do real work, then 199 more models of 1 to 4 versions each (every
 version with the dataset's 100 feature and 200 label names, an alias on most models) and 1,000
 jobs of every status (50 still queued, so the queue positions are computed), written as rows.
-Each page is then asked for ``--repeat`` times in process through the ASGI app (no network), and
-the table gives the median, p95 and largest time, and the page's size. The machine's other load
-moves the numbers; run it on a quiet machine for figures to compare.
+A comparison (``br``, 2 folds) is run through the API too, for its report. Each page is then asked
+for ``--repeat`` times in process through the ASGI app (no network), and the table gives the
+median, p95 and largest time, and the page's size. A version report is built once per version and
+dataset and then kept (``app.page_cache``): its "first view" row empties that cache before each
+request, so it times the evaluation and the charts; "again" times the kept page. The offline
+download and plotly's asset (sent once, then cached by the browser for good) are files rather than
+pages, timed for completeness. The machine's other load moves the numbers; run it on a quiet
+machine for figures to compare.
 
 Run: ``.venv/bin/python -m benchmarks.ui_pages [--repeat 20] [--database sqlite|postgresql]``.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import statistics
 import tempfile
 import time
@@ -58,6 +64,10 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
     dataset = r.json()
     r = client.post("/train?wait=true", json={"method": "br", "dataset_id": dataset["id"], "model_name": "m000"})
     assert r.json()["status"] == "succeeded", r.text
+    compare_id = client.post("/compare", json={"dataset_id": dataset["id"], "methods": ["br"], "cv": 2}).json()["id"]
+    while (job := client.get(f"/jobs/{compare_id}", params={"wait": 30}).json())["status"] in ("queued", "running"):
+        continue
+    assert job["status"] == "succeeded", job
     real = client.get("/models/m000/versions/1").json()
     now = datetime.now(timezone.utc)
     with Database(database_url).session() as session:
@@ -108,31 +118,38 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
                 )
             )
         session.commit()
-    return {"dataset": dataset["id"], "queued": queued_id, "rows": "\n".join(["0.1," * 99 + "0.1"] * 5)}
+    rows = "\n".join(["0.1," * 99 + "0.1"] * 5)
+    return {"dataset": dataset["id"], "queued": queued_id, "rows": rows, "compare": compare_id}
 
 
-def pages(ids: dict[str, str], jobs_page: list[str]) -> list[tuple[str, str, dict[str, str] | None]]:
-    """(label, path, form) of every page; a form makes it a POST."""
+def pages(ids: dict[str, str], jobs_page: list[str], asset: str) -> list[tuple[str, str, dict[str, str] | None, bool]]:
+    """(label, path, form, cold) of every page; a form makes it a POST, ``cold`` empties the
+    report cache before each request."""
     ds = ids["dataset"]
+    report = f"/ui/models/m000/versions/1/report?dataset_id={ds}"
     return [
-        ("overview", "/ui", None),
-        ("datasets", "/ui/datasets", None),
-        ("dataset (200 labels)", f"/ui/datasets/{ds}", None),
-        ("models, first page", "/ui/models", None),
-        ("models, last page", "/ui/models?offset=175", None),
-        ("model (4 versions)", "/ui/models/m003", None),
-        ("version", "/ui/models/m000/versions/1", None),
-        ("jobs, first page", "/ui/jobs", None),
-        ("jobs, last page", "/ui/jobs?offset=975", None),
-        ("jobs, queued (positions)", "/ui/jobs?status=queued", None),
-        ("job (queued)", f"/ui/jobs/{ids['queued']}", None),
-        ("progress poll (25 jobs)", "/ui/jobs/progress?ids=" + ",".join(jobs_page), None),
-        ("train (auto)", "/ui/train", None),
-        ("train (br)", "/ui/train?method=br", None),
-        ("compare", "/ui/compare", None),
-        ("predict", "/ui/predict", None),
-        ("predict 5 rows (POST)", "/ui/predict", {"model": "m000", "rows": ids["rows"], "output": "ranking"}),
-        ("version report (evaluates 1,000 x 200)", f"/ui/models/m000/versions/1/report?dataset_id={ds}", None),
+        ("overview", "/ui", None, False),
+        ("datasets", "/ui/datasets", None, False),
+        ("dataset (200 labels)", f"/ui/datasets/{ds}", None, False),
+        ("models, first page", "/ui/models", None, False),
+        ("models, last page", "/ui/models?offset=175", None, False),
+        ("model (4 versions)", "/ui/models/m003", None, False),
+        ("version", "/ui/models/m000/versions/1", None, False),
+        ("jobs, first page", "/ui/jobs", None, False),
+        ("jobs, last page", "/ui/jobs?offset=975", None, False),
+        ("jobs, queued (positions)", "/ui/jobs?status=queued", None, False),
+        ("job (queued)", f"/ui/jobs/{ids['queued']}", None, False),
+        ("progress poll (25 jobs)", "/ui/jobs/progress?ids=" + ",".join(jobs_page), None, False),
+        ("train (auto)", "/ui/train", None, False),
+        ("train (br)", "/ui/train?method=br", None, False),
+        ("compare", "/ui/compare", None, False),
+        ("predict", "/ui/predict", None, False),
+        ("predict 5 rows (POST)", "/ui/predict", {"model": "m000", "rows": ids["rows"], "output": "ranking"}, False),
+        ("compare report", f"/ui/jobs/{ids['compare']}/report", None, False),
+        ("version report, first view (evaluates 1,000 x 200)", report, None, True),
+        ("version report, again", report, None, False),
+        ("version report, offline download (file)", report + "&download=1", None, False),
+        ("plotly asset, gzip (file; then cached)", asset, None, False),
     ]
 
 
@@ -158,19 +175,24 @@ def main() -> None:
             listed = client.get("/jobs", params={"limit": 25}).json()["items"]
             token = client.get("/ui/predict").cookies.get("labelserve_csrf") or client.cookies.get("labelserve_csrf")
             print(f"registry: {N_MODELS} models, {N_JOBS + 1} jobs, database {args.database}\n")
-            print("| page | median ms | p95 ms | max ms | KiB |")
+            print("| page | median ms | p95 ms | max ms | KiB sent |")
             print("|---|---:|---:|---:|---:|")
-            for label, path, form in pages(ids, [j["id"] for j in listed]):
+            report = client.get(f"/ui/models/m000/versions/1/report?dataset_id={ids['dataset']}").text
+            asset = re.search(r'src="(/ui/assets/[^"]+)"', report)
+            assert asset is not None
+            for label, path, form, cold in pages(ids, [j["id"] for j in listed], asset.group(1)):
                 times, size = [], 0
                 for _ in range(args.repeat):
+                    if cold:
+                        client.app.state.core.pages.clear()  # type: ignore[attr-defined]
                     start = time.perf_counter()
                     if form is None:
-                        r = client.get(path)
+                        r = client.get(path, headers={"Accept-Encoding": "gzip"})
                     else:
                         r = client.post(path, data={**form, "csrf": token or ""})
                     times.append(1000 * (time.perf_counter() - start))
                     assert r.status_code == 200, (path, r.status_code, r.text[:300])
-                    size = len(r.content)
+                    size = int(r.headers.get("content-length", len(r.content)))  # as sent
                 times.sort()
                 p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
                 print(f"| {label} | {statistics.median(times):.1f} | {p95:.1f} | {times[-1]:.1f} | {size / 1024:.0f} |")

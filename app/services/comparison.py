@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import metrics, reports, selection
@@ -25,7 +26,8 @@ from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.observability import Metrics
-from app.orm import Dataset, Job, ModelVersion
+from app.orm import Dataset, Evaluation, Job, ModelVersion
+from app.page_cache import PageCache
 from app.pipeline import top_features
 from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
@@ -71,9 +73,15 @@ def report_file(session: Session, store: Store, job_id: str) -> Path:
     return path
 
 
+def report_page(session: Session, store: Store, job_id: str) -> str:
+    """The compare job's stored report, its plotly bundle still a marker (``reports.with_scripts``
+    or ``reports.linked`` finish it)."""
+    return report_file(session, store, job_id).read_text(encoding="utf-8")
+
+
 def report_html(session: Session, store: Store, job_id: str) -> str:
-    """The compare job's report as served: the stored page with plotly's bundle inlined."""
-    return reports.with_scripts(report_file(session, store, job_id).read_text(encoding="utf-8"))
+    """The compare job's report as the API serves it: plotly's bundle inlined (it opens offline)."""
+    return reports.with_scripts(report_page(session, store, job_id))
 
 
 def leaderboard_csv(session: Session, store: Store, job_id: str) -> str:
@@ -90,9 +98,38 @@ def leaderboard_csv(session: Session, store: Store, job_id: str) -> str:
 
 
 def version_report(
-    session: Session, store: Store, cache: ModelCache, observed: Metrics, name: str, version: int, dataset_id: str
+    session: Session,
+    store: Store,
+    cache: ModelCache,
+    observed: Metrics,
+    pages: PageCache,
+    name: str,
+    version: int,
+    dataset_id: str,
 ) -> str:
-    """The evaluation report (HTML, plotly inlined) of one version on one dataset; nothing is recorded."""
+    """The evaluation report of one version on one dataset as the API serves it (plotly inlined)."""
+    return reports.with_scripts(version_report_page(session, store, cache, observed, pages, name, version, dataset_id))
+
+
+def version_report_page(
+    session: Session,
+    store: Store,
+    cache: ModelCache,
+    observed: Metrics,
+    pages: PageCache,
+    name: str,
+    version: int,
+    dataset_id: str,
+) -> str:
+    """The evaluation report of one version on one dataset, its plotly bundle still a marker;
+    nothing is recorded.
+
+    Built once per (version, dataset content, names in its header) and then kept in ``pages``:
+    none of these change once written, so the cached page is the page a new evaluation would
+    build (but for its date, which says when it was built). Its metrics are a recorded
+    evaluation's when ``POST /evaluate`` already scored this version on these very rows with the
+    defaults the report uses; the rest (predictions, per-label counts, charts) is computed here.
+    """
     row = resolve_version(session, f"{name}@{version}", loc=("path", "name"))
     spec = method_of(row.method)
     loc = ("query", "dataset_id")
@@ -101,40 +138,77 @@ def version_report(
         raise InvalidInput(
             f"a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}", loc=loc
         )
+    trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
+    key = (row.id, row.created_at, dataset.id, dataset.sha256, dataset.name, trained.name if trained else None)
+    page = pages.get(key)
+    if page is None:
+        page = _build_version_report(session, store, cache, observed, row, spec, dataset, trained)
+        pages.put(key, page)
+    return page
+
+
+def _build_version_report(
+    session: Session,
+    store: Store,
+    cache: ModelCache,
+    observed: Metrics,
+    row: ModelVersion,
+    spec: Any,
+    dataset: Dataset,
+    trained: Dataset | None,
+) -> str:
+    loc = ("query", "dataset_id")
     model = load_served(cache, observed, (row.id, row.created_at)).model
     X, Y = store.load_dataset(dataset.sha256)
     Y = Y[:, label_columns(dataset, row)]
     title = f"{row.model_name} v{row.version} ({spec.id}) on {dataset.name}"
-    facts = _version_facts(session, row, dataset, X, Y)
+    facts = _version_facts(row, trained, dataset, X, Y)
     members = [(m["method"], m.get("params", {}), float(m.get("weight", 1.0))) for m in row.params.get("members", [])]
+    recorded = _recorded_metrics(session, row, dataset)
     try:
         if spec.task == "distribution":
             P = model.predict(X)
-            scores = metrics.ldl_metrics(Y, P)
-            page = reports.version_report(
-                title=title, task="distribution", scores=_finite(scores), label_names=row.label_names, Y=Y, P=P,
+            scores = recorded or _finite(metrics.ldl_metrics(Y, P))
+            return reports.version_report(
+                title=title, task="distribution", scores=scores, label_names=row.label_names, Y=Y, P=P,
                 facts=facts, members=members,
             )  # fmt: skip
-        elif spec.task == "multilabel":
+        if spec.task == "multilabel":
             S, Yhat = model.decision_function(X), model.predict(X)
-            scores = metrics.multilabel_metrics(Y, Yhat, S)
-            page = reports.version_report(
-                title=title, task="multilabel", scores=_finite(scores), label_names=row.label_names, Y=Y, S=S,
+            scores = recorded or _finite(metrics.multilabel_metrics(Y, Yhat, S))
+            return reports.version_report(
+                title=title, task="multilabel", scores=scores, label_names=row.label_names, Y=Y, S=S,
                 Yhat=Yhat, facts=facts, members=members,
             )  # fmt: skip
-        else:
-            page = _selector_report(session, store, row, model, X, Y, title, facts)
+        return _selector_report(session, store, row, model, X, Y, title, facts)
     except ValueError as exc:
         raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=loc) from None
-    return reports.with_scripts(page)
+
+
+def _recorded_metrics(session: Session, row: ModelVersion, dataset: Dataset) -> dict[str, float | None] | None:
+    """The metrics of the newest ``POST /evaluate`` of this version on these rows (same sha256)
+    at the default threshold, which is what the report shows; None when there is none. A
+    selector's are left out: its report draws its curve, which the evaluation did not record."""
+    if method_of(row.method).task == "selection":
+        return None
+    found = session.scalars(
+        select(Evaluation)
+        .where(Evaluation.version_id == row.id, Evaluation.dataset_sha256 == dataset.sha256)
+        .order_by(Evaluation.id.desc())
+    ).all()
+    order = metrics.LDL_METRICS if method_of(row.method).task == "distribution" else metrics.MULTILABEL_METRICS
+    for evaluation in found:
+        if (evaluation.options or {}).get("threshold") is None and set(order) <= set(evaluation.metrics):
+            # in the contract's order (PostgreSQL's JSONB keeps keys in an order of its own)
+            return {k: None if evaluation.metrics[k] is None else float(evaluation.metrics[k]) for k in order}
+    return None
 
 
 def _version_facts(
-    session: Session, row: ModelVersion, evaluated: Dataset, X: np.ndarray, Y: np.ndarray
+    row: ModelVersion, trained: Dataset | None, evaluated: Dataset, X: np.ndarray, Y: np.ndarray
 ) -> list[tuple[str, str]]:
     """The report header: the version, what it was trained on (lineage) and what it is evaluated on."""
     esc = html.escape
-    trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
     trained_on = (
         f"{esc(trained.name)} (<code>{esc(trained.id)}</code>, n = {trained.n_samples}, "
         f"d = {trained.n_features}, q = {trained.n_labels})"

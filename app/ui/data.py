@@ -184,8 +184,9 @@ def predict(state: Core, body: PredictRequest) -> prediction.Answer | JobOut:
 
 
 def job_report(state: Core, job_id: str) -> str:
+    """The stored report (plotly still a marker: the page links the bundle or inlines it)."""
     with _read(state) as session:
-        return comparison.report_html(session, state.store, job_id)
+        return comparison.report_page(session, state.store, job_id)
 
 
 def leaderboard_csv(state: Core, job_id: str) -> str:
@@ -199,5 +200,8 @@ def result_file(state: Core, job_id: str) -> Path:
 
 
 def version_report(state: Core, name: str, number: int, dataset_id: str) -> str:
+    """The version's report (plotly still a marker), built once and then kept in ``state.pages``."""
     with _read(state) as session:
-        return comparison.version_report(session, state.store, state.cache, state.metrics, name, number, dataset_id)
+        return comparison.version_report_page(
+            session, state.store, state.cache, state.metrics, state.pages, name, number, dataset_id
+        )

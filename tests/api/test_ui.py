@@ -140,3 +140,46 @@ def test_the_key_is_asked_once_and_counts_on_ui_paths_only(keyed: TestClient) ->
     assert keyed.get("/ui/models").status_code == 200
     assert keyed.get("/models").status_code == 401  # the cookie is no credential of the JSON API
     assert keyed.get("/models", headers={"X-API-Key": "k-123"}).status_code == 200
+
+
+def test_reports_load_the_cached_bundle_and_download_as_one_offline_file(client: TestClient) -> None:
+    from plotly.offline import get_plotlyjs
+
+    from app.orm import Evaluation
+
+    bundle = get_plotlyjs()
+    X, Y = make_multilabel(n=60, d=5, q=3)
+    ds = upload_csv(client, X, Y, "reported")
+    train(client, "br", ds["id"], "ui-report")
+    path = f"/ui/models/ui-report/versions/1/report?dataset_id={ds['id']}"
+    served = client.get(path)
+    assert served.status_code == 200 and "Per label: confusion counts" in served.text
+    assert bundle[:2000] not in served.text and len(served.content) < 500_000  # the bundle is not sent again
+    src = re.search(r'<script type="text/javascript" src="(/ui/assets/plotly-[^"]+\.min\.js)"></script>', served.text)
+    assert src is not None and served.text.count("<script") == served.text.count("Plotly.newPlot") + 1
+    assert client.get(path).text == served.text  # built once: the second view is the cached page, date and all
+
+    asset = client.get(src.group(1), headers={"Accept-Encoding": "gzip"})
+    assert asset.status_code == 200 and asset.headers["content-type"].startswith("text/javascript")
+    assert asset.headers["content-encoding"] == "gzip" and asset.text == bundle  # httpx inflates it
+    assert "immutable" in asset.headers["cache-control"]
+    assert client.get(src.group(1), headers={"Accept-Encoding": "identity"}).content == bundle.encode()
+    assert client.get("/ui/assets/plotly-0.0.0.min.js").status_code == 404
+
+    download = re.search(r'href="([^"]+download=1)" download', served.text)
+    assert download is not None
+    saved = client.get(download.group(1).replace("&amp;", "&"))
+    assert saved.headers["content-disposition"] == f'attachment; filename="ui-report-v1-{ds["id"]}-report.html"'
+    assert bundle in saved.text and '<script type="text/javascript" src=' not in saved.text
+    assert "download=1" not in saved.text and "Per label: confusion counts" in saved.text
+    assert bundle in client.get(f"/models/ui-report/versions/1/report?dataset_id={ds['id']}").text  # the API's too
+
+    # a recorded evaluation on these rows at the default threshold gives the report its metrics
+    assert client.post("/evaluate", json={"model": "ui-report@1", "dataset_id": ds["id"]}).status_code == 200
+    core = client.app.state.core  # type: ignore[attr-defined]
+    with core.database.session() as session:
+        evaluation = session.query(Evaluation).one()
+        evaluation.metrics = {**evaluation.metrics, "hamming_loss": 0.123456}
+        session.commit()
+    core.pages.clear()
+    assert "<td>hamming_loss ↓</td><td>0.1235</td>" in client.get(path).text

@@ -6,8 +6,10 @@ would not resolve anyway), and any failed request or script error fails the test
 user would go: sign in, upload a dataset through the form, train ``auto`` and watch its progress
 bar reach done, open the version page and its report, move an alias, predict in the playground,
 cancel a running job. Each page is screenshotted at 1400 px and at 390 px (a phone) into
-``LABELSERVE_UI_SCREENSHOTS`` (default: the test's tmp dir), and checked for labelled fields and
-keyboard navigation.
+``LABELSERVE_UI_SCREENSHOTS`` (default: the test's tmp dir), checked by axe-core (the engine
+``axe-playwright-python`` ships: no violation of WCAG 2.x A/AA rules) and for labelled fields and
+keyboard navigation. The reports are opened as served (plotly's bundle from the service's own
+cached asset) and as the downloaded file, from disk with every request refused: it opens offline.
 """
 
 from __future__ import annotations
@@ -100,8 +102,17 @@ def page(browser, server: str) -> Iterator[object]:
     context.close()
 
 
+def accessibility(page, name: str) -> None:
+    """axe-core's WCAG 2.0/2.1/2.2 A and AA rules on the page as it is: no violation."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    tags = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+    results = Axe().run(page, options={"runOnly": {"type": "tag", "values": tags}, "resultTypes": ["violations"]})
+    assert results.violations_count == 0, f"{name}:\n{results.generate_report()}"
+
+
 def check_page(page, shots: Path, name: str) -> None:
-    """Screenshots at both widths, labelled fields, every control reachable by Tab, nothing failed."""
+    """axe-core and screenshots at both widths, labelled fields, every control reachable by Tab, nothing failed."""
     assert page.evaluate(UNLABELLED) == [], name
     assert page.evaluate(FOCUSABLE) == [], name
     page.evaluate("() => { const b = document.body; b.tabIndex = -1; b.focus(); b.removeAttribute('tabindex'); }")
@@ -117,6 +128,7 @@ def check_page(page, shots: Path, name: str) -> None:
         page.set_viewport_size({"width": width, "height": 900})
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1, f"{name} is {overflow}px wider than a {width}px window"
+        accessibility(page, f"{name} at {width} px")
         page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 900})
     assert page.failed == [], (name, page.failed)
@@ -126,7 +138,46 @@ def api(server: str) -> httpx.Client:
     return httpx.Client(base_url=server, headers={"X-API-Key": API_KEY}, timeout=60)
 
 
-def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Path) -> None:
+def plotly_version() -> str:
+    import plotly
+
+    return plotly.__version__
+
+
+def keep_offline_file(page, target: Path) -> Path:
+    """The report's offline file, through its download link, as a user keeps it."""
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download this report as one HTML file").click()
+    download.value.save_as(str(target))
+    return target
+
+
+def open_offline(browser, saved: Path, expected: str, shots: Path, name: str) -> None:
+    """The saved file from disk, every request but the file itself refused: its charts still draw."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    requests: list[str] = []
+
+    def refuse(route) -> None:
+        if route.request.url == saved.as_uri():
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", refuse)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(saved.as_uri())
+    tab.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    assert expected in tab.inner_text("body")
+    assert tab.locator(".js-plotly-plot").count() == tab.locator("div.chart").count() > 0
+    tab.screenshot(path=str(shots / f"{name}-1400.png"), full_page=True)
+    context.close()
+    assert requests == [] and errors == [], (requests, errors)
+
+
+def test_the_dashboard_flow_offline(browser, page, server: str, shots: Path, tmp_path: Path) -> None:
     # sign in once
     page.goto("/ui")
     assert page.url.endswith("/ui/login")
@@ -185,15 +236,20 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     assert "Selection leaderboard" in text and dataset_id in text
     check_page(page, shots, "version")
     page.get_by_role("link", name=f"Report on {dataset_id}").click()
-    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
+    page.wait_for_load_state("load")
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     assert "Per label: confusion counts" in page.inner_text("body")
+    scripts = page.evaluate("() => [...document.scripts].filter(s => s.src).map(s => s.src)")
+    assert [urlsplit(src).path for src in scripts] == [f"/ui/assets/plotly-{plotly_version()}.min.js"], scripts
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(400)  # plotly redraws its charts for the new width
+        accessibility(page, f"version report at {width} px")
         page.screenshot(path=str(shots / f"version-report-{width}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 900})
     assert page.failed == []
+    saved = keep_offline_file(page, tmp_path / "version-report.html")
+    open_offline(browser, saved, "Per label: confusion counts", shots, "version-report-saved")
 
     # move an alias: prod on v1, then on v2
     with api(server) as client:
@@ -256,12 +312,15 @@ def test_the_dashboard_flow_offline(page, server: str, shots: Path, tmp_path: Pa
     page.wait_for_url("**/ui/jobs/*")
     page.get_by_role("link", name="Open the report").wait_for(timeout=240_000)
     page.get_by_role("link", name="Open the report").click()
-    page.wait_for_load_state("load")  # a report is one 5 MB page: the first chart shows before the rest is parsed
+    page.wait_for_load_state("load")
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     body = page.inner_text("body")
     assert "Feature selectors" in body and "average_precision ↑" in body
+    open_offline(browser, keep_offline_file(page, tmp_path / "compare-report.html"), "Feature selectors", shots,
+                 "compare-report-saved")  # fmt: skip
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(400)
+        accessibility(page, f"compare report at {width} px")
         page.screenshot(path=str(shots / f"compare-report-{width}.png"), full_page=True)
     assert page.failed == []

@@ -72,6 +72,33 @@ def test_multilabel_metrics_dict_matches_functions():
     assert "ranking_loss" not in without_scores and "hamming_loss" in without_scores
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_multilabel_metrics_equal_each_function_exactly(seed):
+    # computed together (one set of counts, one ranking), the values are the functions' own to the
+    # last bit: on random sets with empty and full rows, tied scores, all-empty predictions
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        n, q = int(rng.integers(1, 40)), int(rng.integers(2, 9))
+        Yr = rng.random((n, q)) < rng.random()
+        Pr = rng.random((n, q)) < rng.random() * (trial % 5 != 0)
+        Sr = rng.integers(0, 3, size=(n, q)).astype(float) if trial % 2 else rng.normal(size=(n, q))
+        together = m.multilabel_metrics(Yr, Pr, Sr)
+        alone = {
+            "hamming_loss": m.hamming_loss(Yr, Pr),
+            "ranking_loss": m.ranking_loss(Yr, Sr),
+            "one_error": m.one_error(Yr, Sr),
+            "coverage": m.coverage(Yr, Sr),
+            "average_precision": m.average_precision(Yr, Sr),
+            "subset_accuracy": m.subset_accuracy(Yr, Pr),
+            "micro_f1": m.micro_f1(Yr, Pr),
+            "macro_f1": m.macro_f1(Yr, Pr),
+            "example_f1": m.example_f1(Yr, Pr),
+        }
+        assert list(together) == list(alone)
+        for name, value in alone.items():
+            assert together[name] == value or (math.isnan(value) and math.isnan(together[name])), (name, trial)
+
+
 def test_degenerate_rows_are_skipped_by_ranking_metrics():
     # add an empty row and a full row with arbitrary scores
     y = np.vstack([Y, [0, 0, 0, 0], [1, 1, 1, 1]])

@@ -52,7 +52,7 @@ def version_report(
 ) -> HTMLResponse:
     """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
     return HTMLResponse(
-        comparison.version_report(session, core.store, core.cache, core.metrics, name, version, dataset_id)
+        comparison.version_report(session, core.store, core.cache, core.metrics, core.pages, name, version, dataset_id)
     )
 
 
