@@ -205,15 +205,23 @@ class Served:
     model: Any
 
 
+def _derived_nbytes(model: Any) -> int:
+    """What a loaded estimator derives beyond its pickle (``MethodEstimator.derived_nbytes``);
+    0 for an artifact that is no estimator."""
+    derived = getattr(model, "derived_nbytes", None)
+    return int(derived()) if callable(derived) else 0
+
+
 class ModelCache:
     """Loaded versions by ``VersionKey``: at most ``size`` of them and ``max_bytes`` in all, least
     recently used evicted first.
 
-    A model's size is its artifact file's (a pickle holds a model's arrays byte for byte, so it
-    is close to the memory the loaded model takes: 883 MB for a forest of 883 MB on disk). It is
-    known before the load, so room is made *before* the model is read: the process holds at
-    most ``max_bytes`` of models even while a new one loads, instead of the cache's worth plus
-    the one in flight. A model larger than ``max_bytes`` evicts every other and is kept alone
+    A model's size is its artifact file's (a pickle holds a model's arrays byte for byte) plus
+    what it derives when it loads (``derived_nbytes``: a forest's flat node arrays, a quarter
+    more for a forest of many labels). The file's size is known before the load, so room is
+    made for it *before* the model is read, and again for the whole once it is loaded: the
+    process holds at most ``max_bytes`` of models, the one in flight included, except for the
+    derived part of the one in flight. A model larger than ``max_bytes`` evicts every other and is kept alone
     (else every request would pay its load). One load per key at a time: concurrent first
     requests for the same version wait for one load rather than each reading its own copy.
 
@@ -254,7 +262,7 @@ class ModelCache:
 
     @property
     def bytes_held(self) -> int:
-        """The bytes of the models kept (by their artifacts' sizes)."""
+        """The bytes of the models kept (their artifacts' sizes and what they derived on load)."""
         return self._bytes
 
     def __len__(self) -> int:
@@ -305,8 +313,11 @@ class ModelCache:
                     label_names=row.label_names,
                     model=self._store.load_artifact(row.artifact_sha256),
                 )
+                nbytes += _derived_nbytes(served.model)
                 with self._lock:
-                    evicted = self._make_room(nbytes)  # another version may have come in meanwhile
+                    # room for what the model holds, which may exceed its file; and another
+                    # version may have come in meanwhile
+                    evicted = self._make_room(nbytes)
                     self._entries[key] = (served, nbytes)
                     self._bytes += nbytes
                 self._evicted(evicted)

@@ -47,40 +47,49 @@ _FLAT_ROWS = 32
 
 class _FlatForest:
     """The nodes of every tree in one set of arrays; a leaf points to itself (threshold +inf), so
-    ``depth`` steps take every row to its leaf in every tree."""
+    ``depth`` steps take every row to its leaf in every tree.
+
+    The arrays are allocated once at their final size and filled tree by tree: the leaf scores
+    are a quarter of a many-label forest's bytes, and collecting them per tree before
+    concatenating held them twice while a model loaded.
+    """
 
     def __init__(self, trees: list[Any], positive: np.ndarray) -> None:
-        sizes = [tree.tree_.node_count for tree in trees]
+        sizes = np.array([tree.tree_.node_count for tree in trees], dtype=np.intp)
+        leaves = np.array([int((tree.tree_.children_left < 0).sum()) for tree in trees], dtype=np.intp)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        leaf_offsets = np.concatenate([[0], np.cumsum(leaves)[:-1]]).astype(np.intp)
         self.roots = offsets
         self.depth = max(tree.tree_.max_depth for tree in trees)
-        features, thresholds, lefts, rights, leaf_rows, leaf_scores = [], [], [], [], [], []
+        total = int(sizes.sum())
+        self.feature = np.empty(total, dtype=np.intp)
+        self.threshold = np.empty(total)
+        self.left = np.empty(total, dtype=np.intp)
+        self.right = np.empty(total, dtype=np.intp)
+        self.leaf_row = np.full(total, -1, dtype=np.intp)
+        self.leaf_scores = np.empty((int(leaves.sum()), positive.shape[0]))  # (leaves of all trees, q)
         has = positive >= 0
         cols = np.where(has, positive, 0)
-        n_leaves = 0
-        for tree, offset in zip(trees, offsets):
+        for tree, offset, size, first_leaf, n_leaves in zip(trees, offsets, sizes, leaf_offsets, leaves):
             t = tree.tree_
-            nodes = np.arange(t.node_count) + offset
+            nodes = slice(offset, offset + size)
+            ids = np.arange(offset, offset + size)
             leaf = t.children_left < 0
-            features.append(np.where(leaf, 0, t.feature))
-            thresholds.append(np.where(leaf, np.inf, t.threshold))
-            lefts.append(np.where(leaf, nodes, t.children_left + offset))
-            rights.append(np.where(leaf, nodes, t.children_right + offset))
+            self.feature[nodes] = np.where(leaf, 0, t.feature)
+            self.threshold[nodes] = np.where(leaf, np.inf, t.threshold)
+            self.left[nodes] = np.where(leaf, ids, t.children_left + offset)
+            self.right[nodes] = np.where(leaf, ids, t.children_right + offset)
+            self.leaf_row[nodes][leaf] = np.arange(first_leaf, first_leaf + n_leaves)
             value = t.value[leaf]  # (leaves, q, classes): class fractions or counts
-            value = value / value.sum(axis=2, keepdims=True)
-            scores = np.take_along_axis(value, cols[None, :, None], axis=2)[:, :, 0]
+            scores = np.take_along_axis(value, cols[None, :, None], axis=2)[:, :, 0] / value.sum(axis=2)
             scores[:, ~has] = 0.0
-            leaf_scores.append(scores)
-            rows = np.full(t.node_count, -1, dtype=np.intp)
-            rows[leaf] = np.arange(n_leaves, n_leaves + int(leaf.sum()))
-            n_leaves += int(leaf.sum())
-            leaf_rows.append(rows)
-        self.feature = np.concatenate(features).astype(np.intp)
-        self.threshold = np.concatenate(thresholds)
-        self.left = np.concatenate(lefts).astype(np.intp)
-        self.right = np.concatenate(rights).astype(np.intp)
-        self.leaf_row = np.concatenate(leaf_rows)
-        self.leaf_scores = np.concatenate(leaf_scores)  # (leaves of all trees, q)
+            self.leaf_scores[first_leaf : first_leaf + n_leaves] = scores
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the arrays (what a loaded forest holds beyond its trees)."""
+        arrays = (self.roots, self.feature, self.threshold, self.left, self.right, self.leaf_row, self.leaf_scores)
+        return sum(a.nbytes for a in arrays)
 
     def scores(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf score of each label over the trees (n, q)."""
@@ -213,6 +222,11 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         total /= len(self.forest_.estimators_)
         total[:, ~has] = 0.0
         return total
+
+    def derived_nbytes(self) -> int:
+        """The flat node arrays (a quarter of a many-label forest's bytes: a score per label of
+        every leaf, against the trees' two fractions per label of every node)."""
+        return self._flat.nbytes
 
     def __getstate__(self) -> dict[str, Any]:
         """The flat node arrays are derived from the trees: rebuilt on load, not stored."""
