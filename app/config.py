@@ -61,6 +61,14 @@ class Settings(BaseSettings):
         description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files); "
         "a model larger than this alone is still served, and kept alone",
     )
+    warm_new_versions: bool = Field(
+        False,
+        description="Load each model's newly registered version into every API process's model cache in the "
+        "background, so that no request pays its load (app.services.warming)",
+    )
+    warm_poll_seconds: float = Field(
+        1.0, gt=0, description="How often the warming thread looks for new versions (a read of the registry token)"
+    )
     max_model_mb: float = Field(
         3072,
         gt=0,
