@@ -21,7 +21,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.allocator import release_freed_memory
+from app.allocator import large_blocks_mapped, release_freed_memory
 from app.db import Database
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
@@ -305,13 +305,15 @@ class ModelCache:
                 with self._lock:
                     evicted = self._make_room(nbytes)
                 self._evicted(evicted)
+                with large_blocks_mapped():
+                    model = self._store.load_artifact(row.artifact_sha256)
                 served = Served(
                     name=row.model_name,
                     version=row.version,
                     method=row.method,
                     feature_names=row.feature_names,
                     label_names=row.label_names,
-                    model=self._store.load_artifact(row.artifact_sha256),
+                    model=model,
                 )
                 nbytes += _derived_nbytes(served.model)
                 with self._lock:
