@@ -122,8 +122,8 @@ def tree_nodes(rows: float, depth: int | None, leaf: int, split_share: float) ->
     Grown out, a tree has ``2 leaves - 1`` nodes, its leaves holding from ``leaf`` to ``2 leaf -
     1`` rows (a node of ``2 leaf`` rows or more can be split), ``(3 leaf - 1) / 2`` on average (on
     bibtex, ``leaf`` 4: 798 nodes measured, 1121 estimated; ``2 rows / leaf - 1`` would be
-    1541); the depth does not matter. Under
-    a depth cap the count depends on how the splits divide the rows: a node of m rows splits into
+    1541); the depth does not matter. Under a depth cap the count depends on how the splits
+    divide the rows: a node of m rows splits into
     ``m (1 - s)`` and ``m s`` with ``s`` the ``split_share`` (the share of rows a split sends
     aside: one half for dense features; for sparse ones the share of stored values, since a
     split of a sparse feature separates its non-zeros from the rest), and never sends fewer than
@@ -164,7 +164,7 @@ def tree_nodes(rows: float, depth: int | None, leaf: int, split_share: float) ->
             m = rows * keep**a * aside**b
             if a + b < depth and m >= limit:
                 counts[a, b] = 1 + nodes(a + 1, b) + nodes(a, b + 1)
-    return min(grown, 2 ** (depth + 1) - 1, nodes(0, 0))
+    return min(grown, 2 ** (min(depth, 62) + 1) - 1, nodes(0, 0))  # a depth past 62 caps nothing
 
 
 class RFParams(MethodParams):
