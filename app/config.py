@@ -58,7 +58,8 @@ class Settings(BaseSettings):
     model_cache_mb: float = Field(
         2048,
         gt=0,
-        description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files); "
+        description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files plus what "
+        "they build when they load); "
         "a model larger than this alone is still served, and kept alone",
     )
     warm_new_versions: bool = Field(

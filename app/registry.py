@@ -220,10 +220,10 @@ class ModelCache:
     what it derives when it loads (``derived_nbytes``: a forest's flat node arrays, a quarter
     more for a forest of many labels). The file's size is known before the load, so room is
     made for it *before* the model is read, and again for the whole once it is loaded: the
-    process holds at most ``max_bytes`` of models, the one in flight included, except for the
-    derived part of the one in flight. A model larger than ``max_bytes`` evicts every other and is kept alone
-    (else every request would pay its load). One load per key at a time: concurrent first
-    requests for the same version wait for one load rather than each reading its own copy.
+    process holds at most ``max_bytes`` of models, the one in flight included (but for its
+    derived part). A model larger than ``max_bytes`` evicts every other and is kept alone (else
+    every request would pay its load). One load per key at a time: concurrent first requests
+    for the same version wait for one load rather than each reading its own copy.
 
     Whoever keeps references to served models (``services.prediction.ResolvedRefs``) registers
     with ``on_evict`` and drops them when a model is evicted: a model pinned elsewhere would stay
