@@ -58,8 +58,17 @@ class Settings(BaseSettings):
     model_cache_mb: float = Field(
         2048,
         gt=0,
-        description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files); "
+        description="Bytes of loaded models kept in memory (LRU by size, measured by their artifact files plus what "
+        "they build when they load); "
         "a model larger than this alone is still served, and kept alone",
+    )
+    warm_new_versions: bool = Field(
+        False,
+        description="Load each model's newly registered version into every API process's model cache in the "
+        "background, so that no request pays its load (app.services.warming)",
+    )
+    warm_poll_seconds: float = Field(
+        1.0, gt=0, description="How often the warming thread looks for new versions (a read of the registry token)"
     )
     max_model_mb: float = Field(
         3072,

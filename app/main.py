@@ -31,6 +31,7 @@ from app.jobs.queue import JobCounts
 from app.jobs.runner import make_runner
 from app.observability import Metrics, RequestMetrics, access_log, configure_logging
 from app.services.maintenance import Sweeper
+from app.services.warming import Warmer
 
 
 def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:
@@ -49,9 +50,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         core.attach_runner(make_runner(core))
         core.runner.recover()
         sweeper = Sweeper(core).start()
+        warmer = Warmer(core).start() if settings.warm_new_versions else None
         try:
             yield
         finally:
+            if warmer is not None:
+                warmer.stop()
             sweeper.stop()
             core.runner.shutdown()
             if owns_process:

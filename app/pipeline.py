@@ -32,6 +32,10 @@ class SelectedFeatures:
     def _predict(self, X: np.ndarray, threshold: float | None = None) -> np.ndarray:
         return self.estimator._predict(self._columns(X), threshold=threshold)
 
+    def derived_nbytes(self) -> int:
+        """The wrapped model's (what the model cache adds to the artifact's size)."""
+        return int(self.estimator.derived_nbytes())
+
     def _columns(self, X: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.asarray(X)[:, self.feature_indices])
 

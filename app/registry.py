@@ -21,7 +21,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.allocator import release_freed_memory
+from app.allocator import large_blocks_mapped, release_freed_memory
 from app.db import Database
 from app.orm import Alias, Model, ModelVersion, VersionCounter
 from app.store import Store
@@ -205,17 +205,25 @@ class Served:
     model: Any
 
 
+def _derived_nbytes(model: Any) -> int:
+    """What a loaded estimator derives beyond its pickle (``MethodEstimator.derived_nbytes``);
+    0 for an artifact that is no estimator."""
+    derived = getattr(model, "derived_nbytes", None)
+    return int(derived()) if callable(derived) else 0
+
+
 class ModelCache:
     """Loaded versions by ``VersionKey``: at most ``size`` of them and ``max_bytes`` in all, least
     recently used evicted first.
 
-    A model's size is its artifact file's (a pickle holds a model's arrays byte for byte, so it
-    is close to the memory the loaded model takes: 883 MB for a forest of 883 MB on disk). It is
-    known before the load, so room is made *before* the model is read: the process holds at
-    most ``max_bytes`` of models even while a new one loads, instead of the cache's worth plus
-    the one in flight. A model larger than ``max_bytes`` evicts every other and is kept alone
-    (else every request would pay its load). One load per key at a time: concurrent first
-    requests for the same version wait for one load rather than each reading its own copy.
+    A model's size is its artifact file's (a pickle holds a model's arrays byte for byte) plus
+    what it derives when it loads (``derived_nbytes``: a forest's flat node arrays, a quarter
+    more for a forest of many labels). The file's size is known before the load, so room is
+    made for it *before* the model is read, and again for the whole once it is loaded: the
+    process holds at most ``max_bytes`` of models, the one in flight included (but for its
+    derived part). A model larger than ``max_bytes`` evicts every other and is kept alone (else
+    every request would pay its load). One load per key at a time: concurrent first requests
+    for the same version wait for one load rather than each reading its own copy.
 
     Whoever keeps references to served models (``services.prediction.ResolvedRefs``) registers
     with ``on_evict`` and drops them when a model is evicted: a model pinned elsewhere would stay
@@ -254,7 +262,7 @@ class ModelCache:
 
     @property
     def bytes_held(self) -> int:
-        """The bytes of the models kept (by their artifacts' sizes)."""
+        """The bytes of the models kept (their artifacts' sizes and what they derived on load)."""
         return self._bytes
 
     def __len__(self) -> int:
@@ -297,16 +305,21 @@ class ModelCache:
                 with self._lock:
                     evicted = self._make_room(nbytes)
                 self._evicted(evicted)
+                with large_blocks_mapped():
+                    model = self._store.load_artifact(row.artifact_sha256)
                 served = Served(
                     name=row.model_name,
                     version=row.version,
                     method=row.method,
                     feature_names=row.feature_names,
                     label_names=row.label_names,
-                    model=self._store.load_artifact(row.artifact_sha256),
+                    model=model,
                 )
+                nbytes += _derived_nbytes(served.model)
                 with self._lock:
-                    evicted = self._make_room(nbytes)  # another version may have come in meanwhile
+                    # room for what the model holds, which may exceed its file; and another
+                    # version may have come in meanwhile
+                    evicted = self._make_room(nbytes)
                     self._entries[key] = (served, nbytes)
                     self._bytes += nbytes
                 self._evicted(evicted)

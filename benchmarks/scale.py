@@ -17,7 +17,11 @@ directory), each printed as a Markdown table:
    register them. The API is started with ``LABELSERVE_MODEL_CACHE_MB`` (default 1000) and
    each model is asked for a prediction in turn, twice round; the table shows the API's peak
    and final RSS and the cache's hits, once with the bound and once with a bound larger than
-   all four (what a count-bounded cache did).
+   all four (what a count-bounded cache did). Then a fifth and a sixth copy are registered while
+   an API runs, with ``LABELSERVE_WARM_NEW_VERSIONS`` off and on: the time of the first and the
+   second request of each (with warming on, sent once the API logged the version warmed; each
+   API first predicts with ``forest0``, so that the process's own first-prediction costs are
+   not counted).
 
 3. **Trainings with CSR inside** (``--skip-training``): bibtex-train uploaded, then ``br``,
    ``mlknn`` and ``rf`` trained by the API's local pool; each job's ``trained`` log line gives
@@ -147,32 +151,72 @@ def forest(n: int, d: int, q: int, trees: int, seed: int = 0) -> object:
     return spec.build({"n_estimators": trees, "random_state": seed}).fit(X, Y)
 
 
-def register_forests(database_url: str, store: Store, model: object, d: int, q: int, copies: int) -> list[int]:
-    """Four distinct artifacts of the forest, registered as a training job registers a version."""
-    sizes = []
-    for i in range(copies):
+def save_forests(store: Store, model: object, copies: int, first: int = 0) -> list[str]:
+    """Distinct artifacts of the forest (a marker attribute differs): their sha256s."""
+    shas = []
+    for i in range(first, first + copies):
         model.benchmark_copy_ = i  # type: ignore[attr-defined]
-        sha = store.save_artifact(model)
-        sizes.append(store.artifact_size(sha))
-        with Database(database_url).session() as session:
-            register_version(
-                session,
-                store,
-                f"forest{i}",
-                method="rf",
-                params={},
-                dataset_id=None,
-                dataset_sha256="0" * 64,
-                feature_names=[f"f{j}" for j in range(d)],
-                label_names=[f"l{k}" for k in range(q)],
-                training_seconds=0.0,
-                warnings=[],
-                library_versions=library_versions(),
-                artifact_sha256=sha,
-                job_id=None,
-                selection=None,
-            )
-    return sizes
+        shas.append(store.save_artifact(model))
+    return shas
+
+
+def register_forest(database_url: str, store: Store, name: str, sha: str, d: int, q: int) -> None:
+    """Register an artifact as a version, as a training job registers one."""
+    with Database(database_url).session() as session:
+        register_version(
+            session,
+            store,
+            name,
+            method="rf",
+            params={},
+            dataset_id=None,
+            dataset_sha256="0" * 64,
+            feature_names=[f"f{j}" for j in range(d)],
+            label_names=[f"l{k}" for k in range(q)],
+            training_seconds=0.0,
+            warnings=[],
+            library_versions=library_versions(),
+            artifact_sha256=sha,
+            job_id=None,
+            selection=None,
+        )
+
+
+def first_request(
+    procs: Processes, env: dict[str, str], url: str, store: Store, sha: str, d: int, q: int, warm: bool
+) -> tuple[float, float, float]:
+    """A forest registered while the API runs (``LABELSERVE_WARM_NEW_VERSIONS`` on or off), then
+    asked for a prediction twice: (seconds from registration to the 'warmed' log line or 0,
+    seconds of the first request, of the second)."""
+    name = f"fresh-{'warm' if warm else 'cold'}"
+    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+    base, _ = procs.start(name, command, env | {"LABELSERVE_WARM_NEW_VERSIONS": str(warm).lower()}, "/ready")
+    log = procs.logs / f"{name}.log"
+    # the process's own first-prediction costs (about 0.25 s: imports on first use, the database
+    # connection), paid by a prediction of a forest registered before, so they are not counted below
+    body = {"model": "forest0", "instances": np.random.default_rng(1).random((5, d)).tolist()}
+    if httpx.post(base + "/predict", json=body, timeout=600).status_code != 200:
+        raise RuntimeError(f"{name}: the prediction of forest0 failed")
+    start = time.perf_counter()
+    register_forest(url, store, name, sha, d, q)
+    warmed = 0.0
+    if warm:
+        deadline = time.monotonic() + 300
+        while '"message":"warmed"' not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} was not warmed; see {log}")
+            time.sleep(0.1)
+        warmed = time.perf_counter() - start
+    body = {"model": name, "instances": np.random.default_rng(1).random((5, d)).tolist()}
+    seconds = []
+    for _ in range(2):
+        start = time.perf_counter()
+        r = httpx.post(base + "/predict", json=body, timeout=600)
+        if r.status_code != 200:
+            raise RuntimeError(f"predict {name}: {r.status_code} {r.text[:300]}")
+        seconds.append(time.perf_counter() - start)
+    procs.stop()
+    return warmed, seconds[0], seconds[1]
 
 
 def serve_forests(
@@ -410,8 +454,13 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             model = forest(args.rows, d, q, args.trees)
             fit_s = time.perf_counter() - start
-            sizes = register_forests(url, Store(tmp / "models"), model, d, q, copies)
+            store = Store(tmp / "models")
+            shas = save_forests(store, model, copies)
+            fresh = save_forests(store, model, 2, first=copies)  # registered while an API runs
             del model
+            for i, sha in enumerate(shas):
+                register_forest(url, store, f"forest{i}", sha, d, q)
+            sizes = [store.artifact_size(sha) for sha in shas]
             print(
                 f"\nServing {copies} forests ({args.trees} trees, {args.rows} rows x {d} features x {q} labels, fitted in "
                 f"{fit_s:.0f} s; artifacts {', '.join(f'{s / MB:.0f}' for s in sizes)} MiB)\n"
@@ -422,6 +471,16 @@ def main(argv: list[str] | None = None) -> int:
                 start_rss, peak, now, hits = serve_forests(procs, env, cache_mb, d, copies)
                 print(
                     f"| {cache_mb:g} | {start_rss / MB:,.0f} MB | {peak / MB:,.0f} MB | {now / MB:,.0f} MB | {hits} |"
+                )
+            print(
+                f"\nThe first request of a version registered while the API runs (load average {os.getloadavg()[0]:.1f})\n"
+            )
+            print("| LABELSERVE_WARM_NEW_VERSIONS | registered to warmed | first /predict | second /predict |")
+            print("|---|---|---|---|")
+            for warm, sha in zip((False, True), fresh):
+                warmed, first, second = first_request(procs, env, url, store, sha, d, q, warm)
+                print(
+                    f"| {str(warm).lower()} | {f'{warmed:.1f} s' if warm else '-'} | {first:.2f} s | {second:.2f} s |"
                 )
         return 0
     finally:

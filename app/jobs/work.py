@@ -582,6 +582,8 @@ def _record_version(
 ) -> bool:
     """Register the version and succeed the job, unless it was cancelled meanwhile."""
     if transitions.lock_running(session, job_id):
+        memory = (fitted.memory or {}) | {"artifact": round(store.artifact_path(sha256).stat().st_size / MB, 1)}
+        details = (fit_details(fitted.estimator) or {}) | {"memory_mb": memory}
         version = register_version(
             session,
             store,
@@ -598,10 +600,9 @@ def _record_version(
             artifact_sha256=sha256,
             job_id=job_id,
             selection=fitted.selection,
-            fit_details=fit_details(fitted.estimator),
+            fit_details=details,
         )
         if transitions.succeed(session, job_id, model_version=version.version):
-            memory = (fitted.memory or {}) | {"artifact": round(store.artifact_path(sha256).stat().st_size / MB, 1)}
             log.info(
                 "trained",
                 extra={"job_id": job_id, "fit_seconds": round(fitted.seconds, 4), "memory_mb": memory},

@@ -243,6 +243,12 @@ class MethodEstimator(BaseEstimator):
         peak = shape.feature_bytes(cls.accepts_sparse) + 2 * shape.dense_bytes + 2 * model
         return MemoryEstimate(peak, model)
 
+    def derived_nbytes(self) -> int:
+        """Bytes this loaded model holds beyond what its pickle holds: arrays derived from the
+        fitted attributes when it loads and never stored (none, unless a method says so). The
+        model cache counts a model as its artifact's size plus these."""
+        return 0
+
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self.accepts_sparse

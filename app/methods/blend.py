@@ -151,6 +151,10 @@ class _Members:
         self.methods_ = [m.method for m in declared]
         self.weights_ = weights / weights.sum()
 
+    def derived_nbytes(self) -> int:
+        """What the members derive on load (a forest member's flat node arrays)."""
+        return sum(member.derived_nbytes() for member in self.members_)
+
 
 class Blend(_Members, ProbabilityClassifierMixin, MethodEstimator):
     """Weighted mean of the members' label probabilities; parameters as :class:`BlendParams`.

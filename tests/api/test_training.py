@@ -3,7 +3,9 @@ crash recovery and restart persistence."""
 
 from __future__ import annotations
 
+import io
 import time
+import zipfile
 
 import numpy as np
 from fastapi.testclient import TestClient
@@ -229,9 +231,30 @@ def test_version_records_the_neighbour_search_and_its_recall(client):
     assert details["neighbour_search"] == "approximate"
     assert isinstance(details["neighbour_recall"], float) and 0.9 <= details["neighbour_recall"] <= 1.0
     train(client, "dmknn", dataset["id"], "exact", k=5)
-    assert client.get("/models/exact/versions/1").json()["fit_details"] == {
+    exact = client.get("/models/exact/versions/1").json()["fit_details"]
+    assert {k: v for k, v in exact.items() if k != "memory_mb"} == {
         "neighbour_search": "exact",
         "neighbour_recall": None,
     }
     train(client, "br", dataset["id"], "plain")
-    assert client.get("/models/plain/versions/1").json()["fit_details"] is None
+    assert set(client.get("/models/plain/versions/1").json()["fit_details"]) == {"memory_mb"}
+
+
+def test_version_records_its_memory_estimate_beside_the_measured_peak_and_artifact(client):
+    rng = np.random.default_rng(5)
+    X = rng.random((200, 6))
+    Y = (X[:, :2] > 0.5).astype(int)
+    dataset = upload_csv(client, X, Y, name="memory")
+    train(client, "rf", dataset["id"], "forest", n_estimators=20)
+    version = client.get("/models/forest/versions/1").json()
+    memory = version["fit_details"]["memory_mb"]
+    assert {"estimate_peak", "estimate_model", "artifact"} <= set(memory)
+    assert memory["estimate_model"] > 0 and memory["estimate_peak"] >= memory["estimate_model"]
+    export = client.get("/models/forest/versions/1/artifact")
+    assert export.status_code == 200
+    # the artifact's recorded size is the saved model file's (the export zips it with a manifest)
+    with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
+        size_mb = archive.getinfo("model.pkl").file_size / 2**20
+    assert abs(memory["artifact"] - size_mb) <= 0.05 + 1e-9
+    if "measured_peak" in memory:  # Linux: the resident high-water mark of the fit
+        assert memory["resident_peak"] >= memory["measured_peak"]

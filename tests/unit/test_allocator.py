@@ -47,3 +47,37 @@ def test_freed_temporaries_are_reused_rather_than_faulted_in_again() -> None:
     block = 216 * 1211 * 8 // 4096  # pages of one block of distances
     assert faults["kept"] < block  # reused
     assert faults["default"] > 5 * block  # glibc's own policy: given back and faulted in again
+
+
+LOADING = """
+import numpy as np
+from app.allocator import keep_freed_memory, large_blocks_mapped
+
+
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+
+def held_after_free():
+    before = resident()
+    block = np.ones(1 << 20)  # 8 MiB, written
+    del block
+    return resident() - before
+
+
+assert keep_freed_memory()
+with large_blocks_mapped():
+    with large_blocks_mapped():
+        pass
+    nested = held_after_free()  # the inner load's end did not restore the setting
+outside = held_after_free()
+print(nested, outside)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings are glibc's")
+def test_blocks_freed_while_a_model_loads_go_back_to_the_system() -> None:
+    out = subprocess.run([sys.executable, "-c", LOADING], cwd=ROOT, capture_output=True, text=True, check=True)
+    nested, outside = (int(v) for v in out.stdout.split())
+    assert nested < 1 << 20  # unmapped when freed
+    assert outside > 6 << 20  # kept for reuse, as the settings say, once no load runs

@@ -117,3 +117,24 @@ def test_eviction_listeners_hear_of_every_model_let_go(monkeypatch):
     assert gone == [{"model": "a0"}]
     cache.clear()
     assert gone == [{"model": "a0"}, {"model": "a1"}] and cache.bytes_held == 0
+
+
+class _Deriving:
+    """A model that builds arrays of ``derived`` bytes when it loads (as a forest's flat nodes)."""
+
+    def __init__(self, derived: int) -> None:
+        self.derived = derived
+
+    def derived_nbytes(self) -> int:
+        return self.derived
+
+
+def test_a_model_counts_what_it_derives_on_load(monkeypatch):
+    store = FakeStore({f"a{i}": 400 * MB for i in range(3)})
+    monkeypatch.setattr(store, "load_artifact", lambda sha: _Deriving(100 * MB))
+    cache = make_cache(store, monkeypatch)
+    cache.get(key(0))
+    assert cache.bytes_held == 500 * MB
+    cache.get(key(1))  # 500 + 500 fit the 1000 MB
+    cache.get(key(2))  # room for its 400 MB file before the load, for its 500 MB after: 0 goes
+    assert len(cache) == 2 and cache.bytes_held == 1000 * MB and cache.get(key(1))[1] is True
