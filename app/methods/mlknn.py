@@ -172,6 +172,9 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     neighbour_recall_ : float or None
         Approximate search: the share of the leave-one-out neighbours of a sample of training
         rows that are true K nearest neighbours (ties count); None for exact search.
+    neighbour_query_recall_ : float or None
+        Approximate search: the same share for queries of new rows (the index's per-row probes),
+        measured on those training rows; None for exact search.
     Y_fit_ : ndarray of shape (m, q), uint8
         Training label sets.
     prior_ : ndarray of shape (q,)
@@ -201,7 +204,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """
 
     _params_model = MLkNNParams
-    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_")
 
     def __init__(
         self,
@@ -225,7 +228,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         if "neighbors" not in state:
             state = {**state, "neighbors": "exact"}
             if "scaling_" in state:
-                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None, "neighbour_query_recall_": None}
         super().__setstate__(state)
 
     # ----------------------------------------------------------------- fitting
@@ -303,6 +306,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self.index_ = graph.index
         self.neighbour_search_ = graph.search
         self.neighbour_recall_ = graph.recall
+        self.neighbour_query_recall_ = graph.query_recall
         self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
         self._set_classes(Y.shape[1])
         if include_self:

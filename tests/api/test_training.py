@@ -228,10 +228,12 @@ def test_version_records_the_neighbour_search_and_its_recall(client):
     details = client.get("/models/approx/versions/1").json()["fit_details"]
     assert details["neighbour_search"] == "approximate"
     assert isinstance(details["neighbour_recall"], float) and 0.9 <= details["neighbour_recall"] <= 1.0
+    assert isinstance(details["neighbour_query_recall"], float) and 0.9 <= details["neighbour_query_recall"] <= 1.0
     train(client, "dmknn", dataset["id"], "exact", k=5)
     assert client.get("/models/exact/versions/1").json()["fit_details"] == {
         "neighbour_search": "exact",
         "neighbour_recall": None,
+        "neighbour_query_recall": None,
     }
     train(client, "br", dataset["id"], "plain")
     assert client.get("/models/plain/versions/1").json()["fit_details"] is None
