@@ -51,6 +51,8 @@ EXACT_MAX_N = 8_000
 ROWS_PER_LIST = 160
 MAX_LISTS = 4096
 TRAIN_ROWS_PER_LIST = 40
+#: A k-means cell of more rows than this is clustered again (``_balanced_centroids``).
+SPLIT_ROWS_PER_LIST = 2 * ROWS_PER_LIST
 #: k-means iterations of the cells (faiss's default is 25: no gain in recall per row read on
 #: tmc2007-500, at 2.5x the training time; the recall is measured either way).
 KMEANS_ITERATIONS = 10
@@ -62,6 +64,8 @@ RECALL_SAMPLE = 1000
 #: row may lie away from the training rows, where its nearest cells are a poorer guide than for
 #: the training rows the query breadth is measured on.
 MIN_QUERY_PROBES = 8
+#: Largest share of non-zero training values at which queries read a CSR copy of the rows.
+QUERY_SPARSE_DENSITY = 0.1
 #: Candidates fetched per query of a new row beyond k, re-ranked by exact distance (then index).
 EXTRA_CANDIDATES = 5
 #: Rows added to the index per call (the progress callback runs between blocks; sparse rows are
@@ -268,6 +272,47 @@ def _one_thread() -> Iterator[None]:
         faiss.omp_set_num_threads(before)
 
 
+#: ApproximateKNN attributes rebuilt on load (``_query_arrays``), never pickled
+_DERIVED = frozenset({"_centroids64", "_centroid_sqnorm", "_cell_blocks", "_ordered_sqnorm"})
+
+
+def _kmeans(rows: np.ndarray, n: int, seed: int) -> np.ndarray:
+    kmeans = faiss.Kmeans(rows.shape[1], n, niter=KMEANS_ITERATIONS, seed=seed)
+    kmeans.train(rows)
+    return np.asarray(kmeans.centroids, dtype=np.float32)
+
+
+def _balanced_centroids(X: Matrix, n_lists: int, seed: int) -> np.ndarray:
+    """k-means centroids of about ``ROWS_PER_LIST`` rows each (float32, single-threaded).
+
+    k-means on sparse binary rows leaves a few cells of ten times the median size (tmc2007-500:
+    median 47 rows, largest 1,690), and a large cell costs twice, in its own rows' comparisons
+    and as the nearest cell of many queries; so each cell above ``SPLIT_ROWS_PER_LIST`` rows is
+    clustered again into cells of about ``ROWS_PER_LIST`` rows."""
+    m = X.shape[0]
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * n_lists), replace=False))
+    centroids = _kmeans(_dense_rows(X, sample).astype(np.float32), n_lists, seed)
+    flat = faiss.IndexFlatL2(X.shape[1])
+    flat.add(centroids)
+    cell = np.concatenate(
+        [
+            flat.search(_dense_rows(X, slice(s, s + BUILD_BLOCK)).astype(np.float32), 1)[1][:, 0]
+            for s in range(0, m, BUILD_BLOCK)
+        ]
+    )
+    sizes = np.bincount(cell, minlength=n_lists)
+    parts = [centroids[sizes <= SPLIT_ROWS_PER_LIST]]
+    for c in np.flatnonzero(sizes > SPLIT_ROWS_PER_LIST):
+        members = np.flatnonzero(cell == c)
+        parts.append(_kmeans(_dense_rows(X, members).astype(np.float32), -(-members.size // ROWS_PER_LIST), seed))
+    return np.ascontiguousarray(np.concatenate(parts)[:MAX_LISTS])
+
+
+def _csr_bytes(M: Any) -> int:
+    return int(M.data.nbytes + M.indices.nbytes + M.indptr.nbytes)
+
+
 def _queries(A: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``[-2q, 1]`` for the rows of ``A`` (:meth:`ApproximateKNN.cell_ordered`) at ``positions``."""
     Q = A[positions]
@@ -304,45 +349,63 @@ class ApproximateKNN:
         #: float32 distances are exact (integer data): the fit's graph needs no float64 pass
         self.float32_exact = _float32_exact(self.X, self.sqnorm)
         self.n_lists = int(min(max(1, m // ROWS_PER_LIST), MAX_LISTS))
-        self.n_probe = self.n_lists
         self.loo_rows = m
-        rng = np.random.default_rng(seed)
-        sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * self.n_lists), replace=False))
-        self.index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, self.n_lists)
-        self.index.cp.seed = seed
-        self.index.cp.niter = KMEANS_ITERATIONS
+        X_: Any = self.X
+        nonzero = X_.nnz if sparse.issparse(X_) else np.count_nonzero(X_)
+        dense_rows = nonzero > QUERY_SPARSE_DENSITY * m * d
         with _one_thread():
-            self.index.train(_dense_rows(self.X, sample).astype(np.float32))
+            self.centroids = _balanced_centroids(self.X, self.n_lists, seed)
+            self.n_lists = len(self.centroids)
+            quantizer = faiss.IndexFlatL2(d)
+            quantizer.add(self.centroids)
+            #: faiss's inverted file for queries of dense rows (None for sparse rows)
+            self.index: Any = faiss.IndexIVFFlat(quantizer, d, self.n_lists) if dense_rows else None
+            if self.index is not None:
+                self.index.is_trained = True
+            cell = np.empty(m, dtype=np.intp)
             for start in range(0, m, BUILD_BLOCK):
                 stop = min(m, start + BUILD_BLOCK)
-                self.index.add(_dense_rows(self.X, slice(start, stop)).astype(np.float32))
+                rows = _dense_rows(self.X, slice(start, stop)).astype(np.float32)
+                cell[start:stop] = quantizer.search(rows, 1)[1][:, 0]
+                if self.index is not None:
+                    self.index.add(rows)
                 if progress is not None:
                     progress(stop / m)
-            self.centroids = self.index.quantizer.reconstruct_n(0, self.n_lists)
-        lists = self.index.invlists
-        assert lists is not None
-        cell = np.empty(m, dtype=np.intp)
-        for c in range(self.n_lists):  # where index.add put each row (no second assignment)
-            size = lists.list_size(c)
-            if size:
-                cell[faiss.rev_swig_ptr(lists.get_ids(c), size)] = c
         #: training rows grouped by cell (stable: by index within a cell), and where each cell starts
         self.by_cell = np.argsort(cell, kind="stable")
         self.cell_start = np.searchsorted(cell[self.by_cell], np.arange(self.n_lists + 1))
         self.cell = cell
-        self.index.nprobe = self.n_probe
+        self.set_probes(self.n_lists)
+        #: sparse rows (at most ``QUERY_SPARSE_DENSITY`` non-zero): a query reads its probed
+        #: cells' non-zeros from this CSR copy in cell order, not dense float32 rows
+        #: (tmc2007-500, 4.5% non-zero: a tenth of the bytes per row read)
+        self.ordered_csr = None if dense_rows else sparse.csr_matrix(self.X[self.by_cell], dtype=np.float64)
+        self._query_arrays()
+
+    def _query_arrays(self) -> None:
+        """What every sparse-path query would otherwise recompute (derived, not pickled)."""
+        self._centroids64 = self.centroids.astype(np.float64)
+        self._centroid_sqnorm = np.einsum("ij,ij->i", self._centroids64, self._centroids64)
+        csr: Any = self.ordered_csr
+        #: the CSR rows of each cell (views of ``ordered_csr``) and the squared norms in cell order
+        self._cell_blocks = [] if csr is None else [csr[a:b] for a, b in zip(self.cell_start[:-1], self.cell_start[1:])]
+        self._ordered_sqnorm = self.sqnorm[self.by_cell]
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["index"] = faiss.serialize_index(self.index)
+        state = {name: value for name, value in self.__dict__.items() if name not in _DERIVED}
+        if self.index is not None:
+            state["index"] = faiss.serialize_index(self.index)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state["index"] = faiss.deserialize_index(state["index"])
+        if state["index"] is not None:
+            state["index"] = faiss.deserialize_index(state["index"])
         state.setdefault("loo_rows", state["X"].shape[0])  # indexes pickled before the two breadths
         state.setdefault("float32_exact", False)
+        state.setdefault("ordered_csr", None)
         self.__dict__.update(state)
-        self.index.nprobe = self.n_probe
+        self.set_probes(self.n_probe)
+        self._query_arrays()
 
     @property
     def n_samples(self) -> int:
@@ -350,16 +413,17 @@ class ApproximateKNN:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held: the training matrix and the index's float32 rows."""
+        """Approximate memory held: the training matrix, its CSR copy or the index's float32 rows."""
         X = self.X
-        own = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sparse.issparse(X) else X.nbytes
-        return int(own + 4 * X.shape[0] * X.shape[1])
+        own = sum(_csr_bytes(M) if sparse.issparse(M) else M.nbytes for M in (X, self.ordered_csr) if M is not None)
+        return int(own + (0 if self.index is None else 4 * X.shape[0] * X.shape[1]))
 
     def set_probes(self, n_probe: int, loo_rows: int | None = None) -> None:
         """Cells searched by every later query of new rows (more: higher recall, slower
         queries) and, if given, the rows budget of the leave-one-out graph."""
         self.n_probe = int(min(max(1, n_probe), self.n_lists))
-        self.index.nprobe = self.n_probe
+        if self.index is not None:
+            self.index.nprobe = self.n_probe
         if loo_rows is not None:
             self.loo_rows = int(min(max(1, loo_rows), self.n_samples))
 
@@ -405,7 +469,7 @@ class ApproximateKNN:
         step = max(1, (1 << 22) // max(width * self.X.shape[1], 1))
         for start in range(0, n, step):
             Qb = np.asarray(Q[start : start + step], dtype=np.float64)
-            cand = self._candidates(Qb, width)
+            cand = self._candidates(Qb, width) if self.ordered_csr is None else self._sparse_candidates(Qb, width)
             out[start : start + step] = self._rerank(Qb, cand, k)
         return out
 
@@ -491,6 +555,27 @@ class ApproximateKNN:
         for i in np.flatnonzero((cand < 0).any(axis=1)):
             D = self.sqnorm - 2.0 * np.asarray(self.X @ Qb[i]).ravel()
             cand[i] = np.argsort(D, kind="stable")[:width]
+        return cand
+
+    def _sparse_candidates(self, Qb: np.ndarray, width: int) -> np.ndarray:
+        """``width`` candidates per query row from the non-zeros of its ``n_probe`` nearest cells
+        (float64 ``|p|^2 - 2 q.p`` over ``ordered_csr``; the same probe order as the recall
+        measurement's), or from every row when those cells hold fewer than ``width``."""
+        bounds, blocks = self.cell_start, self._cell_blocks
+        C = self._centroids64
+        near = self._centroid_sqnorm[None, :] - 2.0 * (Qb @ C.T)
+        p = self.n_probe
+        probed = np.argpartition(near, p - 1, axis=1)[:, :p] if p < self.n_lists else np.argsort(near, axis=1)
+        cand = np.empty((Qb.shape[0], width), dtype=np.intp)
+        for i, cells in enumerate(probed):
+            lo, hi = bounds[cells], bounds[cells + 1]
+            if int((hi - lo).sum()) < width:
+                D = self.sqnorm - 2.0 * np.asarray(self.X @ Qb[i]).ravel()
+                cand[i] = np.argsort(D, kind="stable")[:width]
+                continue
+            pos = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
+            D = self._ordered_sqnorm[pos] - 2.0 * np.concatenate([blocks[c] @ Qb[i] for c in cells])
+            cand[i] = self.by_cell[pos[np.argpartition(D, width - 1)[:width]]]
         return cand
 
     def _exact_sqdist(self, Qb: np.ndarray, cand: np.ndarray) -> np.ndarray:
