@@ -4,20 +4,23 @@ a selection.
 
 Exact search (:class:`ExactKNN`) is one GEMM over all pairs: its fit cost grows as n^2 d (41 s
 for tmc2007-500's 21,519 rows on a quiet machine) and a one-row query scans the whole training
-matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`, an
-inverted file (faiss ``IndexIVFFlat``: k-means cells of about ``ROWS_PER_LIST`` rows; a query
-scans the rows of its few nearest cells), so the fit grows about linearly in n and a one-row
-query reads a few hundred rows. docs/neighbours.md has the measurements behind the choice of
-library (hnswlib, pynndescent and faiss were compared) and of the constants below. Both give
-the same contract: ``kneighbors(Q, k)`` -> (n, k) training indices, nearest first, ties by lower
-index among the candidates, ``Q=None`` for leave-one-out neighbourhoods (each row excluded by
-index, never by distance, so its duplicates stay eligible).
+matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`:
+k-means cells of about ``ROWS_PER_LIST`` rows (faiss; oversized cells split); the fit's
+leave-one-out graph compares each cell with a budget of rows from its nearest cells and is
+exact within them, a query reads the rows of its own few nearest cells. docs/neighbours.md has
+the measurements behind the choice of library (hnswlib, pynndescent and faiss were compared)
+and of the constants below. Both give the same contract: ``kneighbors(Q, k)`` -> (n, k)
+training indices, nearest first, ties by lower index among the candidates, ``Q=None`` for
+leave-one-out neighbourhoods (each row excluded by index, never by distance, so its duplicates
+stay eligible).
 
 An approximate graph is only as good as its recall, so :func:`training_graph` measures it: on a
 sample of training rows, the share of returned neighbours that are true k nearest neighbours
-(tie-aware: a neighbour at the k-th true distance counts), and raises the cells searched until
-the sample reaches ``RECALL_TARGET`` or every cell is searched. The recall is kept on the graph
-and the estimators record it as a fitted attribute (the version shows it).
+(tie-aware: a neighbour at the k-th true distance counts). Because the graph is exact within
+what it searches, one exact pass over the sample gives the recall of every breadth, and the
+least breadth reaching ``RECALL_TARGET`` is kept, for the graph and for queries of new rows.
+The recalls are kept on the graph and the estimators record them as fitted attributes (the
+version shows them).
 
 Within one ``auto`` run ``mlknn`` and ``dmknn`` compute the same leave-one-out graph over the
 same scaled training rows in every fold. :func:`sharing_graphs` opens a cache, keyed by the
@@ -324,22 +327,24 @@ def _queries(A: np.ndarray, positions: np.ndarray) -> np.ndarray:
 class ApproximateKNN:
     """Inverted-file neighbour search over a fixed training matrix (dense float64 or CSR).
 
-    The index (faiss ``IndexIVFFlat``) clusters the training rows into ``n_lists`` cells by
-    k-means (on a fixed-seed sample, single-threaded: the same rows give the same index). Two
-    breadths are set by :func:`training_graph` from a recall sample:
+    The training rows are clustered into ``n_lists`` cells by k-means (faiss, on a fixed-seed
+    sample, single-threaded: the same rows give the same index; cells of more than
+    ``SPLIT_ROWS_PER_LIST`` rows clustered again). Two breadths are set by
+    :func:`training_graph` from a recall sample:
 
     * ``loo_rows``: the leave-one-out graph of the fit compares the rows of each cell with the
       rows of the cells nearest to that cell's centroid, taken nearest first while fewer than
       ``loo_rows`` (and at least k + 1) rows are taken (one float32 GEMM per cell; a budget in rows, not cells,
       because k-means cells are uneven and a large cell next to many others would otherwise
       dominate the cost), and is exact within them: (squared distance, index) order;
-    * ``n_probe``: a new row is a faiss query over its own ``n_probe`` nearest cells (probed per
-      row, which finds more per cell read, so fewer are needed), ``k + EXTRA_CANDIDATES``
-      candidates re-ranked by their exact squared distance (float64), ties by lower index.
+    * ``n_probe``: a new row is compared with the rows of its own ``n_probe`` nearest cells
+      (probed per row, which finds more per cell read, so fewer are needed), ``k +
+      EXTRA_CANDIDATES`` candidates re-ranked by their exact squared distance (float64), ties by
+      lower index. Sparse rows are read from ``ordered_csr``, dense ones through a faiss
+      ``IndexIVFFlat`` over the same cells (``index``; None for sparse rows).
 
-    The training matrix is kept for the exact distances (a CSR matrix stays CSR; the index
-    holds float32 rows, added one densified block at a time). Picklable (faiss serialises the
-    index to bytes).
+    The training matrix is kept for the exact distances (a CSR matrix stays CSR). Picklable
+    (faiss serialises its index to bytes).
     """
 
     def __init__(self, X: Matrix, *, seed: int = 0, progress: Callable[[float], None] | None = None) -> None:
