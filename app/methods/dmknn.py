@@ -304,7 +304,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
         """ML-kNN's (the label model shares its neighbour index) plus the itemset model's
         per-row item counts, counted as another (n, q) float64 matrix."""
-        base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10)})
+        base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10), "neighbors": params.get("neighbors", "auto")})
         return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, base.model_bytes + shape.label_bytes)
 
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:

@@ -235,13 +235,15 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
         """The model keeps the scaled training rows (dense float64) and their label sets (and,
-        searched approximately, a float32 copy in the index); the fit also holds the input, the
-        leave-one-out neighbours (n, k) and neighbour counts (n, q), and a block of at most 2^22
-        (and n^2) inner products."""
+        searched approximately, a float32 copy in the index, or a smaller CSR copy of sparse
+        rows); the fit also holds the input, the leave-one-out neighbours (n, k) and neighbour
+        counts (n, q), a block of at most 2^22 (and n^2) inner products, and, searched
+        approximately, the cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
         k = int(params.get("k", 10))
         model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
         search = params.get("neighbors", "auto")
-        if search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N):
+        approximate = search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N)
+        if approximate:
             model += 4 * shape.n * shape.d
         peak = (
             shape.feature_bytes(cls.accepts_sparse)
@@ -250,6 +252,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
             + model
             + 8 * shape.n * (k + shape.q)
             + 8 * min(_PRODUCT_BLOCK, shape.n * shape.n)
+            + (4 * shape.n * (shape.d + 1) if approximate else 0)
         )
         return MemoryEstimate(peak, model)
 
