@@ -44,7 +44,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.metrics import accuracy_score, coverage_error, f1_score
 from sklearn.metrics import hamming_loss as _sk_hamming_loss
 
@@ -123,12 +122,36 @@ def _pair(Y: object, Yhat: object) -> tuple[np.ndarray, np.ndarray]:
     return y, p
 
 
-def _pessimistic_ranks(Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per entry: ``rank`` = #{labels with score >= this one}; ``relrank`` = the same count
-    restricted to relevant labels (meaningful for relevant entries only)."""
-    rank = rankdata(-S, method="max", axis=1)
-    relrank = rankdata(np.where(Y, -S, np.inf), method="max", axis=1)
-    return rank, relrank
+#: entries of one block of the (relevant entry x label) comparisons of ``_relevant_ranks``
+_COMPARE_ENTRIES = 1 << 22
+
+
+def _relevant_ranks(Y: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The relevant entries (rows, columns) and, at each, ``rank`` = #{labels with score >= its
+    score} and ``relrank`` = the same count among the row's relevant labels (scipy's
+    ``rankdata(-S, method="max")``, pessimistic on ties, over all labels and over the relevant
+    ones). Counted for the relevant entries only: label sets are sparse (bibtex: 2.4 of 159 per
+    row), and a selection's ensemble search computes this thousands of times (two full-matrix
+    ``rankdata`` sorts took 85 ms on 3,900 x 159)."""
+    r, c = np.nonzero(Y)
+    values = S[r, c]
+    rank = np.empty(r.size, dtype=np.int64)
+    relrank = np.empty(r.size, dtype=np.int64)
+    step = max(1, _COMPARE_ENTRIES // max(S.shape[1], 1))
+    for a in range(0, r.size, step):
+        rows = r[a : a + step]
+        above = S[rows] >= values[a : a + step, None]
+        rank[a : a + step] = above.sum(axis=1)
+        relrank[a : a + step] = (above & Y[rows]).sum(axis=1)
+    return r, c, rank, relrank
+
+
+def _at_relevant(shape: tuple[int, int], r: np.ndarray, c: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` at the relevant entries of an otherwise zero (n, q) matrix (row sums then add in
+    the same order as over the dense matrix)."""
+    out = np.zeros(shape)
+    out[r, c] = values
+    return out
 
 
 def _mean_or_nan(values: np.ndarray) -> float:
@@ -181,9 +204,9 @@ def ranking_loss(Y: object, S: object) -> float:
     y, s, n_pos = y[keep], s[keep], n_pos[keep]
     if not y.shape[0]:
         return math.nan
-    rank, relrank = _pessimistic_ranks(y, s)
+    r, c, rank, relrank = _relevant_ranks(y, s)
     # rank - relrank = number of irrelevant labels scored >= this relevant label
-    wrong = np.where(y, rank - relrank, 0.0).sum(axis=1)
+    wrong = _at_relevant(y.shape, r, c, rank - relrank).sum(axis=1)
     return float(np.mean(wrong / (n_pos * (y.shape[1] - n_pos))))
 
 
@@ -221,8 +244,8 @@ def average_precision(Y: object, S: object) -> float:
     y, s, n_pos = y[keep], s[keep], n_pos[keep]
     if not y.shape[0]:
         return math.nan
-    rank, relrank = _pessimistic_ranks(y, s)
-    precision = np.where(y, relrank / rank, 0.0).sum(axis=1) / n_pos
+    r, c, rank, relrank = _relevant_ranks(y, s)
+    precision = _at_relevant(y.shape, r, c, relrank / rank).sum(axis=1) / n_pos
     return float(precision.mean())
 
 

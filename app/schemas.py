@@ -327,10 +327,11 @@ class VersionOut(BaseModel):
     fit_details: dict[str, Any] | None = Field(
         None,
         description="what the fit measured, for the methods that record something: mlknn and dmknn give "
-        "neighbour_search ('exact' or 'approximate') and neighbour_recall (the sampled recall of the true k "
-        "nearest neighbours of an approximate index, null for exact search); every training gives memory_mb: "
-        "estimate_peak and estimate_model (the estimate checked at submit), measured_peak (resident growth "
-        "during the fit), resident_peak and artifact (the saved file), in MB",
+        "neighbour_search ('exact' or 'approximate'), neighbour_recall (the sampled recall of the true k "
+        "nearest neighbours in the training graph of an approximate index) and neighbour_query_recall (the same for "
+        "its queries of new rows, measured on training rows), both null for exact search; every training gives "
+        "memory_mb: estimate_peak and estimate_model (the estimate checked at submit), measured_peak (resident "
+        "growth during the fit), resident_peak and artifact (the saved file), in MB",
     )
 
 

@@ -122,19 +122,24 @@ def mlknn_rows(sizes: tuple[int, ...], X: np.ndarray, Y: np.ndarray, Xt: np.ndar
         row, model = measure("mlknn", MLkNN, X[:n], Y[:n], Xt, Yt)
         row.extra = {"search": model.neighbour_search_, "recall": model.neighbour_recall_}
         if model.neighbour_search_ == "approximate":
-            row.extra["probes"] = f"{model.index_.n_probe}/{model.index_.n_lists}"
+            row.extra["probes"] = _breadths(model.index_)
         yield row
         if model.neighbour_search_ == "exact":  # the other side of EXACT_MAX_N, for its choice
             other, forced = measure("mlknn approximate", lambda: MLkNN(neighbors="approximate"), X[:n], Y[:n], Xt, Yt)
             other.extra = {
                 "search": "approximate",
                 "recall": forced.neighbour_recall_,
-                "probes": f"{forced.index_.n_probe}/{forced.index_.n_lists}",
+                "probes": _breadths(forced.index_),
             }
             yield other
     row, model = measure("mlknn exact", lambda: MLkNN(neighbors="exact"), X[: sizes[-1]], Y[: sizes[-1]], Xt, Yt)
     row.extra = {"search": model.neighbour_search_, "recall": None}
     yield row
+
+
+def _breadths(index: Any) -> str:
+    """An approximate index's two breadths: cells probed per query of all cells, rows per graph pool."""
+    return f"queries {index.n_probe}/{index.n_lists} cells, graph {index.loo_rows:,} rows"
 
 
 #: one function per classifier; each yields the rows of its measurements
@@ -159,7 +164,7 @@ def table(rows: list[Row]) -> str:
         recall = r.extra.get("recall")
         search = r.extra.get("search", "")
         if "probes" in r.extra:
-            search = f"{search} ({r.extra['probes']} cells)"
+            search = f"{search} ({r.extra['probes']})"
         lines.append(
             f"| {r.method} | {r.n:,} | {search} | {'-' if recall is None else f'{recall:.3f}'} | "
             f"{r.fit_seconds:.2f} | {r.peak_mb:.0f} | {r.model_mb:.1f} | {r.p50_ms:.2f} | {r.p90_ms:.2f} | "

@@ -212,8 +212,9 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     label_model_ : MLkNN
         The per-label model, which also owns the neighbour index.
     neighbour_search_ : {"exact", "approximate"}
-        The search ``neighbors`` resolved to; ``neighbour_recall_`` (float or None) the sampled
-        recall of an approximate index (as ML-kNN's).
+        The search ``neighbors`` resolved to; ``neighbour_recall_`` and
+        ``neighbour_query_recall_`` (float or None) the sampled recalls of an approximate index's
+        graph and queries (as ML-kNN's).
     min_support_count_ : int
         sigma as a number of training samples.
     itemsets_ : ndarray of shape (M, q), uint8
@@ -251,7 +252,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """
 
     _params_model = DMKNNParams
-    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_")
 
     def __init__(
         self,
@@ -295,7 +296,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         if "neighbors" not in state:
             state = {**state, "neighbors": "exact"}
             if "scaling_" in state:
-                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None, "neighbour_query_recall_": None}
         super().__setstate__(state)
 
     # ------------------------------------------------------------------------------ fitting
@@ -303,7 +304,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
         """ML-kNN's (the label model shares its neighbour index) plus the itemset model's
         per-row item counts, counted as another (n, q) float64 matrix."""
-        base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10)})
+        base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10), "neighbors": params.get("neighbors", "auto")})
         return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, base.model_bytes + shape.label_bytes)
 
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
@@ -318,6 +319,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         neighbours = self.label_model_.fit_scaled(Xs, Y, self.include_self_in_training_neighbours)
         self.neighbour_search_ = self.label_model_.neighbour_search_
         self.neighbour_recall_ = self.label_model_.neighbour_recall_
+        self.neighbour_query_recall_ = self.label_model_.neighbour_query_recall_
 
         progress("itemsets", 0.7)
         found = frequent_label_sets(Y, self.min_support_count_, int(self.min_itemset_size), self.support_mode)

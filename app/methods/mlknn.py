@@ -172,6 +172,9 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     neighbour_recall_ : float or None
         Approximate search: the share of the leave-one-out neighbours of a sample of training
         rows that are true K nearest neighbours (ties count); None for exact search.
+    neighbour_query_recall_ : float or None
+        Approximate search: the same share for queries of new rows (the index's per-row probes),
+        measured on those training rows; None for exact search.
     Y_fit_ : ndarray of shape (m, q), uint8
         Training label sets.
     prior_ : ndarray of shape (q,)
@@ -201,7 +204,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """
 
     _params_model = MLkNNParams
-    recorded_attributes = ("neighbour_search_", "neighbour_recall_")
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_")
 
     def __init__(
         self,
@@ -225,20 +228,22 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         if "neighbors" not in state:
             state = {**state, "neighbors": "exact"}
             if "scaling_" in state:
-                state |= {"neighbour_search_": "exact", "neighbour_recall_": None}
+                state |= {"neighbour_search_": "exact", "neighbour_recall_": None, "neighbour_query_recall_": None}
         super().__setstate__(state)
 
     # ----------------------------------------------------------------- fitting
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
         """The model keeps the scaled training rows (dense float64) and their label sets (and,
-        searched approximately, a float32 copy in the index); the fit also holds the input, the
-        leave-one-out neighbours (n, k) and neighbour counts (n, q), and a block of at most 2^22
-        (and n^2) inner products."""
+        searched approximately, a float32 copy in the index, or a smaller CSR copy of sparse
+        rows); the fit also holds the input, the leave-one-out neighbours (n, k) and neighbour
+        counts (n, q), a block of at most 2^22 (and n^2) inner products, and, searched
+        approximately, the cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
         k = int(params.get("k", 10))
         model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
         search = params.get("neighbors", "auto")
-        if search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N):
+        approximate = search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N)
+        if approximate:
             model += 4 * shape.n * shape.d
         peak = (
             shape.feature_bytes(cls.accepts_sparse)
@@ -247,6 +252,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
             + model
             + 8 * shape.n * (k + shape.q)
             + 8 * min(_PRODUCT_BLOCK, shape.n * shape.n)
+            + (4 * shape.n * (shape.d + 1) if approximate else 0)
         )
         return MemoryEstimate(peak, model)
 
@@ -303,6 +309,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self.index_ = graph.index
         self.neighbour_search_ = graph.search
         self.neighbour_recall_ = graph.recall
+        self.neighbour_query_recall_ = graph.query_recall
         self.Y_fit_ = np.ascontiguousarray(Y, dtype=np.uint8)
         self._set_classes(Y.shape[1])
         if include_self:

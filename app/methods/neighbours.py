@@ -4,20 +4,23 @@ a selection.
 
 Exact search (:class:`ExactKNN`) is one GEMM over all pairs: its fit cost grows as n^2 d (41 s
 for tmc2007-500's 21,519 rows on a quiet machine) and a one-row query scans the whole training
-matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`, an
-inverted file (faiss ``IndexIVFFlat``: k-means cells of about ``ROWS_PER_LIST`` rows; a query
-scans the rows of its few nearest cells), so the fit grows about linearly in n and a one-row
-query reads a few hundred rows. docs/neighbours.md has the measurements behind the choice of
-library (hnswlib, pynndescent and faiss were compared) and of the constants below. Both give
-the same contract: ``kneighbors(Q, k)`` -> (n, k) training indices, nearest first, ties by lower
-index among the candidates, ``Q=None`` for leave-one-out neighbourhoods (each row excluded by
-index, never by distance, so its duplicates stay eligible).
+matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`:
+k-means cells of about ``ROWS_PER_LIST`` rows (faiss; oversized cells split); the fit's
+leave-one-out graph compares each cell with a budget of rows from its nearest cells and is
+exact within them, a query reads the rows of its own few nearest cells. docs/neighbours.md has
+the measurements behind the choice of library (hnswlib, pynndescent and faiss were compared)
+and of the constants below. Both give the same contract: ``kneighbors(Q, k)`` -> (n, k)
+training indices, nearest first, ties by lower index among the candidates, ``Q=None`` for
+leave-one-out neighbourhoods (each row excluded by index, never by distance, so its duplicates
+stay eligible).
 
 An approximate graph is only as good as its recall, so :func:`training_graph` measures it: on a
 sample of training rows, the share of returned neighbours that are true k nearest neighbours
-(tie-aware: a neighbour at the k-th true distance counts), and raises the cells searched until
-the sample reaches ``RECALL_TARGET`` or every cell is searched. The recall is kept on the graph
-and the estimators record it as a fitted attribute (the version shows it).
+(tie-aware: a neighbour at the k-th true distance counts). Because the graph is exact within
+what it searches, one exact pass over the sample gives the recall of every breadth, and the
+least breadth reaching ``RECALL_TARGET`` is kept, for the graph and for queries of new rows.
+The recalls are kept on the graph and the estimators record them as fitted attributes (the
+version shows them).
 
 Within one ``auto`` run ``mlknn`` and ``dmknn`` compute the same leave-one-out graph over the
 same scaled training rows in every fold. :func:`sharing_graphs` opens a cache, keyed by the
@@ -50,16 +53,23 @@ EXACT_MAX_N = 8_000
 #: at most ``MAX_LISTS``), k-means trained on ``TRAIN_ROWS_PER_LIST`` sampled rows per cell.
 ROWS_PER_LIST = 160
 MAX_LISTS = 4096
-TRAIN_ROWS_PER_LIST = 64
-#: Cells probed per query at first, raised by ``PROBE_GROWTH`` while the sampled recall is
-#: below target.
-FIRST_PROBES = 8
-PROBE_GROWTH = 1.5
-#: Sampled recall the probes are raised for.
+TRAIN_ROWS_PER_LIST = 40
+#: A k-means cell of more rows than this is clustered again (``_balanced_centroids``).
+SPLIT_ROWS_PER_LIST = 2 * ROWS_PER_LIST
+#: k-means iterations of the cells (faiss's default is 25: no gain in recall per row read on
+#: tmc2007-500, at 2.5x the training time; the recall is measured either way).
+KMEANS_ITERATIONS = 10
+#: Sampled recall the breadths (cells probed) are chosen for: the fewest cells that reach it.
 RECALL_TARGET = 0.96
-#: Training rows whose leave-one-out neighbours are checked against exact search at fit time.
-RECALL_SAMPLE = 300
-#: Candidates fetched per query beyond k, re-ranked by exact distance (then index).
+#: Training rows whose true leave-one-out neighbours are computed at fit time to measure recall.
+RECALL_SAMPLE = 1000
+#: Queries of new rows probe at least this many cells (the former fixed first breadth): a new
+#: row may lie away from the training rows, where its nearest cells are a poorer guide than for
+#: the training rows the query breadth is measured on.
+MIN_QUERY_PROBES = 8
+#: Largest share of non-zero training values at which queries read a CSR copy of the rows.
+QUERY_SPARSE_DENSITY = 0.1
+#: Candidates fetched per query of a new row beyond k, re-ranked by exact distance (then index).
 EXTRA_CANDIDATES = 5
 #: Rows added to the index per call (the progress callback runs between blocks; sparse rows are
 #: densified one block at a time).
@@ -68,6 +78,9 @@ BUILD_BLOCK = 2048
 SHARED_GRAPHS_BYTES = 1 << 30
 #: Relative slack on GEMM distances when comparing with the true k-th distance (as ExactKNN's).
 _RECALL_RTOL = 1e-9
+#: Rounding of one float32 operation (2^-24, with a margin): times (d + 4) and the operands'
+#: squared norms, it bounds the error of a float32 ``|p|^2 - 2 q.p`` (inputs rounded, d-term sums).
+_FLOAT32_RTOL = 1.01 * 2.0**-24
 
 #: A training or query matrix: dense float64 ndarray, or scipy.sparse CSR (scipy ships no types).
 Matrix: TypeAlias = Any
@@ -236,6 +249,20 @@ def _sqnorms(X: Matrix) -> np.ndarray:
     return np.einsum("ij,ij->i", X, X)
 
 
+def _float32_exact(X: Matrix, sqnorm: np.ndarray) -> bool:
+    """Whether float32 products give exact distances: every value an integer (binary and count
+    data, also after min-max scaling of 0/1 features) and every partial sum of ``|p|^2 - 2 q.p``
+    (at most 3 max |x|^2) below 2^24, so that no float32 sum rounds."""
+    if not len(sqnorm) or 3.0 * float(sqnorm.max()) >= 2.0**24:
+        return False
+    if sparse.issparse(X):
+        return bool(np.array_equal(X.data, np.rint(X.data)))
+    return all(
+        np.array_equal(block, np.rint(block))
+        for block in (X[s : s + BUILD_BLOCK] for s in range(0, len(X), BUILD_BLOCK))
+    )
+
+
 @contextmanager
 def _one_thread() -> Iterator[None]:
     """faiss single-threaded: k-means is then reproducible, and a job's search does not spin
@@ -248,58 +275,142 @@ def _one_thread() -> Iterator[None]:
         faiss.omp_set_num_threads(before)
 
 
+#: ApproximateKNN attributes rebuilt on load (``_query_arrays``), never pickled
+_DERIVED = frozenset({"_centroids64", "_centroid_sqnorm", "_cell_blocks", "_ordered_sqnorm"})
+
+
+def _kmeans(rows: np.ndarray, n: int, seed: int) -> np.ndarray:
+    kmeans = faiss.Kmeans(rows.shape[1], n, niter=KMEANS_ITERATIONS, seed=seed)
+    kmeans.train(rows)
+    return np.asarray(kmeans.centroids, dtype=np.float32)
+
+
+def _balanced_centroids(X: Matrix, n_lists: int, seed: int) -> np.ndarray:
+    """k-means centroids of about ``ROWS_PER_LIST`` rows each (float32, single-threaded).
+
+    k-means on sparse binary rows leaves a few cells of ten times the median size (tmc2007-500:
+    median 47 rows, largest 1,690), and a large cell costs twice, in its own rows' comparisons
+    and as the nearest cell of many queries; so each cell above ``SPLIT_ROWS_PER_LIST`` rows is
+    clustered again into cells of about ``ROWS_PER_LIST`` rows."""
+    m = X.shape[0]
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * n_lists), replace=False))
+    centroids = _kmeans(_dense_rows(X, sample).astype(np.float32), n_lists, seed)
+    flat = faiss.IndexFlatL2(X.shape[1])
+    flat.add(centroids)
+    cell = np.concatenate(
+        [
+            flat.search(_dense_rows(X, slice(s, s + BUILD_BLOCK)).astype(np.float32), 1)[1][:, 0]
+            for s in range(0, m, BUILD_BLOCK)
+        ]
+    )
+    sizes = np.bincount(cell, minlength=n_lists)
+    parts = [centroids[sizes <= SPLIT_ROWS_PER_LIST]]
+    for c in np.flatnonzero(sizes > SPLIT_ROWS_PER_LIST):
+        members = np.flatnonzero(cell == c)
+        parts.append(_kmeans(_dense_rows(X, members).astype(np.float32), -(-members.size // ROWS_PER_LIST), seed))
+    return np.ascontiguousarray(np.concatenate(parts)[:MAX_LISTS])
+
+
+def _csr_bytes(M: Any) -> int:
+    return int(M.data.nbytes + M.indices.nbytes + M.indptr.nbytes)
+
+
+def _queries(A: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``[-2q, 1]`` for the rows of ``A`` (:meth:`ApproximateKNN.cell_ordered`) at ``positions``."""
+    Q = A[positions]
+    Q[:, :-1] *= -2.0
+    Q[:, -1] = 1.0
+    return Q
+
+
 class ApproximateKNN:
     """Inverted-file neighbour search over a fixed training matrix (dense float64 or CSR).
 
-    The index (faiss ``IndexIVFFlat``) clusters the training rows into ``n_lists`` cells by
-    k-means (on a fixed-seed sample, single-threaded: the same rows give the same index) and
-    answers a query from the rows of its ``n_probe`` nearest cells, so a query costs
-    ``n_probe / n_lists`` of an exhaustive scan. It proposes ``k + EXTRA_CANDIDATES`` candidates
-    per query; they are re-ranked by their exact squared distance (float64, sum of squared
-    differences), ties by lower index, as :class:`ExactKNN` orders its neighbours. The training
-    matrix is kept for that re-ranking (a CSR matrix stays CSR; the index holds float32 rows,
-    added one densified block at a time). Picklable (faiss serialises the index to bytes).
+    The training rows are clustered into ``n_lists`` cells by k-means (faiss, on a fixed-seed
+    sample, single-threaded: the same rows give the same index; cells of more than
+    ``SPLIT_ROWS_PER_LIST`` rows clustered again). Two breadths are set by
+    :func:`training_graph` from a recall sample:
+
+    * ``loo_rows``: the leave-one-out graph of the fit compares the rows of each cell with the
+      rows of the cells nearest to that cell's centroid, taken nearest first while fewer than
+      ``loo_rows`` (and at least k + 1) rows are taken (one float32 GEMM per cell; a budget in rows, not cells,
+      because k-means cells are uneven and a large cell next to many others would otherwise
+      dominate the cost), and is exact within them: (squared distance, index) order;
+    * ``n_probe``: a new row is compared with the rows of its own ``n_probe`` nearest cells
+      (probed per row, which finds more per cell read, so fewer are needed), ``k +
+      EXTRA_CANDIDATES`` candidates re-ranked by their exact squared distance (float64), ties by
+      lower index. Sparse rows are read from ``ordered_csr``, dense ones through a faiss
+      ``IndexIVFFlat`` over the same cells (``index``; None for sparse rows).
+
+    The training matrix is kept for the exact distances (a CSR matrix stays CSR). Picklable
+    (faiss serialises its index to bytes).
     """
 
     def __init__(self, X: Matrix, *, seed: int = 0, progress: Callable[[float], None] | None = None) -> None:
         self.X: Matrix = X.tocsr() if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
         m, d = self.X.shape
         self.sqnorm = _sqnorms(self.X)
+        #: float32 distances are exact (integer data): the fit's graph needs no float64 pass
+        self.float32_exact = _float32_exact(self.X, self.sqnorm)
         self.n_lists = int(min(max(1, m // ROWS_PER_LIST), MAX_LISTS))
-        self.n_probe = min(self.n_lists, FIRST_PROBES)
-        rng = np.random.default_rng(seed)
-        sample = np.sort(rng.choice(m, size=min(m, TRAIN_ROWS_PER_LIST * self.n_lists), replace=False))
-        self.index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, self.n_lists)
-        self.index.cp.seed = seed
+        self.loo_rows = m
+        X_: Any = self.X
+        nonzero = X_.nnz if sparse.issparse(X_) else np.count_nonzero(X_)
+        dense_rows = nonzero > QUERY_SPARSE_DENSITY * m * d
         with _one_thread():
-            self.index.train(_dense_rows(self.X, sample).astype(np.float32))
-            for start in range(0, m, BUILD_BLOCK):
-                stop = min(m, start + BUILD_BLOCK)
-                self.index.add(_dense_rows(self.X, slice(start, stop)).astype(np.float32))
-                if progress is not None:
-                    progress(stop / m)
-            self.centroids = self.index.quantizer.reconstruct_n(0, self.n_lists)
+            self.centroids = _balanced_centroids(self.X, self.n_lists, seed)
+            self.n_lists = len(self.centroids)
+            quantizer = faiss.IndexFlatL2(d)
+            quantizer.add(self.centroids)
+            #: faiss's inverted file for queries of dense rows (None for sparse rows)
+            self.index: Any = faiss.IndexIVFFlat(quantizer, d, self.n_lists) if dense_rows else None
+            if self.index is not None:
+                self.index.is_trained = True
             cell = np.empty(m, dtype=np.intp)
             for start in range(0, m, BUILD_BLOCK):
                 stop = min(m, start + BUILD_BLOCK)
-                cell[start:stop] = self.index.quantizer.search(
-                    _dense_rows(self.X, slice(start, stop)).astype(np.float32), 1
-                )[1][:, 0]
+                rows = _dense_rows(self.X, slice(start, stop)).astype(np.float32)
+                cell[start:stop] = quantizer.search(rows, 1)[1][:, 0]
+                if self.index is not None:
+                    self.index.add(rows)
+                if progress is not None:
+                    progress(stop / m)
         #: training rows grouped by cell (stable: by index within a cell), and where each cell starts
         self.by_cell = np.argsort(cell, kind="stable")
         self.cell_start = np.searchsorted(cell[self.by_cell], np.arange(self.n_lists + 1))
         self.cell = cell
-        self.index.nprobe = self.n_probe
+        self.set_probes(self.n_lists)
+        #: sparse rows (at most ``QUERY_SPARSE_DENSITY`` non-zero): a query reads its probed
+        #: cells' non-zeros from this CSR copy in cell order, not dense float32 rows
+        #: (tmc2007-500, 4.5% non-zero: a tenth of the bytes per row read)
+        self.ordered_csr = None if dense_rows else sparse.csr_matrix(self.X[self.by_cell], dtype=np.float64)
+        self._query_arrays()
+
+    def _query_arrays(self) -> None:
+        """What every sparse-path query would otherwise recompute (derived, not pickled)."""
+        self._centroids64 = self.centroids.astype(np.float64)
+        self._centroid_sqnorm = np.einsum("ij,ij->i", self._centroids64, self._centroids64)
+        csr: Any = self.ordered_csr
+        #: the CSR rows of each cell (views of ``ordered_csr``) and the squared norms in cell order
+        self._cell_blocks = [] if csr is None else [csr[a:b] for a, b in zip(self.cell_start[:-1], self.cell_start[1:])]
+        self._ordered_sqnorm = self.sqnorm[self.by_cell]
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["index"] = faiss.serialize_index(self.index)
+        state = {name: value for name, value in self.__dict__.items() if name not in _DERIVED}
+        if self.index is not None:
+            state["index"] = faiss.serialize_index(self.index)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state["index"] = faiss.deserialize_index(state["index"])
+        if state["index"] is not None:
+            state["index"] = faiss.deserialize_index(state["index"])
+        state.setdefault("loo_rows", state["X"].shape[0])  # indexes pickled before the two breadths
+        state.setdefault("float32_exact", False)
+        state.setdefault("ordered_csr", None)
         self.__dict__.update(state)
-        self.index.nprobe = self.n_probe
+        self.set_probes(self.n_probe)
+        self._query_arrays()
 
     @property
     def n_samples(self) -> int:
@@ -307,92 +418,136 @@ class ApproximateKNN:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held: the training matrix and the index's float32 rows."""
+        """Approximate memory held: the training matrix, its CSR copy or the index's float32 rows."""
         X = self.X
-        own = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sparse.issparse(X) else X.nbytes
-        return int(own + 4 * X.shape[0] * X.shape[1])
+        own = sum(_csr_bytes(M) if sparse.issparse(M) else M.nbytes for M in (X, self.ordered_csr) if M is not None)
+        return int(own + (0 if self.index is None else 4 * X.shape[0] * X.shape[1]))
 
-    def set_probes(self, n_probe: int) -> None:
-        """Cells searched by every later query (more: higher recall, slower queries)."""
+    def set_probes(self, n_probe: int, loo_rows: int | None = None) -> None:
+        """Cells searched by every later query of new rows (more: higher recall, slower
+        queries) and, if given, the rows budget of the leave-one-out graph."""
         self.n_probe = int(min(max(1, n_probe), self.n_lists))
-        self.index.nprobe = self.n_probe
+        if self.index is not None:
+            self.index.nprobe = self.n_probe
+        if loo_rows is not None:
+            self.loo_rows = int(min(max(1, loo_rows), self.n_samples))
 
-    def kneighbors(self, Q: np.ndarray | None, k: int, rows: np.ndarray | None = None) -> np.ndarray:
+    def rows_before(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each given cell: the probe order (all cells, nearest first) and, at each position,
+        how many rows the cells before it hold (a cell is in the graph's pool while that is
+        below ``loo_rows``)."""
+        order = self.probe_order(cells, self.n_lists)
+        sizes = np.diff(self.cell_start)[order]
+        return order, np.cumsum(sizes, axis=1) - sizes
+
+    def probe_order(self, cells: np.ndarray, depth: int) -> np.ndarray:
+        """(len(cells), depth): the cells nearest to each given cell's centroid, nearest first
+        (a stable sort of float64 squared distances: the cell itself first, ties by cell)."""
+        C = self.centroids.astype(np.float64)
+        sq = np.einsum("ij,ij->i", C, C)
+        out = np.empty((len(cells), depth), dtype=np.intp)
+        step = max(1, _BLOCK_ENTRIES // max(self.n_lists, 1))
+        for s in range(0, len(cells), step):
+            part = cells[s : s + step]
+            D = sq[None, :] - 2.0 * (C[part] @ C.T)
+            D[np.arange(len(part)), part] = -np.inf
+            out[s : s + step] = np.argsort(D, axis=1, kind="stable")[:, :depth]
+        return out
+
+    def kneighbors(self, Q: np.ndarray | None, k: int) -> np.ndarray:
         """Indices (n, k) of the k nearest training rows of each query, nearest first.
 
-        ``Q=None`` gives leave-one-out neighbourhoods of the training rows (all of them, or
-        those in ``rows``): each query row is excluded by its index only. They are computed
-        cell by cell: the rows of one cell against the rows of the ``n_probe`` cells nearest
-        to its centroid, one GEMM per cell (faiss's per-pair scan is ~10x slower per distance
-        than a GEMM on dense rows, which ate most of the saving; docs/neighbours.md). New rows
-        are faiss queries (their own ``n_probe`` nearest cells).
+        ``Q=None`` gives the leave-one-out neighbourhoods of the training rows (each excluded
+        by its index only), computed cell by cell (:meth:`_loo_cell`). New rows are faiss
+        queries (their own ``n_probe`` nearest cells).
         """
         loo = Q is None
         m = self.n_samples
         if not 1 <= k <= m - int(loo):
             raise ValueError(f"k={k} needs at least {k + int(loo)} training samples, have {m}")
-        width = min(m, k + int(loo) + EXTRA_CANDIDATES)
         if loo:
-            return self._loo(np.arange(m) if rows is None else np.asarray(rows, dtype=np.intp), k, width)
+            return self.loo_graph(k, self.cell_ordered())
         assert Q is not None
+        width = min(m, k + EXTRA_CANDIDATES)
         n = Q.shape[0]
         out = np.empty((n, k), dtype=np.intp)
         step = max(1, (1 << 22) // max(width * self.X.shape[1], 1))
         for start in range(0, n, step):
             Qb = np.asarray(Q[start : start + step], dtype=np.float64)
-            cand = self._candidates(Qb, width)
+            cand = self._candidates(Qb, width) if self.ordered_csr is None else self._sparse_candidates(Qb, width)
             out[start : start + step] = self._rerank(Qb, cand, k)
         return out
 
-    def _loo(self, rows: np.ndarray, k: int, width: int) -> np.ndarray:
-        """Leave-one-out neighbours of training ``rows``, one cell at a time.
-
-        The rows are copied once into cell order as float32, so that each probed cell is a
-        contiguous block for a float32 GEMM (half a float64 one's time); the float32 distances
-        only choose ``width`` candidates, which are then re-ranked by exact float64 distance.
-        """
-        m = self.n_samples
-        out = np.empty((len(rows), k), dtype=np.intp)
-        with _one_thread():
-            probes = self.index.quantizer.search(self.centroids, self.n_probe)[1]
-        position = np.empty(m, dtype=np.intp)
-        position[rows] = np.arange(len(rows))
-        wanted = np.zeros(m, dtype=bool)
-        wanted[rows] = True
-        ordered = np.empty((m, self.X.shape[1]), dtype=np.float32)
+    def cell_ordered(self) -> np.ndarray:
+        """The training rows in cell order as float32, each with its squared norm appended
+        (``[x, |x|^2]``; ``4 m (d + 1)`` bytes, held by the fit only): ``[-2q, 1] . [p, |p|^2] =
+        |p|^2 - 2 q.p`` (the squared distance less the query's own norm) of a block of rows
+        against others is then one GEMM."""
+        m, d = self.X.shape
+        A = np.empty((m, d + 1), dtype=np.float32)
         for start in range(0, m, BUILD_BLOCK):
-            ordered[start : start + BUILD_BLOCK] = _dense_rows(self.X, self.by_cell[start : start + BUILD_BLOCK])
-        sqnorm = self.sqnorm[self.by_cell].astype(np.float32)
+            A[start : start + BUILD_BLOCK, :d] = _dense_rows(self.X, self.by_cell[start : start + BUILD_BLOCK])
+        A[:, d] = self.sqnorm[self.by_cell]
+        return A
+
+    def loo_graph(self, k: int, A: np.ndarray) -> np.ndarray:
+        """Leave-one-out neighbours of every training row, one cell at a time (``A``: the rows
+        of :meth:`cell_ordered`)."""
+        m = self.n_samples
+        out = np.empty((m, k), dtype=np.intp)
         bounds = self.cell_start
+        step = max(1, _BLOCK_ENTRIES // max(self.n_lists, 1))
         for c in range(self.n_lists):
-            local = np.flatnonzero(wanted[self.by_cell[bounds[c] : bounds[c + 1]]]) + bounds[c]
-            if not local.size:
+            if c % step == 0:  # the probe orders of the next block of cells
+                order, before = self.rows_before(np.arange(c, min(c + step, self.n_lists)))
+            if bounds[c + 1] == bounds[c]:
                 continue
-            members = self.by_cell[local]
-            cells = [p for p in probes[c] if p >= 0 and bounds[p + 1] > bounds[p]]
-            pool = np.concatenate([np.arange(bounds[p], bounds[p + 1]) for p in cells])  # positions in cell order
-            if pool.size - 1 < k:  # too few rows in the probed cells: every row is a candidate
-                cand = np.broadcast_to(np.arange(m), (members.size, m)).copy()
-            else:
-                Qb32 = ordered[local]
-                D = np.empty((members.size, pool.size), dtype=np.float32)
-                at = 0
-                for p in cells:
-                    block = ordered[bounds[p] : bounds[p + 1]]
-                    D[:, at : at + block.shape[0]] = sqnorm[bounds[p] : bounds[p + 1]][None, :] - 2.0 * (Qb32 @ block.T)
-                    at += block.shape[0]
-                D[pool[None, :] == local[:, None]] = np.inf
-                w = min(width, pool.size)
-                cand = self.by_cell[pool[np.argpartition(D, w - 1, axis=1)[:, :w]]]
-            out[position[members]] = self._rerank(_dense_rows(self.X, members), cand, k, members)
+            probes = np.sort(order[c % step][before[c % step] < max(self.loo_rows, k + 1)])
+            pool = np.concatenate([np.arange(bounds[p], bounds[p + 1]) for p in probes])  # ascending
+            step = max(1, _BLOCK_ENTRIES // pool.size)
+            for s in range(bounds[c], bounds[c + 1], step):
+                local = np.arange(s, min(s + step, bounds[c + 1]))
+                out[self.by_cell[local]] = self._loo_cell(A, local, pool, bounds[c], bounds[c + 1], k)
         return out
 
-    def _rerank(self, Qb: np.ndarray, cand: np.ndarray, k: int, own: np.ndarray | None = None) -> np.ndarray:
-        """The k candidates nearest by exact distance, ties by lower index (``own``: the query
-        rows' own indices, never their neighbours)."""
+    def _loo_cell(self, A: np.ndarray, local: np.ndarray, pool: np.ndarray, lo: int, hi: int, k: int) -> np.ndarray:
+        """The k nearest of ``pool`` (positions in cell order, ascending, holding the own cell
+        ``lo:hi``) to each row at position ``local``, by (squared distance, index), each row
+        excluded by index.
+
+        A threshold from the own cell (its k-th smallest distance bounds the pool's) keeps the
+        selection to one comparison over the block. With ``float32_exact`` the float32 values
+        are the distances; otherwise every row within the float32 rounding bound of the k-th
+        gets its exact float64 distance."""
+        b, d = local.size, A.shape[1] - 1
+        D = _queries(A, local) @ A[pool].T
+        rows = np.arange(b)
+        D[rows, np.searchsorted(pool, local)] = np.inf
+        threshold = np.partition(D, k - 1, axis=1)[:, k - 1]
+        if self.float32_exact:
+            slack = np.zeros(b)
+        else:
+            qsq = self.sqnorm[self.by_cell[local]]
+            slack = _FLOAT32_RTOL * (d + 4) * (qsq + 2.0 * float(self.sqnorm.max()))
+        r, col = np.nonzero(D <= (threshold + 2.0 * slack)[:, None])
+        dist = D[r, col].astype(np.float64)
+        cand = self.by_cell[pool[col]]
+        if not self.float32_exact:
+            order = np.lexsort((dist, r))
+            r, dist, cand = r[order], dist[order], cand[order]
+            kth = dist[np.searchsorted(r, rows) + k - 1]
+            keep = dist <= kth[r] + 2.0 * slack[r]
+            r, cand = r[keep], cand[keep]
+            diff = _dense_rows(self.X, cand) - _dense_rows(self.X, self.by_cell[local])[r]
+            dist = np.einsum("ij,ij->i", diff, diff)
+        order = np.lexsort((cand, dist, r))
+        r, cand = r[order], cand[order]
+        rank = np.arange(r.size) - np.searchsorted(r, rows)[r]
+        return cand[rank < k].reshape(b, k)
+
+    def _rerank(self, Qb: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
+        """The k candidates nearest by exact distance, ties by lower index."""
         exact = self._exact_sqdist(Qb, cand)
-        if own is not None:
-            exact[cand == own[:, None]] = np.inf
         order = np.lexsort((cand, exact), axis=1)[:, :k]
         return np.take_along_axis(cand, order, axis=1)
 
@@ -407,12 +562,33 @@ class ApproximateKNN:
             cand[i] = np.argsort(D, kind="stable")[:width]
         return cand
 
+    def _sparse_candidates(self, Qb: np.ndarray, width: int) -> np.ndarray:
+        """``width`` candidates per query row from the non-zeros of its ``n_probe`` nearest cells
+        (float64 ``|p|^2 - 2 q.p`` over ``ordered_csr``; the same probe order as the recall
+        measurement's), or from every row when those cells hold fewer than ``width``."""
+        bounds, blocks = self.cell_start, self._cell_blocks
+        C = self._centroids64
+        near = self._centroid_sqnorm[None, :] - 2.0 * (Qb @ C.T)
+        p = self.n_probe
+        probed = np.argpartition(near, p - 1, axis=1)[:, :p] if p < self.n_lists else np.argsort(near, axis=1)
+        cand = np.empty((Qb.shape[0], width), dtype=np.intp)
+        for i, cells in enumerate(probed):
+            lo, hi = bounds[cells], bounds[cells + 1]
+            if int((hi - lo).sum()) < width:
+                D = self.sqnorm - 2.0 * np.asarray(self.X @ Qb[i]).ravel()
+                cand[i] = np.argsort(D, kind="stable")[:width]
+                continue
+            pos = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
+            D = self._ordered_sqnorm[pos] - 2.0 * np.concatenate([blocks[c] @ Qb[i] for c in cells])
+            cand[i] = self.by_cell[pos[np.argpartition(D, width - 1)[:width]]]
+        return cand
+
     def _exact_sqdist(self, Qb: np.ndarray, cand: np.ndarray) -> np.ndarray:
         """Sum of squared differences of each query row to each of its candidates (float64)."""
         b, w = cand.shape
-        diff = np.repeat(Qb, w, axis=0)
-        diff -= _dense_rows(self.X, cand.ravel())
-        return np.einsum("ij,ij->i", diff, diff).reshape(b, w)
+        diff = _dense_rows(self.X, cand.ravel()).reshape(b, w, -1)
+        diff -= Qb[:, None, :]
+        return np.einsum("ijk,ijk->ij", diff, diff)
 
 
 # ------------------------------------------------------------------------ the training graph
@@ -424,13 +600,15 @@ class NeighbourGraph:
     """Leave-one-out neighbours of the training rows, the index they came from, its recall.
 
     ``neighbours`` (m, k) is read-only (it may be shared by several estimators); ``recall`` is
-    the sampled recall of an approximate graph (None for an exact one).
+    the sampled recall of an approximate graph, ``query_recall`` that of its index's queries of
+    new rows, as measured on training rows (both None for an exact graph).
     """
 
     index: Index
     neighbours: np.ndarray
     search: Literal["exact", "approximate"]
     recall: float | None
+    query_recall: float | None = None
 
 
 def resolve_search(neighbors: NeighborSearch, m: int) -> Literal["exact", "approximate"]:
@@ -460,48 +638,97 @@ def _build(
 ) -> NeighbourGraph:
     if search == "exact":
         index: Index = ExactKNN(_dense_rows(Xs, slice(None)) if sparse.issparse(Xs) else Xs)
-        neighbours, recall = index.kneighbors(None, k), None
+        neighbours, recall, query_recall = index.kneighbors(None, k), None, None
     else:
         index = ApproximateKNN(Xs, progress=None if progress is None else lambda f: progress(0.5 * f))
-        recall = _tune_breadth(index, k)
-        neighbours = index.kneighbors(None, k)
+        A = index.cell_ordered()
+        recall, query_recall = _tune_breadth(index, k, A)
+        neighbours = index.loo_graph(k, A)
     if progress is not None:
         progress(1.0)
     neighbours.flags.writeable = False
-    return NeighbourGraph(index, neighbours, search, recall)
+    return NeighbourGraph(index, neighbours, search, recall, query_recall)
 
 
-def _tune_breadth(index: ApproximateKNN, k: int) -> float:
-    """Raise the probed cells until the sampled leave-one-out recall reaches
-    ``RECALL_TARGET`` (or every cell is probed: exact); returns the sampled recall."""
+def _tune_breadth(index: ApproximateKNN, k: int, A: np.ndarray) -> tuple[float, float]:
+    """Set the index's two breadths to the fewest cells whose sampled recall reaches
+    ``RECALL_TARGET``; returns the sampled recalls (leave-one-out graph, queries).
+
+    No search is run for it: the graph is exact within the probed cells, so a sampled row's
+    recall with p cells probed is ``min(k, t) / k``, t = how many of its true neighbours (ties at
+    the k-th distance included) lie in those cells. The true neighbours of ``RECALL_SAMPLE``
+    rows (one exact pass over the training matrix) and the rank of each one's cell in the probe
+    order give the recall of every breadth at once: for the graph the order of cells around the
+    row's own cell, for queries the order around the row (faiss probes a query's own nearest
+    cells; a training row stands for a new one)."""
     m = index.n_samples
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(m, size=min(m, RECALL_SAMPLE), replace=False))
-    kth, slack = _true_kth(index.X, index.sqnorm, rows, k)
-    while True:
-        found = index.kneighbors(None, k, rows=rows)
-        recall = _recall(index, rows, found, kth, slack)
-        if recall >= RECALL_TARGET or index.n_probe >= index.n_lists:
-            return recall
-        index.set_probes(max(index.n_probe + 1, int(PROBE_GROWTH * index.n_probe)))
+    true_cells = _true_neighbour_cells(index, rows, k, A)
+    own = index.cell[rows]
+    cells, at = np.unique(own, return_inverse=True)
+    order, before = index.rows_before(cells)
+    graph_key = np.empty_like(order)  # rows before each cell in the probe order of the row's cell
+    graph_key[np.arange(len(cells))[:, None], order] = before
+    C = index.centroids.astype(np.float64)
+    Xr = _dense_rows(index.X, rows)
+    near = np.argsort(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (Xr @ C.T), axis=1, kind="stable")
+    query_rank = np.empty_like(near)
+    query_rank[np.arange(len(rows))[:, None], near] = np.arange(index.n_lists)[None, :]
+    loo_rows, recall = _fewest(
+        np.concatenate([np.sort(graph_key[at[i], c])[:k] for i, c in enumerate(true_cells)]), k + 1, m
+    )
+    n_probe, query_recall = _fewest(
+        np.concatenate([np.sort(query_rank[i, c])[:k] for i, c in enumerate(true_cells)]),
+        min(MIN_QUERY_PROBES, index.n_lists),
+        index.n_lists,
+    )
+    index.set_probes(n_probe, loo_rows)
+    return recall, query_recall
 
 
-def _true_kth(X: Matrix, sqnorm: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact squared distance of each sampled row to its k-th nearest *other* training row
-    (the (k+1)-th smallest over all rows, the row itself being at 0), and the rounding slack of
-    the GEMM it came from."""
-    products = X[rows] @ X.T
-    products = products.toarray() if sparse.issparse(products) else np.asarray(products)
-    D = sqnorm[rows, None] + sqnorm[None, :] - 2.0 * products
-    kth = np.partition(D, k, axis=1)[:, k]
-    slack = _RECALL_RTOL * (sqnorm[rows] + float(sqnorm.max())) + 1e-300
-    return kth, slack
+def _fewest(keys: np.ndarray, least: int, most: int) -> tuple[int, float]:
+    """The least breadth b in ``least``..``most`` at which the recall, #{keys < b} / (k rows), reaches
+    ``RECALL_TARGET``, and that recall. ``keys``: for each sampled row its k true neighbours
+    found first (the k smallest keys), each key the breadth beyond which it is found (a cell's
+    rank in the probe order, or the rows before its cell); a row's recall at breadth b is then
+    min(k, #{its keys < b}) / k, and more breadth never finds fewer."""
+    ranked = np.sort(keys)
+    need = int(np.ceil(RECALL_TARGET * len(ranked) - 1e-9))
+    b = int(ranked[need - 1]) + 1 if need >= 1 else 1
+    b = min(max(least, b), most)
+    return b, float(np.count_nonzero(ranked < b) / len(ranked))
 
 
-def _recall(index: ApproximateKNN, rows: np.ndarray, found: np.ndarray, kth: np.ndarray, slack: np.ndarray) -> float:
-    """Share of the found neighbours within the true k-th distance (ties count as true)."""
-    exact = index._exact_sqdist(_dense_rows(index.X, rows), found)
-    return float(np.mean(exact <= (kth + slack)[:, None]))
+def _true_neighbour_cells(index: ApproximateKNN, rows: np.ndarray, k: int, A: np.ndarray) -> list[np.ndarray]:
+    """The cells of each sampled row's true leave-one-out neighbours: every other row within the
+    row's exact k-th distance (ties count: on binary data any of the tied rows is a correct
+    k-th neighbour). With ``float32_exact`` the distances are the float32 GEMM of the
+    cell-ordered rows ``A`` (exact); otherwise a float64 GEMM, up to its rounding slack."""
+    X, sqnorm = index.X, index.sqnorm
+    position = np.empty(index.n_samples, dtype=np.intp)
+    position[index.by_cell] = np.arange(index.n_samples)
+    out: list[np.ndarray] = []
+    step = max(1, _BLOCK_ENTRIES // max(index.n_samples, 1))
+    for s in range(0, len(rows), step):
+        part = rows[s : s + step]
+        if index.float32_exact:  # columns in cell order
+            D = _queries(A, position[part]) @ A.T
+            D[np.arange(len(part)), position[part]] = np.inf
+            kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+            r, c = np.nonzero(D <= kth[:, None])
+            cells = index.cell[index.by_cell[c]]
+        else:
+            products = X[part] @ X.T
+            products = products.toarray() if sparse.issparse(products) else np.asarray(products)
+            D = sqnorm[part, None] + sqnorm[None, :] - 2.0 * products
+            D[np.arange(len(part)), part] = np.inf
+            kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+            slack = _RECALL_RTOL * (sqnorm[part] + float(sqnorm.max())) + 1e-300
+            r, c = np.nonzero(D <= (kth + slack)[:, None])
+            cells = index.cell[c]
+        out.extend(np.split(cells, np.searchsorted(r, np.arange(1, len(part)))))
+    return out
 
 
 # ------------------------------------------------------------------------ sharing in a selection

@@ -230,11 +230,13 @@ def test_version_records_the_neighbour_search_and_its_recall(client):
     details = client.get("/models/approx/versions/1").json()["fit_details"]
     assert details["neighbour_search"] == "approximate"
     assert isinstance(details["neighbour_recall"], float) and 0.9 <= details["neighbour_recall"] <= 1.0
+    assert isinstance(details["neighbour_query_recall"], float) and 0.9 <= details["neighbour_query_recall"] <= 1.0
     train(client, "dmknn", dataset["id"], "exact", k=5)
     exact = client.get("/models/exact/versions/1").json()["fit_details"]
     assert {k: v for k, v in exact.items() if k != "memory_mb"} == {
         "neighbour_search": "exact",
         "neighbour_recall": None,
+        "neighbour_query_recall": None,
     }
     train(client, "br", dataset["id"], "plain")
     assert set(client.get("/models/plain/versions/1").json()["fit_details"]) == {"memory_mb"}

@@ -246,3 +246,26 @@ def test_ldl_metric_ranges_on_random_distributions():
     assert 0 <= out["cosine"] <= 1 and 0 <= out["intersection"] <= 1
     # intersection = 1 - half the L1 distance for distributions
     assert out["intersection"] == pytest.approx(1 - 0.5 * np.abs(d - h).sum(axis=1).mean())
+
+
+@pytest.mark.parametrize("levels", [None, 3])
+def test_ranking_metrics_equal_the_full_rankdata_formulas(monkeypatch, levels):
+    """Average precision and ranking loss count ranks at the relevant entries only (in blocks);
+    their values are bit for bit those of the formulas over scipy's pessimistic ranks of the
+    whole matrix, ties included (``levels``: scores drawn from 3 values, ties everywhere)."""
+    from scipy.stats import rankdata
+
+    monkeypatch.setattr(m, "_COMPARE_ENTRIES", 64)  # many blocks
+    rng = np.random.default_rng(7)
+    Y = (rng.random((300, 17)) < 0.2).astype(int)
+    S = rng.random((300, 17)) if levels is None else rng.integers(0, levels, (300, 17)) / levels
+    n_pos = Y.sum(axis=1)
+    keep = (n_pos > 0) & (n_pos < Y.shape[1])
+    y, s, n_pos = Y[keep] > 0, S[keep], n_pos[keep]
+    rank = rankdata(-s, method="max", axis=1)
+    relrank = rankdata(np.where(y, -s, np.inf), method="max", axis=1)
+    ap = float((np.where(y, relrank / rank, 0.0).sum(axis=1) / n_pos).mean())
+    wrong = np.where(y, rank - relrank, 0.0).sum(axis=1)
+    rl = float(np.mean(wrong / (n_pos * (y.shape[1] - n_pos))))
+    assert m.average_precision(Y, S) == ap
+    assert m.ranking_loss(Y, S) == rl

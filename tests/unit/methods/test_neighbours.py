@@ -110,29 +110,51 @@ def test_recorded_recall_is_the_measured_recall(monkeypatch):
 
 
 def test_a_poor_index_records_a_poor_recall(monkeypatch):
-    """A crippled index (many small cells, one probed, no target) on noise: the recorded recall
-    drops far below target and still equals the brute-force measurement (measured, not assumed)."""
+    """A crippled index (many small cells, the least breadth, no target) on noise: the recorded
+    recall drops far below target and still equals the brute-force measurement (measured, not
+    assumed)."""
     monkeypatch.setattr(neighbours, "RECALL_SAMPLE", 10_000)
     monkeypatch.setattr(neighbours, "ROWS_PER_LIST", 10)
-    monkeypatch.setattr(neighbours, "FIRST_PROBES", 1)
     monkeypatch.setattr(neighbours, "RECALL_TARGET", 0.0)
-    monkeypatch.setattr(neighbours, "EXTRA_CANDIDATES", 0)
     rng = np.random.default_rng(4)
     X = rng.normal(size=(600, 30))
     graph = training_graph(X, 10, "approximate")
+    assert isinstance(graph.index, ApproximateKNN) and graph.index.loo_rows == 11
     assert graph.recall is not None and graph.recall < 0.9
     assert graph.recall == pytest.approx(tie_aware_recall(X, graph.neighbours, 10), abs=1e-12)
 
 
-def test_breadth_is_raised_until_the_sample_reaches_the_target(monkeypatch):
+@pytest.mark.parametrize("binary", [True, False])
+def test_the_breadths_are_the_fewest_that_reach_the_target(monkeypatch, binary):
+    """With every row sampled, the graph's recall at the chosen breadth reaches the target and
+    one row less of breadth falls below it; the query breadth likewise, measured by brute force
+    on the training rows queried with their own row left out (binary rows: float32 distances
+    exact, ties everywhere; normal rows: float32 candidates, float64 distances)."""
+    monkeypatch.setattr(neighbours, "RECALL_SAMPLE", 10_000)
     monkeypatch.setattr(neighbours, "ROWS_PER_LIST", 10)
-    monkeypatch.setattr(neighbours, "FIRST_PROBES", 1)
-    monkeypatch.setattr(neighbours, "EXTRA_CANDIDATES", 0)
+    monkeypatch.setattr(neighbours, "MIN_QUERY_PROBES", 1)
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(800, 20))
+    X = (rng.random((800, 20)) < 0.3).astype(float) if binary else rng.normal(size=(800, 20))
     graph = training_graph(X, 10, "approximate")
-    assert isinstance(graph.index, ApproximateKNN)
-    assert graph.index.n_probe > 1 and graph.recall is not None and graph.recall >= neighbours.RECALL_TARGET
+    index = graph.index
+    assert isinstance(index, ApproximateKNN) and index.float32_exact is binary
+    assert graph.recall is not None and graph.recall >= neighbours.RECALL_TARGET
+    assert graph.recall == pytest.approx(tie_aware_recall(X, graph.neighbours, 10), abs=1e-12)
+    narrower = index.loo_rows - 1
+    index.set_probes(index.n_probe, narrower)
+    assert tie_aware_recall(X, index.kneighbors(None, 10), 10) < neighbours.RECALL_TARGET
+    assert graph.query_recall is not None and graph.query_recall >= neighbours.RECALL_TARGET
+    assert 1 <= index.n_probe < index.n_lists
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_the_graph_is_exact_within_its_cells(binary):
+    """Every cell probed, the leave-one-out graph is exact search's, ties by index included."""
+    rng = np.random.default_rng(13)
+    X = (rng.random((700, 12)) < 0.25).astype(float) if binary else rng.normal(size=(700, 12))
+    index = ApproximateKNN(X)
+    index.set_probes(index.n_lists, index.n_samples)
+    np.testing.assert_array_equal(index.kneighbors(None, 7), ExactKNN(X).kneighbors(None, 7))
 
 
 # ------------------------------------------------------------------------ models
