@@ -302,19 +302,20 @@ def _ranking_metrics(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
     if not covered.any():
         return {"ranking_loss": math.nan, "one_error": math.nan, "coverage": math.nan, "average_precision": math.nan}
     y, s, n_pos = y[covered], s[covered], n_pos[covered]
-    rank, relrank = _pessimistic_ranks(y, s)
+    r, c, rank, relrank = _relevant_ranks(y, s)
     keep = n_pos < y.shape[1]
-    out = {"coverage": float(np.where(y, rank, 0).max(axis=1).mean()) - 1.0}
+    out = {"coverage": float(_at_relevant(y.shape, r, c, rank).max(axis=1).mean()) - 1.0}
     if not keep.any():
         return {"ranking_loss": math.nan, "one_error": math.nan, **out, "average_precision": math.nan}
-    y, s, n_pos, rank, relrank = y[keep], s[keep], n_pos[keep], rank[keep], relrank[keep]
-    wrong = np.where(y, rank - relrank, 0.0).sum(axis=1)
+    wrong = _at_relevant(y.shape, r, c, rank - relrank)[keep].sum(axis=1)
+    precision = _at_relevant(y.shape, r, c, relrank / rank)[keep].sum(axis=1)
+    y, s, n_pos = y[keep], s[keep], n_pos[keep]
     top = s == s.max(axis=1, keepdims=True)
     return {
         "ranking_loss": float(np.mean(wrong / (n_pos * (y.shape[1] - n_pos)))),
         "one_error": float(np.mean(~(top & y).any(axis=1))),
         **out,
-        "average_precision": float((np.where(y, relrank / rank, 0.0).sum(axis=1) / n_pos).mean()),
+        "average_precision": float((precision / n_pos).mean()),
     }
 
 
