@@ -23,8 +23,8 @@ def list_models(session: ReadingDep, page: PageDep) -> Page[ModelOut]:
 
 
 @router.get("/{name}", response_model=ModelOut, responses=responses(404))
-def get_model(name: ModelName, session: ReadingDep) -> ModelOut:
-    return registry.show_model(session, name)
+def get_model(name: ModelName, session: ReadingDep, core: CoreDep) -> ModelOut:
+    return registry.show_model(session, core.refs, name)
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
