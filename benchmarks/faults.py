@@ -13,9 +13,17 @@ Scenarios (each prints one row of the table; the targets are the issue's done-li
   500 (target 0; 503 is allowed) and trainings lost (target 0).
 * ``startup``: two ``labelserve serve`` processes started together on a fresh SQLite store, 10
   runs: runs where both came up (target 10 of 10).
+* ``evaluate``: on SQLite, a long ``/evaluate`` (ML-kNN, 4,000 training rows, 20,000 evaluated)
+  while a never-ending training beats its heartbeat (timeout 3 s, reaped every second) and a
+  prober reads ``GET /models/clf`` every 50 ms: the training still running afterwards, and the
+  probe's p99 and maximum during the evaluation against before it (target: at most 100 ms more).
+* ``wide``: the 14 KB request of issue 24 item 2 (2,000 rows of 2 features, a ranking of 2,000
+  labels) from 4 connections for ``--seconds``, while a prober reads ``/health`` every 20 ms: the
+  answers (refused with 413 by the answer bound, or computed in a thread) and ``/health``'s p99
+  (target < 50 ms).
 
 The machine these ran on is shared: the absolute rates mean little, the ratios and counts do.
-Run: ``.venv/bin/python -m benchmarks.faults [--only unknown,alias,pgkill,startup] [--seconds 5]``.
+Run: ``.venv/bin/python -m benchmarks.faults [--only unknown,alias,pgkill,startup,evaluate,wide] [--seconds 5]``.
 """
 
 from __future__ import annotations
@@ -315,6 +323,7 @@ def scenario_pgkill(workdir: Path, seconds: float = 40.0, every: float = 4.0) ->
             for thread in threads:
                 thread.join()
             ends: Counter[str] = Counter()
+            errors: Counter[str] = Counter()
             for job_id in jobs:
                 deadline = time.monotonic() + 120
                 while True:
@@ -322,6 +331,8 @@ def scenario_pgkill(workdir: Path, seconds: float = 40.0, every: float = 4.0) ->
                     status = r.json()["status"] if r.status_code == 200 else "?"
                     if status in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
                         ends[status] += 1
+                        if status != "succeeded":
+                            errors[str(r.json().get("error") if r.status_code == 200 else r.text)[:200]] += 1
                         break
                     time.sleep(0.5)
         fives = {k: v for k, v in statuses.items() if k.endswith(" 500")}
@@ -330,7 +341,8 @@ def scenario_pgkill(workdir: Path, seconds: float = 40.0, every: float = 4.0) ->
             f"| pgkill | mixed load {seconds:g} s, every backend terminated every {every:g} s ({kills} rounds) | "
             f"answers of 500: {sum(fives.values())} {fives or ''}; 503s: "
             f"{sum(v for k, v in statuses.items() if k.endswith(' 503'))}; "
-            f"answers {sum(statuses.values())}; trainings {len(jobs)}, not succeeded {lost} {dict(ends)} | "
+            f"answers {sum(statuses.values())}; trainings {len(jobs)}, not succeeded {lost} {dict(ends)}"
+            f"{' ' + str(dict(errors)) if errors else ''} | "
             "0 of 500, 0 lost |"
         ]
     finally:
@@ -365,10 +377,119 @@ def scenario_startup(workdir: Path, runs: int = 10) -> list[str]:
     ]
 
 
+def _model_on(client: httpx.Client, dataset_id: str, name: str, **params: object) -> None:
+    body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": name, "params": params}
+    job = client.post("/train?wait=true", json=body, timeout=600).json()
+    assert job["status"] == "succeeded", job
+
+
+def _probing(
+    url: str, path: str, every: float, done: threading.Event
+) -> tuple[threading.Thread, list[tuple[float, float]]]:
+    """A thread reading ``path`` every ``every`` s until ``done``: (start, seconds) of each answer."""
+    probes: list[tuple[float, float]] = []
+
+    def probe() -> None:
+        with httpx.Client(base_url=url, timeout=60) as prober:
+            while not done.is_set():
+                started = time.perf_counter()
+                assert prober.get(path).status_code == 200
+                probes.append((started, time.perf_counter() - started))
+                time.sleep(every)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    return thread, probes
+
+
+def scenario_evaluate(workdir: Path) -> list[str]:
+    beats = {"LABELSERVE_HEARTBEAT_SECONDS": "0.5", "LABELSERVE_HEARTBEAT_TIMEOUT": "3", "LABELSERVE_REAP_SECONDS": "1"}
+    server = start(workdir, f"sqlite:///{workdir / 'evaluate.db'}", **beats)
+    try:
+        with httpx.Client(base_url=server.url, timeout=600) as client:
+            ids = []
+            for rows, seed in ((4000, 0), (20000, 1)):
+                upload = client.post(
+                    "/datasets", files={"file": ("d.csv", csv_upload(rows, d=20, seed=seed))}, data={"label_count": "4"}
+                )
+                upload.raise_for_status()
+                ids.append(upload.json()["id"])
+            _model_on(client, ids[0], "clf", k=10)
+            body = {
+                "method": "elcfs",
+                "dataset_id": ids[0],
+                "model_name": "long",
+                "params": {"max_iter": 10**7, "tol": 0.0},
+            }
+            job_id = client.post("/train", json=body).json()["job_id"]
+            while client.get(f"/jobs/{job_id}").json()["status"] != "running":
+                time.sleep(0.2)
+            done = threading.Event()
+            thread, probes = _probing(server.url, "/models/clf", 0.05, done)
+            time.sleep(3.0)  # the probe's latency before the evaluation
+            started = time.perf_counter()
+            evaluation = client.post("/evaluate", json={"model": "clf", "dataset_id": ids[1]})
+            ended = time.perf_counter()
+            time.sleep(4.0)  # past the heartbeat timeout and a few reaps after it
+            done.set()
+            thread.join()
+            status = client.get(f"/jobs/{job_id}").json()["status"]
+            client.delete(f"/jobs/{job_id}")
+        before = [t for at, t in probes if at < started]
+        during = [t for at, t in probes if started <= at < ended]
+        return [
+            f"| evaluate | a {ended - started:.1f} s /evaluate (status {evaluation.status_code}) beside a running training "
+            "(heartbeat timeout 3 s) and GET /models/clf every 50 ms (SQLite) | "
+            f"training afterwards: {status}; probe before p99 {p(before, 99):.0f} ms, during p99 {p(during, 99):.0f} ms, "
+            f"max {max(during) * 1000:.0f} ms ({len(during)} probes) | training running; probe at most 100 ms more |"
+        ]
+    finally:
+        server.stop()
+
+
+def scenario_wide(workdir: Path, seconds: float) -> list[str]:
+    server = start(workdir, f"sqlite:///{workdir / 'wide.db'}")
+    try:
+        with httpx.Client(base_url=server.url, timeout=600) as client:
+            upload = client.post(
+                "/datasets", files={"file": ("w.csv", csv_upload(200, d=2, q=2000))}, data={"label_count": "2000"}
+            )
+            upload.raise_for_status()
+            _model_on(client, upload.json()["id"], "wide", k=5)
+            assert client.post("/predict", json={"model": "wide", "instances": [[0.5, 0]]}).status_code == 200
+        body = orjson.dumps({"model": "wide", "instances": [[0.5, 0]] * 2000, "output": "ranking"})
+        statuses: Counter[int] = Counter()
+        stop = time.monotonic() + seconds
+
+        def send() -> None:
+            with httpx.Client(base_url=server.url, timeout=600) as sender:
+                headers = {"content-type": "application/json"}
+                while time.monotonic() < stop:
+                    statuses[sender.post("/predict", content=body, headers=headers).status_code] += 1
+
+        done = threading.Event()
+        thread, probes = _probing(server.url, "/health", 0.02, done)
+        senders = [threading.Thread(target=send) for _ in range(4)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join()
+        done.set()
+        thread.join()
+        health = [t for _, t in probes]
+        return [
+            f"| wide | {len(body) / 1024:.0f} KB requests (2,000 rows, a 2,000-label ranking) from 4 connections for "
+            f"{seconds:g} s, /health every 20 ms | answers {dict(statuses)}; /health p50 {p(health, 50):.1f} ms, "
+            f"p99 {p(health, 99):.1f} ms, max {max(health) * 1000:.0f} ms ({len(health)} probes) | /health p99 < 50 ms |"
+        ]
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="unknown,alias,pgkill,startup")
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of the unknown and alias runs")
+    parser.add_argument("--only", default="unknown,alias,pgkill,startup,evaluate,wide")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of the unknown, alias and wide runs")
     parser.add_argument("--runs", type=int, default=10, help="start-up runs")
     args = parser.parse_args(argv)
     rows = ["| scenario | load | measured | target |", "|---|---|---|---|"]
@@ -384,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows += scenario_pgkill(folder)
             elif name == "startup":
                 rows += scenario_startup(folder, args.runs)
+            elif name == "evaluate":
+                rows += scenario_evaluate(folder)
+            elif name == "wide":
+                rows += scenario_wide(folder, args.seconds)
             print(rows[-1], flush=True)
     print("\n".join(rows))
     return 0

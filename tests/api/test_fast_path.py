@@ -300,17 +300,41 @@ def _fallbacks(client: TestClient, route: str, exception: str) -> float:
     return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
 
 
-def test_a_fallback_caused_by_an_exception_is_logged_and_counted(client, models, caplog):
-    """An error the fast path meets is still answered by the route, and is no longer silent."""
+def test_a_fallback_caused_by_an_exception_is_logged_and_counted(client, models, caplog, monkeypatch):
+    """A failure the fast path meets (not one of the service's checks) is still answered by the
+    route, and is no longer silent."""
     X, _ = models["ml"]
-    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
-    before = _fallbacks(client, "/predict", "InvalidInput")
+    body = {"model": "clf", "instances": X[:1].tolist()}
+    client.post("/predict", json=body)  # resolved
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(fast_path, "predict_cached", broken)
     with caplog.at_level("WARNING", logger="labelserve.api"):
-        r = client.post("/predict", json={"model": "clf", "instances": X[:1].tolist(), "output": "distribution"})
-    assert r.status_code == 422
-    assert _fallbacks(client, "/predict", "InvalidInput") == before + 1
+        r = client.post("/predict", json=body)
+    assert r.status_code == 200
+    assert _fallbacks(client, "/predict", "RuntimeError") == 1
     [record] = [r for r in caplog.records if r.getMessage() == "fast path fell back to the route"]
     assert record.levelname == "WARNING" and record.exc_info is not None and record.route == "/predict"
+
+
+def test_the_services_checks_are_answered_by_the_fast_path(client, models, monkeypatch):
+    """The service's refusals of a resolved reference (the answer bound's 413, a 422 for an
+    output or features the model does not have) come from ``predict_cached``, which checks as
+    the route does: answered without decoding the body again in the route (issue 24 item 2:
+    refused 14 KB bodies held ``/health`` to a p99 of 236 ms) and not counted as fallbacks
+    (``test_the_answer_bound_holds_on_the_fast_path_and_the_route`` compares the 413s)."""
+    X, _ = models["ml"]
+    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    for body, status in (
+        ({"model": "clf", "instances": X[:1].tolist(), "output": "distribution"}, 422),
+        ({"model": "clf", "instances": [[1.0, 2.0]]}, 422),
+        ({"model": "clf", "instances": X[:1].tolist() * 2000, "output": "distribution"}, 422),  # a large body
+    ):
+        assert client.post("/predict", json=body).status_code == status
+    assert "labelserve_fast_path_fallbacks_total{" not in client.get("/metrics").text
 
 
 def test_a_fallback_without_an_exception_is_not_counted(client, models, caplog):
