@@ -26,10 +26,11 @@ def list_models(session: ReadingDep, page: PageDep) -> Page[ModelOut]:
 
 @router.get("/{name}", response_model=ModelOut, responses=responses(404))
 async def get_model(name: ModelName, core: CoreDep) -> ModelOut:
-    """One hop to the thread pool for the whole read. A plain ``def`` route with ``ReadingDep``
-    makes four (the session's opening and closing, the handler, the response's validation), and
-    under a flood of other requests each hop waits a turn of the busy event loop: with 100
-    connections predicting an unknown model, the probe's p50 halved (``benchmarks/faults.py``)."""
+    # One hop to the thread pool for the whole read (no docstring: it would become the OpenAPI
+    # description). A plain ``def`` route with ``ReadingDep`` makes four (the session's opening
+    # and closing, the handler, the response's validation), and under a flood of other requests
+    # each hop waits a turn of the busy event loop: with 100 connections predicting an unknown
+    # model, the probe's p50 halved (``benchmarks/faults.py``).
     return await run_in_threadpool(_show_model, core, name)
 
 
