@@ -14,6 +14,8 @@ from app.registry import Served
 from app.store import Store
 
 REFS_KEPT = 4096  # resolved references per process (each holds only a pointer to a cached model)
+RESOLVING = "resolving"  # the refusals of resolving a model reference (a prediction, a V2 route)
+MODEL_PAGE = "model page"  # the refusals of ``GET /models/{name}`` (the name alone, worded for a path)
 
 
 class ResolvedRefs:
@@ -26,7 +28,9 @@ class ResolvedRefs:
     References that did not resolve (an unknown name, version or alias) are kept too, with the
     error they gave, under the same token rule: until the next registry change the same error
     is raised again without a database session. 100 connections predicting an unknown model
-    otherwise each read the registry, and queued behind its writers.
+    otherwise each read the registry, and queued behind its writers. Refusals are kept per
+    ``kind`` of lookup, since each words its error its own way: ``RESOLVING`` (a prediction's or
+    a V2 route's reference) and ``MODEL_PAGE`` (``GET /models/{name}``).
     """
 
     def __init__(self, store: Store, size: int = REFS_KEPT) -> None:
@@ -35,17 +39,27 @@ class ResolvedRefs:
         self._lock = threading.Lock()
         self._token: bytes | None = None
         self._served: OrderedDict[str, Served] = OrderedDict()
-        self._refused: OrderedDict[str, DomainError] = OrderedDict()
+        self._refused: OrderedDict[tuple[str, str], DomainError] = OrderedDict()
+
+    def token(self) -> bytes:
+        """The registry token now; every entry kept under an older one is dropped."""
+        token = self._store.registry_token()
+        with self._lock:
+            self._drop_if_changed(token)
+        return token
+
+    def _drop_if_changed(self, token: bytes) -> None:  # with the lock held
+        if token != self._token:
+            self._served.clear()
+            self._refused.clear()
+            self._token = token
 
     def get(self, ref: str) -> tuple[bytes, Served | None]:
         """The registry token now, and the version ``ref`` resolved to if it has not changed since
         (a new token drops every entry)."""
         token = self._store.registry_token()
         with self._lock:
-            if token != self._token:
-                self._served.clear()
-                self._refused.clear()
-                self._token = token
+            self._drop_if_changed(token)
             served = self._served.get(ref)
             if served is not None:
                 self._served.move_to_end(ref)
@@ -61,22 +75,28 @@ class ResolvedRefs:
             while len(self._served) > self._size:
                 self._served.popitem(last=False)
 
-    def refusal(self, ref: str) -> DomainError | None:
-        """A fresh copy of the error ``ref`` gave since the registry token ``get`` last read, if any."""
+    def refusal(self, ref: str, kind: str = RESOLVING) -> DomainError | None:
+        """A fresh copy of the error a ``kind`` lookup of ``ref`` gave since the registry last
+        changed, if any (the token is read here: callable without a ``get`` before it)."""
+        token = self._store.registry_token()
+        key = (kind, ref)
         with self._lock:
-            error = self._refused.get(ref)
+            self._drop_if_changed(token)
+            error = self._refused.get(key)
             if error is None:
                 return None
-            self._refused.move_to_end(ref)
+            self._refused.move_to_end(key)
         return type(error)(error.message, loc=error.loc)
 
-    def refuse(self, token: bytes, ref: str, error: DomainError) -> None:
-        """Keep the error resolving ``ref`` gave after reading ``token``; ignored if the registry changed since."""
+    def refuse(self, token: bytes, ref: str, error: DomainError, kind: str = RESOLVING) -> None:
+        """Keep the error a ``kind`` lookup of ``ref`` gave after reading ``token``; ignored if the
+        registry changed since."""
+        key = (kind, ref)
         with self._lock:
             if token != self._token:
                 return
-            self._refused[ref] = error
-            self._refused.move_to_end(ref)
+            self._refused[key] = error
+            self._refused.move_to_end(key)
             while len(self._refused) > self._size:
                 self._refused.popitem(last=False)
 

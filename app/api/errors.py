@@ -95,6 +95,12 @@ def _field_name(loc: tuple[str | int, ...]) -> str:
 
 async def domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
+    return domain_error_response(exc)
+
+
+def domain_error_response(exc: DomainError) -> JSONResponse:
+    """The answer to a domain error; also what the prediction fast path sends for a reference
+    already refused (``app.api.fast_path``), so that both paths give the same bytes."""
     if isinstance(exc, InvalidInput) and exc.status_code == 422:  # not its 413 subclass of too-large data
         return JSONResponse({"detail": _items(exc)}, status_code=exc.status_code)
     name = _field_name(exc.loc)

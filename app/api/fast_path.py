@@ -11,17 +11,25 @@ whose declared length is within the upload limit and, when the server has an API
 key; decodes it with orjson (ten times faster; anything orjson refuses goes to the route, whose
 ``json.loads`` then decides), validates it as the route does (``PredictRequest.model_validate``) and answers it when
 ``prediction.predict_cached`` can: the reference is already resolved in this process and the
-body gives instances. A V2 inference (``/v2/models/{name}[/versions/{version}]/infer``) is taken
+body gives instances; or when the reference is one this process has seen refused since the
+registry last changed (an unknown model, version or alias: the route's 404 or 422, shaped by the
+same ``app.api.errors`` function, without the route's worker thread). A V2 inference (``/v2/models/{name}[/versions/{version}]/infer``) is taken
 the same way when its reference is resolved: FastAPI's matching of those path templates was
 40% of its cost. A small body is answered on the event loop (cheaper than a hop to a worker
 thread), a larger one in a thread. It counts, times and logs what it answers exactly as
 ``RequestMetrics`` does (``record_request``).
 
-Everything else, every error included (a missing or wrong key, a body over the limit or of
-undeclared length, an unknown model), is handed to the full stack with the body replayed, so
-the key gate, the upload limit and the route stay the one place that rejects requests,
-resolves references, reads stored datasets and shapes error answers;
-``tests/api/test_fast_path.py`` checks that both paths give the same answers.
+The service's own refusals of a resolved reference (the answer bound's 413, an output or
+features the model lacks) are answered here too: ``predict_cached`` makes the route's checks in
+the route's order, and ``app.api.errors.domain_error_response`` shapes them as the route would.
+Everything else, every other error included (a missing or wrong key, a body over the limit or
+of undeclared length, a body that does not validate, a model not looked up yet), is handed to
+the full stack with the body replayed, so the key gate, the upload limit and the route stay the one place that rejects
+requests, resolves references and reads stored datasets; ``tests/api/test_fast_path.py`` checks
+that both paths give the same answers. Answering the refusals here matters under a flood of
+them: 100 connections predicting an unknown model each took a hop to the shared thread pool,
+and a plain ``GET /models/{name}`` (whose session and handler need the same pool) waited behind
+them, p99 127-146 ms (``benchmarks/faults.py``).
 """
 
 from __future__ import annotations
@@ -38,13 +46,16 @@ import anyio.to_thread
 import orjson
 from fastapi.routing import APIRoute
 from starlette.datastructures import State
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import v2_binary
+from app.api.errors import domain_error_response
 from app.api.gate import RequestGate
 from app.api.offload import INLINE_BYTES, INLINE_CELLS, large_body_limiter
 from app.core import Core
+from app.errors import DomainError
 from app.observability import record_request
 from app.schemas import PredictRequest
 from app.services import inference
@@ -52,8 +63,9 @@ from app.services.prediction import cached, predict_cached, work_cells
 
 PATH = "/predict"
 _JSON = b"application/json"
-#: what a path answers: a JSON body, or a body and its content headers (a V2 inference's framing)
-Answer = bytes | tuple[bytes, list[tuple[bytes, bytes]]]
+#: what a path answers: a JSON body, a body and its content headers (a V2 inference's framing),
+#: or the error answer of a reference already refused
+Answer = bytes | tuple[bytes, list[tuple[bytes, bytes]]] | Response
 #: the V2 inference paths, as FastAPI matches ``/v2/models/{name}[/versions/{version}]/infer``
 _INFER = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
 #: the templates of the routes it answers for: the prediction route, V2 inference without and with a version
@@ -111,6 +123,10 @@ class PredictFastPath:
             await self.app(scope, _replay(body, receive), send)
             return
         scope["route"] = route  # the route template, for the metrics, the log and FastAPI's telemetry
+        if isinstance(answer, Response):
+            await answer(scope, receive, send)
+            record_request(core.metrics, "POST", route.path, answer.status_code, time.perf_counter() - start)
+            return
         content, headers = (answer, [(b"content-type", _JSON)]) if isinstance(answer, bytes) else answer
         await send(
             {
@@ -138,35 +154,57 @@ def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, jso
     return gate.admits(path, headers, length)
 
 
-def _answer(core: Core, body: bytes) -> bytes | None:
-    """The response body, or None for the route to answer (a database is needed, or any error)."""
-    try:
-        return predict_cached(core, PredictRequest.model_validate(orjson.loads(body)))
-    except Exception as exc:  # any error: the route answers it, in its proper form
-        _fell_back(core, PATH, exc)
-        return None
-
-
-async def _answer_by_work(core: Core, body: bytes, state: State) -> bytes | None:
-    """A small body's answer: decoded on the event loop, computed there when its answer is at
-    most ``INLINE_CELLS`` (rows x labels), else in the large predictions' thread."""
+def _answer(core: Core, body: bytes) -> bytes | Response | None:
+    """A large body's answer, in the large predictions' thread (see ``_respond``), or None for
+    the route to answer (a database is needed, or the body does not decode)."""
     try:
         request = PredictRequest.model_validate(orjson.loads(body))
         found = cached(core, request)
     except Exception as exc:  # any error: the route answers it, in its proper form
         _fell_back(core, PATH, exc)
         return None
-    if found is None:
+    return _refused(core, request) if found is None else _respond(core, request, found)
+
+
+def _refused(core: Core, request: PredictRequest) -> Response | None:
+    """The route's answer to a request whose reference this process has seen refused since the
+    registry last changed, if it is one: the route would raise that error before reading
+    anything else of the request (``prediction.served`` is its first step)."""
+    error = core.refs.refusal(request.model)
+    return None if error is None else domain_error_response(error)
+
+
+async def _answer_by_work(core: Core, body: bytes, state: State) -> bytes | Response | None:
+    """A small body's answer: decoded on the event loop, computed there when its answer is at
+    most ``INLINE_CELLS`` (rows x labels), else in the large predictions' thread; a refused
+    reference's error answer on the event loop."""
+    try:
+        request = PredictRequest.model_validate(orjson.loads(body))
+        found = cached(core, request)
+        if found is None:
+            return _refused(core, request)
+    except Exception as exc:  # any error: the route answers it, in its proper form
+        _fell_back(core, PATH, exc)
         return None
     if work_cells(found, request) <= INLINE_CELLS:
         return _respond(core, request, found)
     return await anyio.to_thread.run_sync(_respond, core, request, found, limiter=large_body_limiter(state))
 
 
-def _respond(core: Core, request: PredictRequest, found: Any) -> bytes | None:
+def _respond(core: Core, request: PredictRequest, found: Any) -> bytes | Response | None:
+    """The answer; or the error answer of the service's checks (the answer bound's 413, the
+    features' 422, ...), which ``predict_cached`` makes as the route does, in its order; or None
+    for the route to answer any other failure.
+
+    The 14 KB body of issue 24 item 2 (2,000 rows, a 2,000-label ranking) was refused by the
+    answer bound here, then decoded again by the route (``json.loads``, 4 ms on the event loop,
+    and its validation): four connections sending it held ``/health`` to a p99 of 236 ms.
+    """
     try:
         return predict_cached(core, request, found)
-    except Exception as exc:  # any error, the answer bound's 413 included: the route answers it
+    except DomainError as exc:
+        return domain_error_response(exc)
+    except Exception as exc:  # anything else: the route answers it, and the fallback is logged
         _fell_back(core, PATH, exc)
         return None
 

@@ -30,6 +30,7 @@ from app.registry import (
     resolve,
     resolve_key,
 )
+from app.resolved_refs import MODEL_PAGE, ResolvedRefs
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
 from app.store import ArtifactIntegrityError, Store
@@ -192,8 +193,20 @@ def list_models(session: Session, params: PageParams) -> Page[ModelOut]:
     return page(session, select(Model).options(*_WHOLE_MODEL).order_by(Model.name), params, model_out)
 
 
-def show_model(session: Session, name: str) -> ModelOut:
-    return model_out(_model(session, name))
+def show_model(session: Session, refs: ResolvedRefs, name: str) -> ModelOut:
+    """The model ``name``. Its 404 (with the closest of up to 10,000 stored names) is kept in
+    ``refs`` until the next registry change, the only thing that can create the name or a
+    closer one: a flood of requests for an unknown name reads the database once, not each time."""
+    token = refs.token()
+    refused = refs.refusal(name, MODEL_PAGE)
+    if refused is not None:
+        raise refused
+    try:
+        model = _model(session, name)
+    except NotFound as exc:
+        refs.refuse(token, name, exc, MODEL_PAGE)
+        raise
+    return model_out(model)
 
 
 def show_version(session: Session, name: str, version: int) -> VersionOut:

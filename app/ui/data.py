@@ -96,14 +96,14 @@ def list_models(state: Core, offset: int, limit: int) -> Page[ModelOut]:
 
 def model(state: Core, name: str) -> ModelOut:
     with _read(state) as session:
-        return registry.show_model(session, name)
+        return registry.show_model(session, state.refs, name)
 
 
 def version(state: Core, name: str, number: int) -> tuple[VersionOut, dict[str, int]]:
     """The version and the model's aliases."""
     with _read(state) as session:
         found = registry.show_version(session, name, number)
-        aliases = registry.show_model(session, name).aliases
+        aliases = registry.show_model(session, state.refs, name).aliases
     return found, aliases
 
 

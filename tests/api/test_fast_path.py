@@ -151,8 +151,8 @@ def _route_is_off(*args: object) -> None:
     raise AssertionError("the route was called")
 
 
-def _served_count(client: TestClient) -> float:
-    series = 'labelserve_requests_total{method="POST",route="/predict",status="200"} '
+def _served_count(client: TestClient, status: int = 200) -> float:
+    series = f'labelserve_requests_total{{method="POST",route="/predict",status="{status}"}} '
     lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(series)]
     return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
 
@@ -300,17 +300,41 @@ def _fallbacks(client: TestClient, route: str, exception: str) -> float:
     return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
 
 
-def test_a_fallback_caused_by_an_exception_is_logged_and_counted(client, models, caplog):
-    """An error the fast path meets is still answered by the route, and is no longer silent."""
+def test_a_fallback_caused_by_an_exception_is_logged_and_counted(client, models, caplog, monkeypatch):
+    """A failure the fast path meets (not one of the service's checks) is still answered by the
+    route, and is no longer silent."""
     X, _ = models["ml"]
-    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
-    before = _fallbacks(client, "/predict", "InvalidInput")
+    body = {"model": "clf", "instances": X[:1].tolist()}
+    client.post("/predict", json=body)  # resolved
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(fast_path, "predict_cached", broken)
     with caplog.at_level("WARNING", logger="labelserve.api"):
-        r = client.post("/predict", json={"model": "clf", "instances": X[:1].tolist(), "output": "distribution"})
-    assert r.status_code == 422
-    assert _fallbacks(client, "/predict", "InvalidInput") == before + 1
+        r = client.post("/predict", json=body)
+    assert r.status_code == 200
+    assert _fallbacks(client, "/predict", "RuntimeError") == 1
     [record] = [r for r in caplog.records if r.getMessage() == "fast path fell back to the route"]
     assert record.levelname == "WARNING" and record.exc_info is not None and record.route == "/predict"
+
+
+def test_the_services_checks_are_answered_by_the_fast_path(client, models, monkeypatch):
+    """The service's refusals of a resolved reference (the answer bound's 413, a 422 for an
+    output or features the model does not have) come from ``predict_cached``, which checks as
+    the route does: answered without decoding the body again in the route (issue 24 item 2:
+    refused 14 KB bodies held ``/health`` to a p99 of 236 ms) and not counted as fallbacks
+    (``test_the_answer_bound_holds_on_the_fast_path_and_the_route`` compares the 413s)."""
+    X, _ = models["ml"]
+    client.post("/predict", json={"model": "clf", "instances": X[:1].tolist()})  # resolved
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    for body, status in (
+        ({"model": "clf", "instances": X[:1].tolist(), "output": "distribution"}, 422),
+        ({"model": "clf", "instances": [[1.0, 2.0]]}, 422),
+        ({"model": "clf", "instances": X[:1].tolist() * 2000, "output": "distribution"}, 422),  # a large body
+    ):
+        assert client.post("/predict", json=body).status_code == status
+    assert "labelserve_fast_path_fallbacks_total{" not in client.get("/metrics").text
 
 
 def test_a_fallback_without_an_exception_is_not_counted(client, models, caplog):
@@ -321,3 +345,47 @@ def test_a_fallback_without_an_exception_is_not_counted(client, models, caplog):
     assert r.status_code == 404
     assert "labelserve_fast_path_fallbacks_total{" not in client.get("/metrics").text
     assert not [r for r in caplog.records if r.getMessage() == "fast path fell back to the route"]
+
+
+def test_a_refused_reference_is_answered_without_the_route(client, models, monkeypatch):
+    """Issue 24: 100 connections predicting an unknown model each went to the route and its hop
+    to the shared thread pool, where a plain ``GET /models/{name}`` then waited (p99 146 ms).
+    A reference refused since the registry last changed is answered by the fast path, with the
+    route's status, bytes and headers, and counted under the route's template."""
+    X, ml = models["ml"]
+    rows = X[:2].tolist()
+    bodies = [
+        {"model": "nope", "instances": rows},
+        {"model": "clf@9", "instances": rows},
+        {"model": "clf@staging", "instances": rows},
+        {"model": "nope", "dataset_id": ml["id"]},
+        {"model": "nope", "instances": np.vstack([X] * 30).tolist()},  # larger than INLINE_BYTES: a thread
+    ]
+    first = [client.post("/predict", json=body) for body in bodies]  # the route refuses each, once
+    assert [r.status_code for r in first] == [404] * len(bodies)
+    before = _served_count(client, 404)
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    for body, expected in zip(bodies, first):
+        again = client.post("/predict", json=body)
+        assert again.status_code == expected.status_code and again.content == expected.content, body
+        assert again.headers["content-type"] == expected.headers["content-type"]
+    assert _served_count(client, 404) == before + len(bodies)
+
+
+def test_a_refused_v2_reference_is_answered_without_a_worker_thread(client, models, monkeypatch):
+    """The V2 routes answer a reference refused since the registry last changed on the event loop
+    (metadata, readiness and inference alike): no hop to the thread pool the other routes need."""
+    from app.api.routes import v2
+
+    calls = [
+        ("GET", "/v2/models/nope", None),
+        ("GET", "/v2/models/nope/ready", None),
+        ("GET", "/v2/models/clf/versions/9", None),
+        ("POST", "/v2/models/nope/infer", {"inputs": []}),
+    ]
+    first = [client.request(method, path, json=body) for method, path, body in calls]
+    assert [r.status_code for r in first] == [404] * len(calls)
+    monkeypatch.setattr(v2, "run_in_threadpool", _route_is_off)
+    for (method, path, body), expected in zip(calls, first):
+        again = client.request(method, path, json=body)
+        assert (again.status_code, again.json()) == (404, expected.json()), path

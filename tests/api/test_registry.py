@@ -73,3 +73,25 @@ def test_evaluations_are_stored_beside_the_immutable_version(client, multilabel_
     assert client.delete("/models/m/versions/1").status_code == 204  # its evaluations go with it
     train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
     assert client.get("/models/m").json()["versions"][0]["evaluations"] == []
+
+
+def test_a_model_page_takes_one_worker_thread_hop(client, multilabel_dataset, monkeypatch):
+    """Under a flood of other requests each hop to the thread pool waits a turn of the busy event
+    loop (issue 24: ``GET /models/{name}`` behind 100 connections predicting an unknown model):
+    the page, found or not, is read in one hop, not four (session in, handler, response, session out)."""
+    import anyio.to_thread
+
+    train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
+    hops: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(func, *args, **kwargs):
+        hops.append(func)
+        return await run_sync(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    for name, status in (("m", 200), ("mm", 404), ("mm", 404)):
+        hops.clear()
+        response = client.get(f"/models/{name}")
+        assert response.status_code == status and len(hops) == 1, (name, hops)
+    assert response.json() == {"detail": "model 'mm' not found (did you mean 'm'?)"}

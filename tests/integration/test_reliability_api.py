@@ -180,6 +180,25 @@ def test_an_unknown_model_is_refused_from_memory_until_the_registry_changes(clie
     assert client.post("/predict", json=body).status_code == 200
 
 
+def test_an_unknown_model_page_is_refused_from_memory_until_the_registry_changes(client: TestClient):
+    # its "did you mean" reads up to 10,000 stored names: once per registry change, not per request
+    X, Y = make_multilabel(n=30)
+    dataset = upload_csv(client, X, Y)
+    train(client, "mlknn", dataset["id"], "clf", k=3)
+    statements: list[str] = []
+    engine = client.app.state.core.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    first = client.get("/models/clff")
+    assert first.status_code == 404 and "did you mean 'clf'" in first.json()["detail"] and statements
+    statements.clear()
+    for _ in range(3):
+        again = client.get("/models/clff")
+        assert (again.status_code, again.json()) == (404, first.json())
+    assert statements == []
+    train(client, "mlknn", dataset["id"], "clff", k=3)  # a registry change: the name is known now
+    assert client.get("/models/clff").status_code == 200
+
+
 def test_a_dropped_database_connection_is_a_503_with_retry_after(client: TestClient, settings: Settings):
     # with PostgreSQL backends terminated under load, uploads and listings answered 500
     url = settings.resolved_database_url

@@ -5,7 +5,8 @@ The protocol has its own error body, ``{"error": "..."}``, so these routes read 
 input themselves instead of leaving it to FastAPI (whose errors have the native shape); the
 request schema is still declared for the OpenAPI document. An inference with a JSON body and a
 resolved reference is answered before it gets here (``app.api.fast_path``); the route answers
-the others, and every error, with a cached reference still on the event loop.
+the others, and every error, with a cached reference still on the event loop, as is the error
+of a reference refused since the registry last changed.
 """
 
 from __future__ import annotations
@@ -102,13 +103,21 @@ def _error(exc: DomainError) -> Response:
     return Response(orjson.dumps({"error": exc.message}), status_code=status, media_type="application/json")
 
 
-async def _with_session(request: Request, work: Callable[..., T], *args: Any) -> T:
-    """``work(session, core, *args)`` in a worker thread with a read-only database session."""
+async def _with_session(request: Request, ref: str, work: Callable[[Any, Core, str], T]) -> T:
+    """``work(session, core, ref)`` in a worker thread with a read-only database session.
+
+    A reference refused since the registry last changed raises its error here, on the event
+    loop: a flood of requests naming an unknown model otherwise takes the shared thread pool
+    that every route with a session needs.
+    """
     core: Core = request.app.state.core
+    refused = core.refs.refusal(ref)
+    if refused is not None:
+        raise refused
 
     def run() -> T:
         with core.database.reading() as session:
-            return work(session, core, *args)
+            return work(session, core, ref)
 
     return await run_in_threadpool(run)
 
@@ -123,7 +132,7 @@ def _metadata(session: Any, core: Core, ref: str) -> ModelMetadata:
 
 async def _model_metadata(request: Request, name: str, version: str | None) -> Response:
     try:
-        out = await _with_session(request, _metadata, inference.reference(name, version))
+        out = await _with_session(request, inference.reference(name, version), _metadata)
     except DomainError as exc:
         return _error(exc)
     return Response(out.model_dump_json(), media_type="application/json")
@@ -132,7 +141,7 @@ async def _model_metadata(request: Request, name: str, version: str | None) -> R
 async def _model_ready(request: Request, name: str, version: str | None) -> Response:
     try:
         ref = inference.reference(name, version)
-        served = await _with_session(request, _served, ref)
+        served = await _with_session(request, ref, _served)
     except DomainError as exc:
         return _error(exc)
     return Response(ModelReady(name=served.name, ready=True).model_dump_json(), media_type="application/json")
@@ -151,7 +160,9 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
             limiter = large_body_limiter(request.app.state)
             out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _with_session(request, lambda s, c: v2_binary.answer(lookup(c, s, ref), body, header_length))
+            out = await _with_session(
+                request, ref, lambda s, c, r: v2_binary.answer(lookup(c, s, r), body, header_length)
+            )
     except DomainError as exc:
         return _error(exc)
     return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})
