@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parent
 RAW = ROOT / "results" / "leaderboard"
 TABLES = ROOT / "leaderboard.md"
 
-CLASSIFIERS = ("br", "ecc", "rf", "mlknn", "dmknn", "trans-ovk")
+CLASSIFIERS = ("br", "ecc", "rf", "gbm", "mlknn", "dmknn", "trans-ovk")
 LDL = ("aa-knn", "sa-maxent", "ldlkm")
 SELECTORS = ("mi-filter", "mi-filter/binned", "elcfs", "ghc-dr")
 ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS

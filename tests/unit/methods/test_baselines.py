@@ -1,4 +1,4 @@
-"""The baseline methods (br, ecc, rf, mi-filter, aa-knn, sa-maxent) on generated data: agreement
+"""The baseline methods (br, ecc, rf, gbm, mi-filter, aa-knn, sa-maxent) on generated data: agreement
 with the scikit-learn / SciPy computation they wrap, constant labels, progress, cancellation."""
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from app.methods.base import JobCancelled
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import get_method
 from app.methods.ecc import EnsembleClassifierChains
+from app.methods.gbm import GradientBoosting
 from app.methods.mi_filter import MIFilter
 from app.methods.rf import RandomForest
 from app.methods.sa_maxent import SAMaxEnt, objective
 from benchmarks.baselines import mi_scores
 from tests.helpers import make_distribution, make_multilabel
 
-CLASSIFIERS = ["br", "ecc", "rf"]
+CLASSIFIERS = ["br", "ecc", "rf", "gbm"]
 DISTRIBUTION = ["aa-knn", "sa-maxent"]
 
 
@@ -86,7 +87,18 @@ def test_rf_flat_walk_of_a_few_rows_gives_predict_proba() -> None:
     np.testing.assert_allclose(reloaded._predict_scores(Xte[:3]), expected[:3], atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["br", "ecc"])
+def test_gbm_is_one_vs_rest_lightgbm() -> None:
+    """Each label's booster is the LGBMClassifier a user fits on that column (same arguments)."""
+    import lightgbm
+
+    X, Y, Xte = _data(n=200)
+    ours = GradientBoosting(n_estimators=30, random_state=4).fit(X, Y)
+    for j in range(Y.shape[1]):
+        ref = lightgbm.LGBMClassifier(**ours.library_params(4)).fit(X, Y[:, j])
+        np.testing.assert_allclose(ours.decision_function(Xte)[:, j], ref.predict_proba(Xte)[:, 1], atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["br", "ecc", "gbm"])
 def test_per_label_fits_do_not_depend_on_threads_or_sparsity(method: str) -> None:
     X, Y, Xte = _data(n=200, d=30)
     sparse_X = X * (np.random.default_rng(2).random(X.shape) < 0.05)  # under SPARSE_DENSITY: CSR fits
@@ -96,6 +108,8 @@ def test_per_label_fits_do_not_depend_on_threads_or_sparsity(method: str) -> Non
         one = spec.build({"n_jobs": 1}).fit(data, Y).decision_function(Xte)
         two = spec.build({"n_jobs": 2}).fit(data, Y).decision_function(Xte)
         np.testing.assert_array_equal(one, two)
+    if method == "gbm":
+        return
     dense = LogisticRegression(max_iter=1000).fit(MinMaxScaler().fit_transform(sparse_X), Y[:, 0])
     br = BinaryRelevance(n_jobs=2).fit(sparse_X, Y)
     np.testing.assert_allclose(br.coef_[0], dense.coef_[0], atol=1e-6)  # the same L-BFGS model on CSR
