@@ -65,6 +65,7 @@ from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
 from app.methods.neighbours import sharing_graphs
+from app.methods.thresholds import LearnedThresholdMixin
 from app.suggest import did_you_mean
 
 log = logging.getLogger("labelserve.selection")
@@ -290,6 +291,7 @@ def pilot_costs(
     budget: float | None = None,
     random_state: int | None = 0,
     progress: ProgressFn | None = None,
+    scores_only: bool = False,
 ) -> dict[str, Cost]:
     """Each entry's method timed on one pilot fold (``pilot_split``) on this machine now.
 
@@ -316,7 +318,9 @@ def pilot_costs(
             watch = _PilotWatch(f"pilot: {method}", limit, progress)
             try:
                 with threadpool_limits(limits=1, user_api="blas"):
-                    _fit_and_score(spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch)
+                    _fit_and_score(
+                        spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch, scores_only=scores_only
+                    )
             except _PilotStopped:
                 fraction = max(watch.reached, 1e-3)
             except (JobCancelled, MemoryError):
@@ -420,13 +424,16 @@ def cross_validate(
     random_state: int | None = 0,
     progress: ProgressFn | None = None,
     splits: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+    scores_only: bool = False,
 ) -> list[Entry]:
     """Every entry fitted on each fold's training part and scored on its held-out part.
 
     With ``repeats`` > 1 each sample is held out once per repeat: ``oof_all`` keeps the
     out-of-fold predictions of every repeat, ``oof_scores`` / ``oof_labels`` those of the last;
     the fold metrics are those of every fold. ``splits`` (default ``folds(Y, kind, cv,
-    random_state, repeats)``) are the folds, repeat after repeat.
+    random_state, repeats)``) are the folds, repeat after repeat. ``scores_only``: the ranking needs the
+    scores alone, so the methods that learn a label-set threshold on inner folds are fitted at 0.5
+    (``fit_params``).
 
     A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
     kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
@@ -456,7 +463,7 @@ def cross_validate(
 
                 progress(label, step / total)
                 try:
-                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner, f // cv)
+                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner, f // cv, scores_only)
                 except JobCancelled:
                     raise
                 except ValueError as exc:  # the method's own complaint about this data: worth showing
@@ -487,6 +494,17 @@ def _graph_users(entries: Sequence[tuple[str, dict[str, Any]]]) -> int:
     return sum(method in GRAPH_METHODS for method, _ in entries)
 
 
+def fit_params(spec: MethodSpec, params: dict[str, Any], scores_only: bool) -> dict[str, Any]:
+    """What a fold fits ``spec`` with: ``params``, and when only the scores count (a ranking
+    metric), ``threshold=0.5`` for a method whose default learns its label-set threshold on inner
+    folds (``app.methods.thresholds``: three more fits each). The entry keeps its own parameters,
+    so the registered winner learns its threshold; the fold's label-set metrics are then those of
+    the 0.5 rule."""
+    if scores_only and issubclass(spec.estimator, LearnedThresholdMixin) and "threshold" not in params:
+        return {**params, "threshold": 0.5}
+    return params
+
+
 def _fit_and_score(
     spec: MethodSpec,
     entry: Entry,
@@ -496,9 +514,10 @@ def _fit_and_score(
     te: np.ndarray,
     progress: ProgressFn,
     repeat: int = 0,
+    scores_only: bool = False,
 ) -> dict[str, float]:
     started = time.perf_counter()
-    scores = _score_fold(spec, entry, X, Y, tr, te, progress, repeat)
+    scores = _score_fold(spec, entry, X, Y, tr, te, progress, repeat, scores_only)
     entry.fold_seconds.append(time.perf_counter() - started)
     return scores
 
@@ -512,8 +531,9 @@ def _score_fold(
     te: np.ndarray,
     progress: ProgressFn,
     repeat: int,
+    scores_only: bool,
 ) -> dict[str, float]:
-    estimator = spec.build(entry.params)
+    estimator = spec.build(fit_params(spec, entry.params, scores_only))
     started = time.perf_counter()
     estimator.fit(X[tr], Y[tr], progress=progress)
     entry.fit_seconds.append(time.perf_counter() - started)
@@ -699,7 +719,14 @@ def plan(
     started = time.perf_counter()
     first = {m: p for m, p in reversed(kept)}
     costs = pilot_costs(
-        X, Y, list(first.items()), cv=cv, budget=None if named else budget, random_state=random_state, progress=progress
+        X,
+        Y,
+        list(first.items()),
+        cv=cv,
+        budget=None if named else budget,
+        random_state=random_state,
+        progress=progress,
+        scores_only=metric in RANKING_METRICS,
     )
     pilot_seconds = time.perf_counter() - started
     n = X.shape[0]
@@ -789,7 +816,16 @@ def select(
         repeats = repeats or (auto_repeats if cv == auto_cv else 1)
     splits = folds(Y, kind, cv, random_state, repeats)
     results = cross_validate(
-        X, Y, kind, chosen.entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress, splits=splits
+        X,
+        Y,
+        kind,
+        chosen.entries,
+        cv=cv,
+        repeats=repeats,
+        random_state=random_state,
+        progress=progress,
+        splits=splits,
+        scores_only=metric in RANKING_METRICS,
     )
     for entry in results:
         entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv, repeats)
@@ -852,7 +888,9 @@ def blend_entry(
     if np.count_nonzero(final.counts) < 2:
         return None
     order = sorted(np.flatnonzero(final.counts), key=lambda i: -final.counts[i])  # stable: better entry first
-    members = [{"method": pool[i].method, "params": pool[i].params, "weight": float(final.counts[i])} for i in order]
+    members = [
+        {"method": pool[i].method, "params": _member_params(pool[i]), "weight": float(final.counts[i])} for i in order
+    ]
     params: dict[str, Any] = {"members": members}
     if task == "multilabel":
         params["threshold"] = final.threshold
@@ -864,6 +902,14 @@ def blend_entry(
     if task == "multilabel":
         entry.oof_labels = (entry.oof_scores > params["threshold"]).astype(np.int8)
     return entry
+
+
+def _member_params(entry: Entry) -> dict[str, Any]:
+    """A blend member's parameters: the entry's, with ``threshold=0.5`` where the method would
+    learn one (a blend uses its members' scores only, so their inner threshold fits are wasted)."""
+    spec = get_method(entry.method)
+    assert spec is not None
+    return fit_params(spec, entry.params, scores_only=True)
 
 
 # --------------------------------------------------------------------------- auto requests

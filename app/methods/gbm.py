@@ -3,7 +3,8 @@
 Label j is predicted by a LightGBM ``LGBMClassifier`` (binary log loss, histogram trees grown
 leaf-wise) fitted on (X, Y[:, j]) alone, as a practitioner's ``OneVsRestClassifier(LGBMClassifier())``
 would; a label's score is its booster's probability. A label constant in the training data has no
-booster and is predicted with that constant.
+booster and is predicted with that constant. The label set is every label above one threshold
+learned on inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``).
 
 Why LightGBM rather than scikit-learn's ``HistGradientBoostingClassifier``: at each library's
 defaults (100 rounds, learning rate 0.1, 31 leaves, one thread) the two reached the same test
@@ -35,6 +36,7 @@ from pydantic import Field
 from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import ProbabilityClassifierMixin
 from app.methods.numerics import effective_jobs
+from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
 
 #: LightGBM's own defaults of the parameters ``gbm`` declares (docs/methods/gbm.md sets them beside ours)
 LIBRARY_DEFAULTS: dict[str, Any] = {
@@ -58,9 +60,10 @@ class GBMParams(MethodParams):
         None, description="Threads fitting labels side by side (None = 1, -1 = all cores); results do not depend on it."
     )
     random_state: int | None = Field(0, description="Seed of every booster's feature draws.")
+    threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 
 
-class GradientBoosting(ProbabilityClassifierMixin, MethodEstimator):
+class GradientBoosting(LearnedThresholdMixin, ProbabilityClassifierMixin, MethodEstimator):
     """One LightGBM booster per label; parameters as :class:`GBMParams`.
 
     Fitted attributes: ``n_features_in_``, ``boosters_`` (q,) the ``lightgbm.Booster`` of each
@@ -81,6 +84,7 @@ class GradientBoosting(ProbabilityClassifierMixin, MethodEstimator):
         colsample_bytree: float = 0.5,
         n_jobs: int | None = None,
         random_state: int | None = 0,
+        threshold: float | str = "cv",
     ) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -89,6 +93,7 @@ class GradientBoosting(ProbabilityClassifierMixin, MethodEstimator):
         self.colsample_bytree = colsample_bytree
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.threshold = threshold
 
     def library_params(self, seed: int) -> dict[str, Any]:
         """The ``LGBMClassifier`` arguments of one label's fit (one thread, quiet, seeded)."""
@@ -119,6 +124,7 @@ class GradientBoosting(ProbabilityClassifierMixin, MethodEstimator):
         for j, booster in zip(varying, fitted):
             boosters[j] = booster
         self.boosters_ = boosters
+        self._learn_threshold(X, Y, progress, seed)
 
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
@@ -180,8 +186,9 @@ SPEC = MethodSpec(
     outputs=("labels", "ranking"),
     params=GBMParams,
     estimator=GradientBoosting,
-    summary="Gradient boosting (a baseline): one LightGBM LGBMClassifier per label; labels with probability > 0.5.",
+    summary="Gradient boosting (a baseline): one LightGBM LGBMClassifier per label; labels above one "
+    "threshold learned on inner out-of-fold scores.",
     paper="Baseline. Ke G., Meng Q., Finley T., Wang T., Chen W., Ma W., Ye Q., Liu T.-Y. LightGBM: a highly "
     "efficient gradient boosting decision tree. NeurIPS 30, 2017, pp. 3146-3154.",
-    stages=("labels",),
+    stages=("labels", "threshold"),
 )

@@ -13,6 +13,7 @@ from app import blending, metrics, selection
 from app.methods.base import JobCancelled
 from app.methods.blend import Blend, BlendLDL
 from app.methods.catalog import get_method
+from app.methods.thresholds import THRESHOLDS
 from tests.helpers import make_distribution, make_mixed_multilabel
 
 mixed = make_mixed_multilabel
@@ -76,7 +77,7 @@ def test_bagged_choice_is_deterministic_and_drops_small_shares() -> None:
     np.testing.assert_array_equal(one.counts, two.counts)
     kept = one.counts[one.counts > 0]
     assert kept.min() >= blending.MIN_SHARE * one.counts.sum()
-    assert one.threshold in blending.THRESHOLDS
+    assert one.threshold in THRESHOLDS
 
 
 # ------------------------------------------------------------------------------- the estimators
@@ -161,7 +162,7 @@ def test_auto_blends_complementary_candidates() -> None:
     assert len(best.fold_metrics) == 5 and len(best.fit_seconds) == 5
     assert {m["method"] for m in best.params["members"]} == {"br", "rf"}
     rf = next(m for m in best.params["members"] if m["method"] == "rf")
-    assert rf["params"] == {"random_state": 0}  # the members' seeds are recorded
+    assert rf["params"] == {"random_state": 0, "threshold": 0.5}  # seeds recorded; scores only: no inner threshold
     row = result.record()["leaderboard"][0]
     assert row["method"] == "blend" and row["params"] == best.params and row["mean"] is not None
     model = get_method("blend").build(best.params).fit(X, Y)  # type: ignore[union-attr]

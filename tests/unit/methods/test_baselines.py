@@ -46,7 +46,7 @@ def _scaled(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ------------------------------------------------------------------ agreement with what they wrap
 def test_br_is_one_vs_rest_logistic_regression() -> None:
     X, Y, Xte = _data()
-    ours = BinaryRelevance(C=0.5).fit(X, Y)
+    ours = BinaryRelevance(C=0.5, threshold=0.5).fit(X, Y)
     Xs, Xtes = _scaled(X, Xte)
     ref = OneVsRestClassifier(LogisticRegression(C=0.5, max_iter=1000)).fit(Xs, Y)
     np.testing.assert_allclose(ours.decision_function(Xte), ref.predict_proba(Xtes), atol=1e-10)
