@@ -24,7 +24,7 @@ def predict(client, **body):
 def test_gbm_trains_and_predicts_over_http(client, multilabel_dataset):
     job = train(client, "gbm", multilabel_dataset["id"], "boosted", n_estimators=20, n_jobs=-1)
     version = client.get("/models/boosted/versions/1").json()
-    assert version["method"] == "gbm" and version["params"]["num_leaves"] == 15  # defaults filled in
+    assert version["method"] == "gbm" and version["params"]["num_leaves"] == 7  # defaults filled in
     assert "lightgbm" in version["library_versions"] and job["progress"] == 1.0
     X, _ = make_multilabel()
     labels = predict(client, model="boosted", instances=X[:3].tolist()).json()
