@@ -187,7 +187,8 @@ def test_auto_on_distributions_may_blend() -> None:
     D = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3, random_state=0)
     methods = [e.method for e in result.leaderboard]
-    assert "blend-ldl" in methods and len(methods) == 3
+    assert "blend-ldl" in methods and methods.count("aa-knn") == 1
+    assert methods.count("sa-maxent") == len(selection.DEFAULT_GRIDS["sa-maxent"]["alpha"])  # its penalty grid
     entry = next(e for e in result.leaderboard if e.method == "blend-ldl")
     assert "threshold" not in entry.params and entry.oof_scores is not None
     np.testing.assert_allclose(entry.oof_scores.sum(axis=1), 1.0)
@@ -198,3 +199,19 @@ def test_blends_are_neither_default_nor_named_candidates() -> None:
     assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("distribution"))
     problems = selection.check_auto(selection.AutoParams(candidates=["blend", "br"]), "multilabel")
     assert problems and "built by auto" in problems[0]
+
+
+def test_ldl_learners_never_better_than_the_training_mean_are_not_blend_members() -> None:
+    X, D = make_distribution(n=60)
+    splits = selection.folds(D, "distribution", 3, 0)
+    mean_cheb = [
+        metrics.ldl_metrics(D[te], np.tile(D[tr].mean(axis=0), (len(te), 1)))["chebyshev"] for tr, te in splits
+    ]
+    worse = selection.Entry("ldlkm", {}, fold_metrics=[{"chebyshev": c + 0.01} for c in mean_cheb])
+    once = selection.Entry(
+        "aa-knn", {}, fold_metrics=[{"chebyshev": c + (-0.01 if i == 1 else 0.01)} for i, c in enumerate(mean_cheb)]
+    )
+    assert not selection.beats_the_mean(worse, D, splits, "chebyshev")
+    assert selection.beats_the_mean(once, D, splits, "chebyshev")
+    higher = selection.Entry("sa-maxent", {}, fold_metrics=[{"cosine": 1.0}] * 3)  # a higher-is-better metric
+    assert selection.beats_the_mean(higher, D, splits, "cosine")

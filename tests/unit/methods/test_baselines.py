@@ -13,8 +13,8 @@ from sklearn.feature_selection import mutual_info_classif
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.multioutput import ClassifierChain
-from sklearn.neighbors import NearestNeighbors
-from sklearn.preprocessing import MinMaxScaler
+from sklearn.neighbors import KNeighborsRegressor, NearestNeighbors
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from app.methods.aa_knn import AAKNN
 from app.methods.base import JobCancelled
@@ -132,10 +132,40 @@ def test_mi_filter_sums_label_mutual_information(estimator: str) -> None:
 def test_aa_knn_is_the_mean_of_the_nearest_distributions() -> None:
     X, D = make_distribution(n=100, d=5, c=4)
     X = X * np.arange(1, 6)
-    model = AAKNN(k=4).fit(X[:80], D[:80])
+    model = AAKNN(k=4, weights="uniform", scale="minmax", shrinkage=0.0).fit(X[:80], D[:80])  # the literal method
     Xs, Xtes = _scaled(X[:80], X[80:])
     idx = NearestNeighbors(n_neighbors=4).fit(Xs).kneighbors(Xtes, return_distance=False)
     np.testing.assert_allclose(model.predict(X[80:]), D[:80][idx].mean(axis=1), atol=1e-12)
+
+
+def test_aa_knn_distance_weights_shrink_towards_the_mean() -> None:
+    """Distance weights on standardised features are KNeighborsRegressor's; the shrinkage mixes
+    in the training mean; "loo" picks (k, shrinkage) by leave-one-out Chebyshev on the training rows."""
+    X, D = make_distribution(n=120, d=5, c=4)
+    X = X * np.arange(1, 6)
+    Xtr, Dtr, Xte = X[:90], D[:90], X[90:]
+    scaler = StandardScaler().fit(Xtr)
+    ref = KNeighborsRegressor(n_neighbors=7, weights="distance").fit(scaler.transform(Xtr), Dtr)
+    plain = AAKNN(k=7, scale="zscore", shrinkage=0.0).fit(Xtr, Dtr)
+    np.testing.assert_allclose(plain.predict(Xte), ref.predict(scaler.transform(Xte)), atol=1e-10)
+    scaler = MinMaxScaler().fit(Xtr)  # the default scaling from here on
+    plain = AAKNN(k=7, shrinkage=0.0).fit(Xtr, Dtr)
+    shrunk = AAKNN(k=7, shrinkage=0.3).fit(Xtr, Dtr)
+    np.testing.assert_allclose(shrunk.predict(Xte), 0.7 * plain.predict(Xte) + 0.3 * Dtr.mean(axis=0), atol=1e-12)
+    chosen = AAKNN().fit(Xtr, Dtr)
+    assert chosen.k_ in (3, 5, 10, 20) and 0.0 <= chosen.shrinkage_ <= 1.0
+
+    def loo_cheb(k: int, lam: float) -> float:
+        Xs = scaler.transform(Xtr)
+        P = np.empty_like(Dtr)
+        for i in range(len(Xtr)):
+            rest = np.delete(np.arange(len(Xtr)), i)
+            knn = KNeighborsRegressor(n_neighbors=k, weights="distance").fit(Xs[rest], Dtr[rest])
+            P[i] = (1 - lam) * knn.predict(Xs[i : i + 1])[0] + lam * Dtr.mean(axis=0)
+        return float(np.abs(P - Dtr).max(axis=1).mean())
+
+    best = loo_cheb(chosen.k_, chosen.shrinkage_)
+    assert best <= loo_cheb(5, 0.0) + 1e-12 and best <= loo_cheb(20, 1.0) + 1e-12  # <= kNN alone, <= the mean
 
 
 def test_sa_maxent_gradient_matches_finite_differences() -> None:
