@@ -287,3 +287,24 @@ def test_distribution_rows_are_renormalised_and_must_be_distributions(learner) -
     for bad in (D - 0.5, np.where(np.arange(20)[:, None] == 3, 0.0, D)):
         with pytest.raises(ValueError, match="distribution"):
             learner().fit(X, bad)
+
+
+def test_mi_filter_auto_bins_when_knn_would_take_too_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """estimator="auto" (the default) keeps the knn estimate on small data and bins, with a
+    warning naming the predicted cost, when that cost passes the bound."""
+    import warnings
+
+    from app.methods import mi_filter
+
+    assert mi_filter.knn_seconds(2000, 462, 26) > mi_filter.KNN_MAX_SECONDS > mi_filter.knn_seconds(1211, 294, 6)
+    X, Y, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mi_filter.SlowEstimatorWarning)
+        small = MIFilter().fit(X, Y)
+    assert small.estimator_ == "knn"
+    np.testing.assert_array_equal(small.mutual_information_, MIFilter(estimator="knn").fit(X, Y).mutual_information_)
+    monkeypatch.setattr(mi_filter, "KNN_MAX_SECONDS", 0.0)
+    with pytest.warns(mi_filter.SlowEstimatorWarning, match="predicted to take"):
+        binned = MIFilter().fit(X, Y)
+    assert binned.estimator_ == "binned"
+    np.testing.assert_array_equal(binned.ranking_, MIFilter(estimator="binned").fit(X, Y).ranking_)
