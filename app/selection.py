@@ -201,6 +201,17 @@ def grid(method: str, grids: Mapping[str, dict[str, list[Any]]] = GRIDS) -> list
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))] or [{}]
 
 
+def default_entries(method: str) -> list[dict[str, Any]]:
+    """A method's entries without ``tune``: its defaults first (what its pilot prices, and all
+    that is kept when the rest of its ``DEFAULT_GRIDS`` grid does not fit the budget), then the
+    other points of that grid."""
+    spec = get_method(method)
+    if spec is None or method not in DEFAULT_GRIDS:
+        return [{}]
+    defaults = spec.params().model_dump()
+    return [{}] + [p for p in grid(method, DEFAULT_GRIDS) if any(defaults.get(k) != v for k, v in p.items())]
+
+
 def resampling(n: int, expected_fit_seconds: float, budget: float | None = None) -> tuple[int, int]:
     """Default (folds, repeats) of a selection on n samples whose candidates' fits together are
     expected to take ``expected_fit_seconds``: 5 x 1 from ``SMALL_N`` samples on, else the most
@@ -712,7 +723,8 @@ def plan(
     with their twin's result. Every other method is piloted once (its first entry); unless the
     candidates were ``named``, the methods whose predicted cost (the cross-validation of all their
     entries, plus one fit on all the rows: the winner's, or a blend member's) does not fit what
-    the pilots left of ``budget`` are left out, cheapest first (``within_budget``).
+    the pilots left of ``budget`` are left out, cheapest first (``within_budget``); a method with
+    several entries (a ``DEFAULT_GRIDS`` grid) that does not fit keeps its first entry if that fits.
     """
     budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
     twins = []
@@ -743,7 +755,21 @@ def plan(
     }
     left_out: dict[str, float] = {}
     if not named:
-        chosen = set(within_budget(per_method, max(0.0, budget - pilot_seconds)))
+        room = max(0.0, budget - pilot_seconds)
+        chosen = set(within_budget(per_method, room))
+        # a method whose grid does not fit may still fit with its first entry alone (its defaults)
+        single = {
+            m: costs[m].seconds(n, cv) + costs[m].fold_seconds(n)
+            for m in per_method
+            if m not in chosen and sum(1 for e in kept if e[0] == m) > 1
+        }
+        spare = room - sum(per_method[m] for m in chosen)
+        for m in sorted(single, key=lambda m: (single[m], m)):
+            if single[m] <= spare:
+                chosen.add(m)
+                spare -= single[m]
+                first_entry = next(e for e in kept if e[0] == m)
+                kept = [e for e in kept if e[0] != m or e is first_entry]
         left_out = {m: per_method[m] for m in per_method if m not in chosen}
         kept = [e for e in kept if e[0] in chosen]
         twins = [(entry, twin) for entry, twin in twins if twin in kept]
@@ -804,7 +830,7 @@ def select(
     n = X.shape[0]
     methods = [m for m in (list(candidates) if candidates else candidate_pool(kind)) if m not in exclude]
     entries = [
-        (m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in grid(m, GRIDS if tune else DEFAULT_GRIDS)
+        (m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else default_entries(m))
     ]
     chosen = plan(
         X,

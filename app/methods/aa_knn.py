@@ -13,8 +13,8 @@ every yeast set, by 1-9% Chebyshev, and still took 15-31% of auto's blends. The 
 better than uniform on every set), min-max scaling kept (standardised features were no better:
 worse on SJAFFE and Movie, within 0.00003 on the yeast sets), chosen on training folds only
 (``benchmarks/aa_knn_defaults.py``), and two choices made at fit time on the leave-one-out
-predictions of the training rows (the neighbours of each training row without itself, which one
-search gives): ``k`` (``k="loo"``) from ``auto``'s grid ``K_GRID``, and a **shrinkage** towards the
+predictions of the training rows (the neighbours of each training row without itself, on a
+seeded sample of at most ``LOO_MAX_ROWS`` rows): ``k`` (``k="loo"``) from ``auto``'s grid ``K_GRID``, and a **shrinkage** towards the
 training mean: the prediction is ``(1 - lambda) * kNN + lambda * mean``, with ``lambda``
 (``shrinkage="loo"``) from ``SHRINKAGE_GRID``; the pair with the lowest mean Chebyshev distance
 is kept (the yeast sets wanted 20 neighbours, SJAFFE 5). ``lambda = 1`` is the training mean itself, so on the training rows the rule is
@@ -47,6 +47,10 @@ from app.methods.numerics import FeatureScaling
 K_GRID = (3, 5, 10, 20)
 #: the weights on the training mean that ``shrinkage="loo"`` chooses from
 SHRINKAGE_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
+#: training rows whose leave-one-out predictions choose (k, shrinkage): a seeded sample above
+#: this, so the choice costs at most this many queries (a full leave-one-out pass is an n x n
+#: search: on Movie's 6,204 rows it made aa-knn's pilot predict more than auto's budget)
+LOO_MAX_ROWS = 1000
 #: query rows whose neighbour distances are gathered at once (bounds the (rows, k, d) temporary)
 _BLOCK = 256
 #: literal defaults of the method (Geng 2016, and this service before issue 27)
@@ -129,16 +133,30 @@ class AAKNN(DistributionPredictorMixin, MethodEstimator):
         """The (k, weight of the mean) whose leave-one-out predictions of the training rows have
         the lowest mean Chebyshev distance (ties: the smaller k, then the smaller weight): one
         search for the largest k, whose nearest-first prefixes are the smaller ones."""
-        neighbours = self.index_.kneighbors(None, max(ks))
+        n, kmax = Xs.shape[0], max(ks)
+        rows = np.arange(n)
+        if n > LOO_MAX_ROWS:
+            rows = np.sort(np.random.default_rng(0).choice(n, LOO_MAX_ROWS, replace=False))
+        neighbours = self._others(Xs[rows], rows, kmax)
         best, choice = np.inf, (ks[0], float(lams[0]))
         for k in ks:
-            knn = self._neighbour_mean(Xs, neighbours[:, :k])
+            knn = self._neighbour_mean(Xs[rows], neighbours[:, :k])
             gap = knn - self.mean_[None, :]
             for lam in lams:
-                cheb = float(np.abs(knn - lam * gap - D).max(axis=1).mean())
+                cheb = float(np.abs(knn - lam * gap - D[rows]).max(axis=1).mean())
                 if cheb < best - 1e-12:
                     best, choice = cheb, (k, float(lam))
         return choice
+
+    def _others(self, Qs: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+        """The k nearest training rows of training rows ``rows`` (scaled ``Qs``), each row itself
+        excluded by index (its duplicates stay eligible), nearest first: leave-one-out neighbours."""
+        if rows.size == self.index_.n_samples:
+            return self.index_.kneighbors(None, k)
+        found = self.index_.kneighbors(Qs, k + 1)
+        other = found != rows[:, None]
+        order = np.argsort(~other, axis=1, kind="stable")  # the others first, in distance order
+        return np.take_along_axis(found, order, axis=1)[:, :k]
 
     def _neighbour_mean(self, Qs: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
         """The (weighted) mean distribution of each query's neighbours (n, c); queries scaled."""

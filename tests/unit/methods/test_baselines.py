@@ -308,3 +308,14 @@ def test_mi_filter_auto_bins_when_knn_would_take_too_long(monkeypatch: pytest.Mo
         binned = MIFilter().fit(X, Y)
     assert binned.estimator_ == "binned"
     np.testing.assert_array_equal(binned.ranking_, MIFilter(estimator="binned").fit(X, Y).ranking_)
+
+
+def test_aa_knn_leave_one_out_on_a_sample_uses_the_same_neighbours() -> None:
+    """Above LOO_MAX_ROWS the choice is made on a sample of rows, each without itself."""
+    X, D = make_distribution(n=80, d=3, c=4)
+    X = np.vstack([X, X[:5]])  # duplicates stay eligible as neighbours of their twins
+    D = np.vstack([D, D[:5]])
+    model = AAKNN(k=5, shrinkage=0.0).fit(X, D)
+    Xs = model.scaling_.transform(X)
+    rows = np.array([0, 3, 40, 81, 84])
+    np.testing.assert_array_equal(model._others(Xs[rows], rows, 5), model.index_.kneighbors(None, 5)[rows])
