@@ -300,7 +300,9 @@ def from_table(text: str) -> dict[str, dict[str, dict[str, Any]]]:
                 out["classification"][row[0]] = shape(cols["n / d / q"]) | {
                     "bold": {"average_precision": _bold(cols, CLASSIFIERS)},
                     "methods": {
-                        m: {"average_precision": v} for m in CLASSIFIERS if (v := _number(cols[m])) is not None
+                        m: {"average_precision": v}
+                        for m in CLASSIFIERS
+                        if (v := _number(cols.get(m, "-"))) is not None  # a method newer than the table: not run
                     },
                 }
         elif heading.startswith("Label distributions"):
@@ -328,7 +330,7 @@ def from_table(text: str) -> dict[str, dict[str, dict[str, Any]]]:
                 if row[0] in out["classification"]:
                     out["classification"][row[0]]["bold"]["macro_f1"] = _bold(cols, CLASSIFIERS)
                 for m, result in out["classification"].get(row[0], {}).get("methods", {}).items():
-                    if (v := _number(cols[m])) is not None:
+                    if (v := _number(cols.get(m, "-"))) is not None:
                         result["macro_f1"] = v
     return out
 
