@@ -17,7 +17,8 @@ that fold, then scored on the fold, the same folds as every candidate. ``auto`` 
 only when that mean beats the best single candidate's.
 
 Label sets of a classifier blend: blended score > ``threshold``, the value of ``THRESHOLDS``
-maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5).
+maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5; the rule of
+``app.methods.thresholds``, which the single baselines learn on their inner folds).
 
 Only ranking-type metrics (``average_precision``, ``ranking_loss``, ``one_error``, ``coverage``)
 and the label distribution metrics are blended; a selection by a label-set metric (F1, Hamming
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from app import metrics
+from app.methods.thresholds import micro_f1_threshold
 
 #: greedy rounds per bag
 ROUNDS = 10
@@ -42,8 +44,6 @@ ROUNDS = 10
 BAGS = 20
 #: members with a smaller share of the summed weights are dropped (each costs a fit and a prediction)
 MIN_SHARE = 0.05
-#: candidate thresholds of a classifier blend's label sets
-THRESHOLDS = np.round(np.arange(0.05, 0.951, 0.05), 2)
 #: multi-label metrics computed from scores alone (the ones a blend is chosen by)
 SCORE_METRICS = frozenset({"average_precision", "ranking_loss", "one_error", "coverage"})
 
@@ -92,21 +92,6 @@ def blend(predictions: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
         if weight:
             out += weight * P
     return out / w.sum()
-
-
-def micro_f1_threshold(Y: np.ndarray, S: np.ndarray) -> float:
-    """The value of ``THRESHOLDS`` maximising micro-F1 of ``S > t`` against ``Y`` (ties: nearest 0.5)."""
-    relevant = Y > 0
-    n_true = relevant.sum()
-    best_t, best_f1 = 0.5, -1.0
-    for t in sorted(THRESHOLDS, key=lambda v: (abs(v - 0.5), v)):
-        predicted = S > t
-        tp = np.logical_and(predicted, relevant).sum()
-        denominator = predicted.sum() + n_true
-        f1 = 2.0 * tp / denominator if denominator else 0.0
-        if f1 > best_f1 + 1e-12:
-            best_t, best_f1 = float(t), f1
-    return best_t
 
 
 @dataclass

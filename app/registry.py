@@ -8,6 +8,7 @@ artifact (nor a succeeded job without its version).
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import re
 import threading
@@ -137,6 +138,7 @@ def library_versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "scikit-learn": sklearn.__version__,
         "joblib": joblib.__version__,
+        "lightgbm": importlib.metadata.version("lightgbm"),  # gbm's boosters (read without importing it)
     }
 
 

@@ -329,7 +329,9 @@ class VersionOut(BaseModel):
         description="what the fit measured, for the methods that record something: mlknn and dmknn give "
         "neighbour_search ('exact' or 'approximate'), neighbour_recall (the sampled recall of the true k "
         "nearest neighbours in the training graph of an approximate index) and neighbour_query_recall (the same for "
-        "its queries of new rows, measured on training rows), both null for exact search; every training gives "
+        "its queries of new rows, measured on training rows), both null for exact search; dmknn label_rule; "
+        "br, ecc, rf and gbm threshold and fill_empty (their learned label-set rule); aa-knn k and shrinkage; "
+        "mi-filter estimator; every training gives "
         "memory_mb: estimate_peak and estimate_model (the estimate checked at submit), measured_peak (resident "
         "growth during the fit), resident_peak and artifact (the saved file), in MB",
     )

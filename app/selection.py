@@ -34,7 +34,7 @@ same k, s and scaling: it is evaluated once, as ``mlknn``, and its leaderboard r
 (``same_ranking_as``) and carries the twin's ranking metrics.
 
 Grids (``tune=True``): every combination of the method's grid in ``GRIDS`` is one more entry of
-the leaderboard. They are small on purpose (at most 4 points) because each point costs ``cv``
+the leaderboard; the grids of ``DEFAULT_GRIDS`` (sa-maxent's penalty) are searched even without it. They are small on purpose (at most 4 points) because each point costs ``cv``
 fits; they cover the parameter that moves results most for each method.
 
 Selectors (compare only) are scored by what they are for: ML-kNN (k=10) trained on their top 20%
@@ -65,6 +65,7 @@ from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
 from app.methods.neighbours import sharing_graphs
+from app.methods.thresholds import LearnedThresholdMixin
 from app.suggest import did_you_mean
 
 log = logging.getLogger("labelserve.selection")
@@ -105,6 +106,7 @@ GROWTH: dict[str, float] = {
     "br": 0.4,
     "ecc": 0.5,
     "rf": 0.8,
+    "gbm": 0.82,
     "mlknn": 1.25,
     "dmknn": 1.45,
     "trans-ovk": 3.0,
@@ -135,6 +137,7 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
     "br": {"C": [0.1, 1.0, 10.0]},
     "ecc": {"C": [0.1, 1.0, 10.0]},
     "rf": {"max_features": ["sqrt", 0.3], "min_samples_leaf": [1, 3]},
+    "gbm": {"num_leaves": [7, 15, 31]},
     "mlknn": {"k": [5, 10, 20]},
     "dmknn": {"k": [5, 10, 20]},
     "trans-ovk": {"lambda_k": [1e-3, 1e-2, 1e-1]},
@@ -145,6 +148,13 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
     "elcfs": {"lambda4": [0.1, 1.0]},
     "ghc-dr": {"alpha": [0.1, 1.0]},
 }
+
+
+#: grids ``auto`` searches even without ``tune``: cheap ones whose parameter moves results a lot.
+#: sa-maxent's penalty: the four fits cost about 4x one default fit (Movie, 1,250 rows: 9.4 CPU s
+#: against 2.5 s; the smaller the penalty, the longer L-BFGS runs), and a practitioner's KL
+#: softmax regression takes its penalty by cross-validation (issue 27)
+DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {"sa-maxent": GRIDS["sa-maxent"]}
 
 
 def task_of(kind: str) -> str:
@@ -184,11 +194,22 @@ def within_budget(costs: Mapping[str, float], budget: float) -> list[str]:
     return sorted(chosen)
 
 
-def grid(method: str) -> list[dict[str, Any]]:
-    """Every parameter combination of the method's documented grid (``[{}]`` when it has none)."""
-    axes = GRIDS.get(method, {})
+def grid(method: str, grids: Mapping[str, dict[str, list[Any]]] = GRIDS) -> list[dict[str, Any]]:
+    """Every parameter combination of the method's grid in ``grids`` (``[{}]`` when it has none)."""
+    axes = grids.get(method, {})
     keys = list(axes)
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))] or [{}]
+
+
+def default_entries(method: str) -> list[dict[str, Any]]:
+    """A method's entries without ``tune``: its defaults first (what its pilot prices, and all
+    that is kept when the rest of its ``DEFAULT_GRIDS`` grid does not fit the budget), then the
+    other points of that grid."""
+    spec = get_method(method)
+    if spec is None or method not in DEFAULT_GRIDS:
+        return [{}]
+    defaults = spec.params().model_dump()
+    return [{}] + [p for p in grid(method, DEFAULT_GRIDS) if any(defaults.get(k) != v for k, v in p.items())]
 
 
 def resampling(n: int, expected_fit_seconds: float, budget: float | None = None) -> tuple[int, int]:
@@ -288,6 +309,7 @@ def pilot_costs(
     budget: float | None = None,
     random_state: int | None = 0,
     progress: ProgressFn | None = None,
+    scores_only: bool = False,
 ) -> dict[str, Cost]:
     """Each entry's method timed on one pilot fold (``pilot_split``) on this machine now.
 
@@ -314,7 +336,9 @@ def pilot_costs(
             watch = _PilotWatch(f"pilot: {method}", limit, progress)
             try:
                 with threadpool_limits(limits=1, user_api="blas"):
-                    _fit_and_score(spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch)
+                    _fit_and_score(
+                        spec, _entry(spec, method, params, Y, 1), X, Y, tr, te, watch, scores_only=scores_only
+                    )
             except _PilotStopped:
                 fraction = max(watch.reached, 1e-3)
             except (JobCancelled, MemoryError):
@@ -418,13 +442,16 @@ def cross_validate(
     random_state: int | None = 0,
     progress: ProgressFn | None = None,
     splits: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+    scores_only: bool = False,
 ) -> list[Entry]:
     """Every entry fitted on each fold's training part and scored on its held-out part.
 
     With ``repeats`` > 1 each sample is held out once per repeat: ``oof_all`` keeps the
     out-of-fold predictions of every repeat, ``oof_scores`` / ``oof_labels`` those of the last;
     the fold metrics are those of every fold. ``splits`` (default ``folds(Y, kind, cv,
-    random_state, repeats)``) are the folds, repeat after repeat.
+    random_state, repeats)``) are the folds, repeat after repeat. ``scores_only``: the ranking needs the
+    scores alone, so the methods that learn a label-set threshold on inner folds are fitted at 0.5
+    (``fit_params``).
 
     A candidate that fails on some fold (e.g. a parameter that does not fit the fold's size) is
     kept with its ``error`` and ranked last; ``JobCancelled`` from ``progress`` stops everything.
@@ -454,7 +481,7 @@ def cross_validate(
 
                 progress(label, step / total)
                 try:
-                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner, f // cv)
+                    entry_fold = _fit_and_score(spec, entry, X, Y, tr, te, inner, f // cv, scores_only)
                 except JobCancelled:
                     raise
                 except ValueError as exc:  # the method's own complaint about this data: worth showing
@@ -485,6 +512,17 @@ def _graph_users(entries: Sequence[tuple[str, dict[str, Any]]]) -> int:
     return sum(method in GRAPH_METHODS for method, _ in entries)
 
 
+def fit_params(spec: MethodSpec, params: dict[str, Any], scores_only: bool) -> dict[str, Any]:
+    """What a fold fits ``spec`` with: ``params``, and when only the scores count (a ranking
+    metric), ``threshold=0.5`` for a method whose default learns its label-set threshold on inner
+    folds (``app.methods.thresholds``: three more fits each). The entry keeps its own parameters,
+    so the registered winner learns its threshold; the fold's label-set metrics are then those of
+    the 0.5 rule."""
+    if scores_only and issubclass(spec.estimator, LearnedThresholdMixin) and "threshold" not in params:
+        return {**params, "threshold": 0.5}
+    return params
+
+
 def _fit_and_score(
     spec: MethodSpec,
     entry: Entry,
@@ -494,9 +532,10 @@ def _fit_and_score(
     te: np.ndarray,
     progress: ProgressFn,
     repeat: int = 0,
+    scores_only: bool = False,
 ) -> dict[str, float]:
     started = time.perf_counter()
-    scores = _score_fold(spec, entry, X, Y, tr, te, progress, repeat)
+    scores = _score_fold(spec, entry, X, Y, tr, te, progress, repeat, scores_only)
     entry.fold_seconds.append(time.perf_counter() - started)
     return scores
 
@@ -510,8 +549,9 @@ def _score_fold(
     te: np.ndarray,
     progress: ProgressFn,
     repeat: int,
+    scores_only: bool,
 ) -> dict[str, float]:
-    estimator = spec.build(entry.params)
+    estimator = spec.build(fit_params(spec, entry.params, scores_only))
     started = time.perf_counter()
     estimator.fit(X[tr], Y[tr], progress=progress)
     entry.fit_seconds.append(time.perf_counter() - started)
@@ -683,7 +723,8 @@ def plan(
     with their twin's result. Every other method is piloted once (its first entry); unless the
     candidates were ``named``, the methods whose predicted cost (the cross-validation of all their
     entries, plus one fit on all the rows: the winner's, or a blend member's) does not fit what
-    the pilots left of ``budget`` are left out, cheapest first (``within_budget``).
+    the pilots left of ``budget`` are left out, cheapest first (``within_budget``); a method with
+    several entries (a ``DEFAULT_GRIDS`` grid) that does not fit keeps its first entry if that fits.
     """
     budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
     twins = []
@@ -697,7 +738,14 @@ def plan(
     started = time.perf_counter()
     first = {m: p for m, p in reversed(kept)}
     costs = pilot_costs(
-        X, Y, list(first.items()), cv=cv, budget=None if named else budget, random_state=random_state, progress=progress
+        X,
+        Y,
+        list(first.items()),
+        cv=cv,
+        budget=None if named else budget,
+        random_state=random_state,
+        progress=progress,
+        scores_only=metric in RANKING_METRICS,
     )
     pilot_seconds = time.perf_counter() - started
     n = X.shape[0]
@@ -707,7 +755,21 @@ def plan(
     }
     left_out: dict[str, float] = {}
     if not named:
-        chosen = set(within_budget(per_method, max(0.0, budget - pilot_seconds)))
+        room = max(0.0, budget - pilot_seconds)
+        chosen = set(within_budget(per_method, room))
+        # a method whose grid does not fit may still fit with its first entry alone (its defaults)
+        single = {
+            m: costs[m].seconds(n, cv) + costs[m].fold_seconds(n)
+            for m in per_method
+            if m not in chosen and sum(1 for e in kept if e[0] == m) > 1
+        }
+        spare = room - sum(per_method[m] for m in chosen)
+        for m in sorted(single, key=lambda m: (single[m], m)):
+            if single[m] <= spare:
+                chosen.add(m)
+                spare -= single[m]
+                first_entry = next(e for e in kept if e[0] == m)
+                kept = [e for e in kept if e[0] != m or e is first_entry]
         left_out = {m: per_method[m] for m in per_method if m not in chosen}
         kept = [e for e in kept if e[0] in chosen]
         twins = [(entry, twin) for entry, twin in twins if twin in kept]
@@ -767,7 +829,9 @@ def select(
     progress = progress or no_progress
     n = X.shape[0]
     methods = [m for m in (list(candidates) if candidates else candidate_pool(kind)) if m not in exclude]
-    entries = [(m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else [{}])]
+    entries = [
+        (m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else default_entries(m))
+    ]
     chosen = plan(
         X,
         Y,
@@ -787,7 +851,16 @@ def select(
         repeats = repeats or (auto_repeats if cv == auto_cv else 1)
     splits = folds(Y, kind, cv, random_state, repeats)
     results = cross_validate(
-        X, Y, kind, chosen.entries, cv=cv, repeats=repeats, random_state=random_state, progress=progress, splits=splits
+        X,
+        Y,
+        kind,
+        chosen.entries,
+        cv=cv,
+        repeats=repeats,
+        random_state=random_state,
+        progress=progress,
+        splits=splits,
+        scores_only=metric in RANKING_METRICS,
     )
     for entry in results:
         entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv, repeats)
@@ -831,7 +904,8 @@ def blend_entry(
     entry (method ``blend`` or ``blend-ldl``, members and weights in its params, cross-fitted fold
     metrics on ``splits``: ``app.blending``), or None when there is nothing to blend: fewer than
     two blendable entries that ran on every fold, a label-set metric, or a greedy choice of one
-    member alone."""
+    member alone. A label distribution learner that never beat the training mean on a fold
+    (``beats_the_mean``) is not a member."""
     task = task_of(kind)
     if not blending.blends_for(metric, task):
         return None
@@ -843,6 +917,8 @@ def blend_entry(
         and len(e.fold_metrics) == len(splits)
         and blendable(e.method, e.params, task)  # type: ignore[arg-type]
     ]
+    if task == "distribution":
+        pool = [e for e in pool if beats_the_mean(e, Y, splits, metric)]
     if len(pool) < 2:
         return None
     oof = [e.oof_all for e in pool if e.oof_all is not None]
@@ -850,7 +926,9 @@ def blend_entry(
     if np.count_nonzero(final.counts) < 2:
         return None
     order = sorted(np.flatnonzero(final.counts), key=lambda i: -final.counts[i])  # stable: better entry first
-    members = [{"method": pool[i].method, "params": pool[i].params, "weight": float(final.counts[i])} for i in order]
+    members = [
+        {"method": pool[i].method, "params": _member_params(pool[i]), "weight": float(final.counts[i])} for i in order
+    ]
     params: dict[str, Any] = {"members": members}
     if task == "multilabel":
         params["threshold"] = final.threshold
@@ -862,6 +940,29 @@ def blend_entry(
     if task == "multilabel":
         entry.oof_labels = (entry.oof_scores > params["threshold"]).astype(np.int8)
     return entry
+
+
+def beats_the_mean(entry: Entry, D: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]], metric: str) -> bool:
+    """Whether a label distribution learner's ``metric`` beat predicting the fold's training mean
+    on at least one fold. One that never did (``ldlkm`` at the paper's defaults on the yeast sets,
+    issue 27) adds nothing a blend could not get from the others, yet took weight in greedy
+    selection on noise; it is left out of the blend (it stays on the leaderboard)."""
+    lower = metric in metrics.LOWER_IS_BETTER
+    for (tr, te), fold in zip(splits, entry.fold_metrics):
+        mean = np.tile(D[tr].mean(axis=0), (len(te), 1))
+        baseline = metrics.ldl_metrics(D[te], mean)[metric]
+        value = fold[metric]
+        if math.isfinite(value) and (value < baseline if lower else value > baseline):
+            return True
+    return False
+
+
+def _member_params(entry: Entry) -> dict[str, Any]:
+    """A blend member's parameters: the entry's, with ``threshold=0.5`` where the method would
+    learn one (a blend uses its members' scores only, so their inner threshold fits are wasted)."""
+    spec = get_method(entry.method)
+    assert spec is not None
+    return fit_params(spec, entry.params, scores_only=True)
 
 
 # --------------------------------------------------------------------------- auto requests

@@ -61,8 +61,10 @@ Classifier = Callable[[], object]
 CLASSIFIERS: dict[str, Classifier] = {
     "ML-kNN 0.5 rule (literal)": lambda: MLkNN(threshold="map", ensure_nonempty="off"),
     "ML-kNN default": lambda: MLkNN(),
-    "DMKNN literal (Alg. 4, set first)": lambda: DMKNN(ensure_nonempty=False, ranking="predicted_first"),
-    "DMKNN previous default": lambda: DMKNN(ranking="predicted_first"),
+    "DMKNN literal (Alg. 4, set first)": lambda: DMKNN(
+        ensure_nonempty=False, ranking="predicted_first", label_sets="paper"
+    ),
+    "DMKNN previous default": lambda: DMKNN(ranking="predicted_first", label_sets="paper"),
     "DMKNN default": lambda: DMKNN(),
     "DMKNN floor 0.5 + singletons": lambda: DMKNN(independence_threshold_floor=0.5, min_itemset_size=1),
 }

@@ -52,13 +52,14 @@ from app.methods.blend import BLENDS
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.methods.numerics import FeatureScaling
+from app.methods.thresholds import LearnedThresholdMixin
 from benchmarks import datasets
 
 ROOT = Path(__file__).resolve().parent
 RAW = ROOT / "results" / "leaderboard"
 TABLES = ROOT / "leaderboard.md"
 
-CLASSIFIERS = ("br", "ecc", "rf", "mlknn", "dmknn", "trans-ovk")
+CLASSIFIERS = ("br", "ecc", "rf", "gbm", "mlknn", "dmknn", "trans-ovk")
 LDL = ("aa-knn", "sa-maxent", "ldlkm")
 SELECTORS = ("mi-filter", "mi-filter/binned", "elcfs", "ghc-dr")
 ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
@@ -103,16 +104,34 @@ def _build(method: str) -> Any:
 def _classify(name: str) -> dict[str, Any]:
     Xtr, Ytr, Xte, Yte = _split(name)
     out: dict[str, Any] = {"n": len(Xtr), "d": Xtr.shape[1], "q": Ytr.shape[1], "methods": {}}
+    out["true_empty_share"] = float(np.mean((Yte > 0).sum(axis=1) == 0))
     for method in CLASSIFIERS:
         if not _allowed(method, name, *Xtr.shape):
             continue
         started = time.perf_counter()
         model = _build(method).fit(Xtr, Ytr)
         seconds = time.perf_counter() - started
-        S, P = model.decision_function(Xte), model.predict(Xte)
-        out["methods"][method] = {**metrics.multilabel_metrics(Yte, P, S), "fit_seconds": seconds}
+        out["methods"][method] = {**_scored(model, Xte, Yte), "fit_seconds": seconds}
         print(f"  {name} {method}: AP {out['methods'][method]['average_precision']:.4f} ({seconds:.1f} s)", flush=True)
     out["auto"] = _classify_auto(Xtr, Ytr, Xte, Yte, name)
+    return out
+
+
+def _scored(model: Any, Xte: np.ndarray, Yte: np.ndarray) -> dict[str, Any]:
+    """Every metric of a classifier's default label sets and scores, its label-set figures, and
+    for a method that learns its threshold (``app.methods.thresholds``) the same label-set metrics
+    at the plain 0.5 rule (the earlier default: the same fitted scores, thresholded at 0.5)."""
+    S, P = model.decision_function(Xte), model.predict(Xte)
+    out: dict[str, Any] = {**metrics.multilabel_metrics(Yte, P, S), **_label_sets(Yte, P)}
+    if isinstance(model, LearnedThresholdMixin):
+        half = model.predict(Xte, threshold=0.5)
+        out["learned_threshold"] = model.threshold_
+        out["fill_empty"] = model.fill_empty_
+        out["at_half"] = {
+            "micro_f1": metrics.micro_f1(Yte, half),
+            "macro_f1": metrics.macro_f1(Yte, half),
+            **_label_sets(Yte, half),
+        }
     return out
 
 
@@ -230,8 +249,7 @@ def refresh(methods: list[str], sets: list[str] | None) -> None:
                 started = time.perf_counter()
                 model = _build(method).fit(Xtr, Ytr)
                 seconds = time.perf_counter() - started
-                S, P = model.decision_function(Xte), model.predict(Xte)
-                result["methods"][method] = {**metrics.multilabel_metrics(Yte, P, S), "fit_seconds": seconds}
+                result["methods"][method] = {**_scored(model, Xte, Yte), "fit_seconds": seconds}
                 print(f"  {name} {method}: AP {result['methods'][method]['average_precision']:.4f}", flush=True)
         path.write_text(json.dumps(result, indent=1, default=float))
 
@@ -282,7 +300,9 @@ def from_table(text: str) -> dict[str, dict[str, dict[str, Any]]]:
                 out["classification"][row[0]] = shape(cols["n / d / q"]) | {
                     "bold": {"average_precision": _bold(cols, CLASSIFIERS)},
                     "methods": {
-                        m: {"average_precision": v} for m in CLASSIFIERS if (v := _number(cols[m])) is not None
+                        m: {"average_precision": v}
+                        for m in CLASSIFIERS
+                        if (v := _number(cols.get(m, "-"))) is not None  # a method newer than the table: not run
                     },
                 }
         elif heading.startswith("Label distributions"):
@@ -310,7 +330,7 @@ def from_table(text: str) -> dict[str, dict[str, dict[str, Any]]]:
                 if row[0] in out["classification"]:
                     out["classification"][row[0]]["bold"]["macro_f1"] = _bold(cols, CLASSIFIERS)
                 for m, result in out["classification"].get(row[0], {}).get("methods", {}).items():
-                    if (v := _number(cols[m])) is not None:
+                    if (v := _number(cols.get(m, "-"))) is not None:
                         result["macro_f1"] = v
     return out
 
@@ -412,6 +432,7 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
         bold = r.get("bold", {}).get("macro_f1")
         cells = [_fmt(f1.get(m), m in bold if bold is not None else f1.get(m) == top) for m in CLASSIFIERS]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['auto']['macro_f1']:.3f} |")
+    lines += _label_set_tables(results)
     sized = {name: r["auto"] for name, r in results.items() if "empty_share" in r["auto"]}
     if sized:
         lines += [
@@ -428,6 +449,63 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
                 f" | {auto['micro_f1']:.3f} | {100 * auto['empty_share']:.1f}% | {auto['mean_size']:.2f}"
                 f" ({auto['true_mean_size']:.2f}) |"
             )
+    return lines
+
+
+def _label_set_tables(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The single classifiers' label sets: the learned threshold against the 0.5 rule (empty-set
+    share, micro- and macro-F1, on the same fitted scores), and dmknn's against mlknn's micro-F1."""
+    learned = [m for m in CLASSIFIERS if any("at_half" in r["methods"].get(m, {}) for r in results.values())]
+    lines: list[str] = []
+    if learned:
+        lines += [
+            "",
+            "### Single classifiers' label sets: 0.5 rule -> learned threshold (issue 27), test split",
+            "",
+            "Empty sets (share of test rows; `true empty`: the truth's share), micro-F1 and macro-F1, each as",
+            "`0.5 -> learned`; the threshold learned on inner out-of-fold scores (`+fill`: an empty set",
+            "gets its top label) in the last cells.",
+            "",
+            "| set | true empty | "
+            + " | ".join(f"{m} empty | {m} micro-F1 | {m} macro-F1" for m in learned)
+            + " | thresholds |",
+            "|---|---|" + "---|---|---|" * len(learned) + "---|",
+        ]
+        for name, r in results.items():
+            if not any("at_half" in r["methods"].get(m, {}) for m in learned):
+                continue
+            cells, rules = [], []
+            for m in learned:
+                v = r["methods"].get(m)
+                if v is None or "at_half" not in v:
+                    cells += ["-", "-", "-"]
+                    continue
+                h = v["at_half"]
+                cells += [
+                    f"{100 * h['empty_share']:.0f}% -> {100 * v['empty_share']:.0f}%",
+                    f"{h['micro_f1']:.3f} -> {v['micro_f1']:.3f}",
+                    f"{h['macro_f1']:.3f} -> {v['macro_f1']:.3f}",
+                ]
+                rules.append(f"{m} {v['learned_threshold']:g}{'+fill' if v['fill_empty'] else ''}")
+            true_empty = r.get("true_empty_share")
+            lines.append(
+                f"| {name} | {'-' if true_empty is None else f'{100 * true_empty:.0f}%'} | "
+                + " | ".join(cells)
+                + f" | {', '.join(rules)} |"
+            )
+    pair = [r for r in results.values() if {"mlknn", "dmknn"} <= set(r["methods"])]
+    if pair and all("micro_f1" in r["methods"]["dmknn"] for r in pair):
+        lines += [
+            "",
+            "### `dmknn`'s default label sets against `mlknn`'s: micro-F1 on the test split",
+            "",
+            "| set | mlknn | dmknn | dmknn - mlknn |",
+            "|---|---|---|---|",
+        ]
+        for name, r in results.items():
+            if {"mlknn", "dmknn"} <= set(r["methods"]) and "micro_f1" in r["methods"]["dmknn"]:
+                ml, dm = r["methods"]["mlknn"]["micro_f1"], r["methods"]["dmknn"]["micro_f1"]
+                lines.append(f"| {name} | {ml:.3f} | {dm:.3f} | {dm - ml:+.3f} |")
     return lines
 
 

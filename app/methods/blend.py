@@ -8,7 +8,7 @@ all the data, and predictions that average theirs.
 
 Classifiers (``blend``). The score of a label is the weighted mean of the members' scores. Only
 members whose scores are probabilities of the label, on the same [0, 1] scale, may be mixed
-(``PROBABILITY_SCORES``: ``br``, ``ecc``, ``rf``, ``mlknn``, and ``dmknn`` with its default
+(``PROBABILITY_SCORES``: ``br``, ``ecc``, ``rf``, ``gbm``, ``mlknn``, and ``dmknn`` with its default
 posterior ranking); a margin such as ``trans-ovk``'s has another scale and is refused. The label
 set is every label whose blended score is above ``threshold``; ``auto`` sets it to the grid value
 (0.05, 0.10, ..., 0.95) maximising micro-F1 on the out-of-fold blended scores, since a mean of
@@ -35,7 +35,7 @@ from app.methods.base import MethodEstimator, MethodParams, MethodSpec, Progress
 from app.methods.baseline_support import DistributionPredictorMixin, ProbabilityClassifierMixin
 
 #: classifiers whose ``decision_function`` is a probability per label in [0, 1]
-PROBABILITY_SCORES = frozenset({"br", "ecc", "rf", "mlknn", "dmknn"})
+PROBABILITY_SCORES = frozenset({"br", "ecc", "rf", "gbm", "mlknn", "dmknn"})
 #: the blends' own method ids (never members, never default candidates)
 BLENDS = frozenset({"blend", "blend-ldl"})
 
@@ -67,7 +67,7 @@ def _check_members(members: tuple[BlendMember, ...], task: Task) -> tuple[BlendM
 
     for member in members:
         if not blendable(member.method, member.params, task):
-            allowed = "a classifier with probability scores (br, ecc, rf, mlknn, dmknn)"
+            allowed = "a classifier with probability scores (br, ecc, rf, gbm, mlknn, dmknn)"
             what = allowed if task == "multilabel" else "a label distribution learner (not a blend)"
             raise ValueError(f"member '{member.method}' is not {what}")
         spec = get_method(member.method)
@@ -98,7 +98,7 @@ class BlendParams(MethodParams):
         _DEFAULT_CLASSIFIERS,  # validated into BlendMember (validate_default)
         min_length=1,
         validate_default=True,
-        description=_MEMBERS_DOC + " Classifiers with probability scores: br, ecc, rf, mlknn, dmknn.",
+        description=_MEMBERS_DOC + " Classifiers with probability scores: br, ecc, rf, gbm, mlknn, dmknn.",
     )
     threshold: float = Field(0.5, gt=0, lt=1, description="A label is in the set when its blended score is above this.")
 

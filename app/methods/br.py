@@ -3,7 +3,8 @@
 The baseline every multi-label toolkit has (MEKA's ``BR``, Mulan's ``BinaryRelevance``,
 scikit-learn's ``OneVsRestClassifier``): label j is predicted by a scikit-learn
 ``LogisticRegression`` fitted on (X, Y[:, j]) alone, ignoring the other labels. Scores are the
-per-label probabilities; the label set is every label with probability > 0.5.
+per-label probabilities; the label set is every label above one threshold learned on inner
+out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``; a float keeps ``p > threshold``).
 
 The fitted coefficients are stacked into one (q, d) matrix, so prediction is one matrix product
 and a sigmoid whatever q is. The per-label fits are independent: ``n_jobs`` threads fit them
@@ -26,6 +27,7 @@ from scipy.special import expit
 from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Problem, design_matrix, fit_logistic
+from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
 
 
 class BRParams(MethodParams):
@@ -40,9 +42,10 @@ class BRParams(MethodParams):
     n_jobs: int | None = Field(
         None, description="Threads fitting labels side by side (None = 1, -1 = all cores); results do not depend on it."
     )
+    threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 
 
-class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
+class BinaryRelevance(LearnedThresholdMixin, ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
     """One ``LogisticRegression`` per label; parameters as :class:`BRParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``coef_`` (q, d) and ``intercept_`` (q,)
@@ -63,12 +66,14 @@ class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator)
         class_weight: Literal["balanced"] | None = None,
         scale: Literal["none", "minmax"] = "minmax",
         n_jobs: int | None = None,
+        threshold: float | str = "cv",
     ) -> None:
         self.C = C
         self.max_iter = max_iter
         self.class_weight = class_weight
         self.scale = scale
         self.n_jobs = n_jobs
+        self.threshold = threshold
 
     def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         q = Y.shape[1]
@@ -87,6 +92,7 @@ class BinaryRelevance(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator)
         for j, fit in zip(varying, fitted):
             self.coef_[j], self.intercept_[j] = fit.coef, fit.intercept
         self.n_iter_ = max([0] + [fit.n_iter for fit in fitted])
+        self._learn_threshold(Xs, Y, progress, seed=0)
 
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
@@ -111,8 +117,8 @@ SPEC = MethodSpec(
     params=BRParams,
     estimator=BinaryRelevance,
     summary="Binary relevance: one scikit-learn LogisticRegression per label (a baseline); "
-    "labels with probability > 0.5.",
+    "labels above one threshold learned on inner out-of-fold scores.",
     paper="Baseline (binary relevance). Tsoumakas G., Katakis I., Vlahavas I. Mining multi-label data. "
     "Data Mining and Knowledge Discovery Handbook, Springer, 2010, pp. 667-685.",
-    stages=("labels",),
+    stages=("labels", "threshold"),
 )

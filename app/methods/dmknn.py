@@ -45,12 +45,15 @@ from app.methods.base import (
 )
 from app.methods.fit_warnings import warn_if_mostly_empty
 from app.methods.itemsets import frequent_label_sets, support_count
+from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
 from app.methods.mlknn import MLkNN, lookup, neighbour_counts, posterior_table
 from app.methods.neighbours import EXACT_MAX_N, NeighborSearch
 from app.methods.numerics import FeatureScaling
+from app.methods.thresholds import micro_f1
 
 Strategy = Literal["combined", "itemset_only", "independent_only"]
 Selection = Literal["max_score", "max_ratio", "global_max"]
+LabelSets = Literal["auto", "paper", "posterior"]
 
 
 def beta_threshold(
@@ -122,6 +125,12 @@ class DMKNNParams(MethodParams):
         "auto",
         description=f"Neighbour search: 'exact'; 'approximate' (a faiss inverted-file index, its recall measured at fit); 'auto' = "
         f"exact up to {EXACT_MAX_N} training samples, approximate above.",
+    )
+    label_sets: LabelSets = Field(
+        "auto",
+        description="Label-set rule: 'paper' = Algorithm 4; 'posterior' = ML-kNN's default rule on the same posteriors "
+        "(one threshold learned on leave-one-out scores, never empty unless the training data has empty sets); "
+        "'auto' = whichever has the higher leave-one-out training micro-F1 (ties: posterior).",
     )
 
     @field_validator("beta_prior")
@@ -200,6 +209,15 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     neighbors : {"auto", "exact", "approximate"}, default="auto"
         The neighbour search, as ML-kNN's: exact up to ``EXACT_MAX_N`` training samples under
         ``"auto"``, an inverted-file index (faiss) above (docs/neighbours.md).
+    label_sets : {"auto", "paper", "posterior"}, default="auto"
+        ``"paper"``: Algorithm 4 (with the options above). ``"posterior"``: ML-kNN's default rule
+        on the same per-label posteriors (one threshold maximising the leave-one-out training
+        micro-F1, never empty when at most 1% of the training rows are). ``"auto"``: whichever of
+        the two has the higher micro-F1 on the leave-one-out training predictions, which the fit
+        computes anyway (ties: posterior). Algorithm 4's label sets had the lowest or
+        second-lowest micro-F1 of every method on held-out Yahoo sets (issue 27); the choice is
+        made on training data only. Under ``"posterior"`` a request's ``threshold`` replaces the
+        learned one (plain rule).
 
     Attributes
     ----------
@@ -229,6 +247,11 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         ``beta_independence_threshold_``.
     training_empty_share_ : float
         Share of training samples whose leave-one-out label set is empty.
+    label_rule_ : {"paper", "posterior"}
+        The label-set rule in use (``label_sets``); ``paper_loo_micro_f1_`` and
+        ``posterior_loo_micro_f1_`` the leave-one-out training micro-F1 of each, and
+        ``posterior_threshold_`` / ``posterior_fill_`` the posterior rule's learned threshold and
+        never-empty fallback (as ML-kNN's ``threshold_`` / ``ensure_nonempty_``).
 
     Notes
     -----
@@ -240,7 +263,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     >>> from app.methods.dmknn import DMKNN
     >>> X = np.array([[0.0], [0.1], [0.2], [0.3], [1.0], [1.1], [1.2], [1.3]])
     >>> Y = np.array([[1, 1, 0]] * 4 + [[0, 0, 1]] * 4)
-    >>> model = DMKNN(3, min_support=2).fit(X, Y)
+    >>> model = DMKNN(3, min_support=2, label_sets="paper").fit(X, Y)
     >>> model.itemsets_
     array([[1, 1, 0]], dtype=uint8)
     >>> labels, details = model.predict_details(np.array([[0.15], [1.15]]))
@@ -252,7 +275,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """
 
     _params_model = DMKNNParams
-    recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_")
+    recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_", "label_rule_")
 
     def __init__(
         self,
@@ -273,6 +296,7 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         ranking: Literal["posterior", "predicted_first"] = "posterior",
         independence_threshold_floor: float = 0.0,
         neighbors: NeighborSearch = "auto",
+        label_sets: LabelSets = "auto",
     ) -> None:
         self.k = k
         self.s = s
@@ -290,9 +314,15 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.ranking = ranking
         self.independence_threshold_floor = independence_threshold_floor
         self.neighbors = neighbors
+        self.label_sets = label_sets
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        """Models pickled before ``neighbors`` existed searched exactly: they load as such; models
+        pickled before ``label_sets`` existed used Algorithm 4."""
+        if "label_sets" not in state:
+            state = {**state, "label_sets": "paper"}
+            if "scaling_" in state:
+                state |= {"label_rule_": "paper"}
         if "neighbors" not in state:
             state = {**state, "neighbors": "exact"}
             if "scaling_" in state:
@@ -357,8 +387,22 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         )
         if M == 0:
             self.association_threshold_ = np.zeros(0)
-        loo_sets = self._decide_scores(lab, lookup(self.item_table_, item_counts), None)[0]
-        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "dmknn", "Algorithm 4", stacklevel=3)
+        self.posterior_threshold_ = loo_threshold(lab, Y)
+        self.posterior_fill_ = nonempty_by_default(Y)
+        item_scores = lookup(self.item_table_, item_counts)
+        self.label_rule_ = "paper"
+        paper = self._decide_scores(lab, item_scores, None)[0]
+        self.label_rule_ = "posterior"
+        posterior = self._decide_scores(lab, item_scores, None)[0]
+        self.paper_loo_micro_f1_ = micro_f1(Y, paper)
+        self.posterior_loo_micro_f1_ = micro_f1(Y, posterior)
+        if self.label_sets == "paper" or (
+            self.label_sets == "auto" and self.paper_loo_micro_f1_ > self.posterior_loo_micro_f1_
+        ):
+            self.label_rule_ = "paper"
+        loo_sets = paper if self.label_rule_ == "paper" else posterior
+        what = "Algorithm 4" if self.label_rule_ == "paper" else f"the rule posterior > {self.posterior_threshold_:.3g}"
+        self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "dmknn", what, stacklevel=3)
         progress("thresholds", 1.0)
 
     def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
@@ -446,6 +490,15 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Algorithm 4 on given scores (also the leave-one-out training scores in ``fit``)."""
         n, q = label_scores.shape
+        if self.label_rule_ == "posterior":  # ML-kNN's rule on the same posteriors: no item stage
+            t = self.posterior_threshold_ if threshold is None else float(threshold)
+            Yp = (label_scores > t).astype(np.int64)
+            empty: np.ndarray = np.zeros(n, dtype=bool)
+            if self.posterior_fill_ and threshold is None:
+                empty = np.logical_not(Yp.any(axis=1))
+            if empty.any() and q:
+                fill_empty(Yp, label_scores)
+            return Yp, np.full(n, -1, dtype=np.intp), label_scores, empty
         chosen = self._choose_items(item_scores)
         it = self.independence_threshold_ if threshold is None else np.full(q, float(threshold))
         Yhat = (label_scores > it[None, :]).astype(np.int64)

@@ -4,7 +4,8 @@ Read, Pfahringer, Holmes and Frank's classifier chains: the labels are put in an
 j's logistic regression sees the features plus the labels before it in the chain (true labels
 when fitting, the chain's own 0/1 predictions when predicting). The ensemble fits ``n_chains``
 scikit-learn ``ClassifierChain``s in random orders (chain i seeded ``random_state + i``) and
-averages their probabilities; the label set is every label with mean probability > 0.5.
+averages their probabilities; the label set is every label above one threshold learned on
+inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``; a float keeps ``p > threshold``).
 
 A label that is constant in the training data has no logistic regression (it sees one class).
 Such labels are left out of the chains, where they would be a constant extra feature that moves
@@ -36,6 +37,7 @@ from scipy.special import expit
 from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Fitted, Problem, design_matrix, fit_logistic
+from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
 
 
 class ECCParams(MethodParams):
@@ -49,6 +51,7 @@ class ECCParams(MethodParams):
     n_jobs: int | None = Field(
         None, description="Threads fitting links side by side (None = 1, -1 = all cores); results do not depend on it."
     )
+    threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 
 
 class _Chain:
@@ -76,7 +79,7 @@ class _Chain:
         return out
 
 
-class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
+class EnsembleClassifierChains(LearnedThresholdMixin, ProbabilityClassifierMixin, MinMaxOption, MethodEstimator):
     """Mean probability of ``n_chains`` random-order classifier chains; parameters as :class:`ECCParams`.
 
     Fitted attributes: ``n_features_in_``, ``scaling_``, ``chains_`` (the chains as arrays, over
@@ -97,6 +100,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         scale: Literal["none", "minmax"] = "minmax",
         random_state: int | None = 0,
         n_jobs: int | None = None,
+        threshold: float | str = "cv",
     ) -> None:
         self.n_chains = n_chains
         self.C = C
@@ -104,6 +108,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
         self.scale = scale
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.threshold = threshold
 
     def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         seeds = (
@@ -137,6 +142,7 @@ class EnsembleClassifierChains(ProbabilityClassifierMixin, MinMaxOption, MethodE
                 self.chains_.append(_Chain(order, links, d))
                 self.n_iter_ = max([self.n_iter_] + [link.n_iter for link in links])
         progress("chains", 1.0)
+        self._learn_threshold(Xs, Y, progress, seed=int(seeds[0]) if len(seeds) else 0)
 
     def _report_chain(self, progress: ProgressFn, chain: int, fraction: float) -> None:
         progress("chains", (chain + fraction) / self.n_chains)
@@ -177,8 +183,8 @@ SPEC = MethodSpec(
     params=ECCParams,
     estimator=EnsembleClassifierChains,
     summary="Ensemble of classifier chains (a baseline): scikit-learn ClassifierChain over LogisticRegression "
-    "in n_chains random label orders, probabilities averaged; labels with mean probability > 0.5.",
+    "in n_chains random label orders, probabilities averaged; labels above one threshold learned on inner out-of-fold scores.",
     paper="Baseline. Read J., Pfahringer B., Holmes G., Frank E. Classifier chains for multi-label "
     "classification. Machine Learning 85(3):333-359, 2011. doi:10.1007/s10994-011-5256-5",
-    stages=("chains",),
+    stages=("chains", "threshold"),
 )

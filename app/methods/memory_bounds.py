@@ -20,6 +20,7 @@ from app.methods.catalog import catalog
 ADVICE = {
     "rf": "fewer trees (n_estimators), a max_depth, or a larger min_samples_leaf",
     "ecc": "fewer chains (n_chains)",
+    "gbm": "fewer rounds (n_estimators) or leaves (num_leaves)",
     "mi-filter": 'estimator="binned"',
 }
 

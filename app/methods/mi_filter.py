@@ -3,13 +3,22 @@
 The reference filter of multi-label feature selection: score(f) = sum_j I(x_f; y_j), features
 ranked best first (ties by the lower index). Two estimators of I:
 
-* ``"knn"`` (default): scikit-learn's ``mutual_info_classif`` (Kraskov-style nearest-neighbour
+* ``"knn"``: scikit-learn's ``mutual_info_classif`` (Kraskov-style nearest-neighbour
   estimate for continuous features, ``n_neighbors`` neighbours; it jitters features with seeded
   noise, hence ``random_state``). Its cost grows as n log n per feature and label: about 7 s per
   label on 2000 x 600 (a Yahoo set), so minutes for 30 labels.
 * ``"binned"``: each feature cut into ``n_bins`` equal-frequency bins (duplicate edges merged, so
   a mostly-zero text feature gets a "zero" bin), plug-in mutual information from the counts.
   Exact for the binned data, deterministic, a fraction of a second on the same set.
+
+``"auto"`` (the default) takes ``"knn"`` unless its predicted cost passes ``KNN_MAX_SECONDS``,
+and then ``"binned"``, saying so in a warning (kept on the model version): at the earlier
+``"knn"`` default a 2,000-row Yahoo set did not finish in 6 minutes on a loaded machine
+(issue 27). The prediction is ``KNN_SECONDS_PER_FEATURE_LABEL * d * q * (n / 2000) ** 0.9``
+CPU seconds, measured with ``mutual_info_classif`` on one label of Yahoo Arts (2,000 x 462:
+5.3 ms per feature) and scene (1,211 x 294: 3.4 ms), load average 8-9; the bound keeps the
+nearest-neighbour estimate on emotions, scene, yeast and birds (1-13 s predicted) and bins the
+Yahoo sets (about 60 s and more), genbase and medical.
 
 Both take CSR features: the binned estimator reads one column at a time (a dense vector of n);
 the ``knn`` estimator densifies them, because scikit-learn treats every feature of a sparse
@@ -22,6 +31,7 @@ skipped rather than passed to the estimator.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -41,10 +51,26 @@ from app.methods.base import (
     constant_labels,
 )
 
+#: predicted CPU seconds of the ``knn`` estimator above which ``"auto"`` bins instead
+KNN_MAX_SECONDS = 30.0
+#: CPU seconds of ``mutual_info_classif`` per feature and label at n = 2000 (see the module docstring)
+KNN_SECONDS_PER_FEATURE_LABEL = 5.3e-3
+
+
+def knn_seconds(n: int, d: int, q: int) -> float:
+    """Predicted CPU seconds of the ``knn`` estimator on n rows, d features and q varying labels."""
+    return KNN_SECONDS_PER_FEATURE_LABEL * d * q * (n / 2000) ** 0.9
+
+
+class SlowEstimatorWarning(UserWarning):
+    """``estimator="auto"`` chose the binned estimator because the knn one would take too long."""
+
 
 class MIFilterParams(MethodParams):
-    estimator: Literal["knn", "binned"] = Field(
-        "knn", description="'knn': scikit-learn's mutual_info_classif; 'binned': plug-in MI on quantile bins (fast)."
+    estimator: Literal["auto", "knn", "binned"] = Field(
+        "auto",
+        description="'knn': scikit-learn's mutual_info_classif; 'binned': plug-in MI on quantile bins (fast); "
+        f"'auto': knn unless its predicted cost exceeds {KNN_MAX_SECONDS:g} CPU s, then binned (with a warning).",
     )
     n_neighbors: int = Field(3, ge=1, description="Neighbours of the 'knn' estimator.")
     n_bins: int = Field(5, ge=2, description="Equal-frequency bins per feature of the 'binned' estimator.")
@@ -86,17 +112,18 @@ def binned_mi(codes: np.ndarray, Y: np.ndarray) -> np.ndarray:
 class MIFilter(RankedSelectorMixin, MethodEstimator):
     """Summed label mutual information filter; parameters as :class:`MIFilterParams`.
 
-    Fitted attributes: ``feature_scores_`` (d,), ``ranking_`` (d,) best first,
+    Fitted attributes: ``estimator_`` the estimator used, ``feature_scores_`` (d,), ``ranking_`` (d,) best first,
     ``mutual_information_`` (d, q) per label (0 for constant labels), ``n_features_in_``.
     """
 
     _params_model = MIFilterParams
     accepts_sparse = True
+    recorded_attributes = ("estimator_",)
 
     def __init__(
         self,
         *,
-        estimator: Literal["knn", "binned"] = "knn",
+        estimator: Literal["auto", "knn", "binned"] = "auto",
         n_neighbors: int = 3,
         n_bins: int = 5,
         ratio: float = 0.2,
@@ -112,7 +139,18 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
         q = Y.shape[1]
         varying, _ = constant_labels(Y)
         mi = np.zeros((X.shape[1], q))
-        if self.estimator == "binned":
+        self.estimator_ = self.estimator
+        if self.estimator == "auto":
+            predicted = knn_seconds(X.shape[0], X.shape[1], int(varying.sum()))
+            self.estimator_ = "knn" if predicted <= KNN_MAX_SECONDS else "binned"
+            if self.estimator_ == "binned":
+                warnings.warn(
+                    f"mi-filter: the knn estimator was predicted to take {predicted:.0f} CPU s (more than "
+                    f"{KNN_MAX_SECONDS:g}), so the binned estimator was used; estimator='knn' forces it",
+                    SlowEstimatorWarning,
+                    stacklevel=3,
+                )
+        if self.estimator_ == "binned":
             progress("mutual information", 0.0)
             mi[:, varying] = binned_mi(binned_codes(X, self.n_bins), Y[:, varying])
         else:
@@ -134,7 +172,10 @@ class MIFilter(RankedSelectorMixin, MethodEstimator):
         and, per feature, an (n, bins) one-hot matrix."""
         model = 8 * shape.d * (shape.q + 3)
         x = shape.feature_bytes(True)
-        if params.get("estimator", "knn") == "binned":
+        estimator = params.get("estimator", "auto")
+        if estimator == "auto":
+            estimator = "knn" if knn_seconds(shape.n, shape.d, shape.q) <= KNN_MAX_SECONDS else "binned"
+        if estimator == "binned":
             work = shape.dense_bytes + 8 * shape.n * int(params.get("n_bins", 5)) * 2
         else:
             work = 2 * shape.dense_bytes + 8 * 16 * shape.n

@@ -2,7 +2,8 @@
 
 ``RandomForestClassifier`` fitted on the (n, q) label matrix grows each tree on all labels at
 once (a multi-output tree: the split criterion is summed over the labels). A label's score is the
-forest's mean leaf frequency of that label; the label set is every label with score > 0.5. Trees
+forest's mean leaf frequency of that label; the label set is every label above one threshold
+learned on inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``). Trees
 need no feature scaling. A label constant in the training data is a one-class output, scored
 with that constant.
 
@@ -36,6 +37,7 @@ from sklearn.ensemble import RandomForestClassifier
 from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import ProbabilityClassifierMixin
 from app.methods.numerics import effective_jobs
+from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
 
 #: trees grown between two progress reports
 _BATCH = 25
@@ -181,9 +183,10 @@ class RFParams(MethodParams):
     )
     n_jobs: int | None = Field(None, description="Parallel jobs for fitting (None = 1, -1 = all cores).")
     random_state: int | None = Field(0, description="Seed of the bootstrap samples and feature draws.")
+    threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 
 
-class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
+class RandomForest(LearnedThresholdMixin, ProbabilityClassifierMixin, MethodEstimator):
     """Native multi-label random forest; parameters as :class:`RFParams`.
 
     Fitted attributes: ``n_features_in_``, ``forest_`` (the ``RandomForestClassifier``),
@@ -203,6 +206,7 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         max_depth: int | None = None,
         n_jobs: int | None = None,
         random_state: int | None = 0,
+        threshold: float | str = "cv",
     ) -> None:
         self.n_estimators = n_estimators
         self.max_features = max_features
@@ -210,6 +214,7 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         self.max_depth = max_depth
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.threshold = threshold
 
     def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
         seed = self.random_state if self.random_state is not None else int(np.random.default_rng().integers(2**31))
@@ -234,6 +239,7 @@ class RandomForest(ProbabilityClassifierMixin, MethodEstimator):
         self.positive_ = np.array([int(np.flatnonzero(c == 1)[0]) if (c == 1).any() else -1 for c in classes])
         self.forest_ = forest
         self._flat = _FlatForest(forest.estimators_, self.positive_)
+        self._learn_threshold(X, Y, progress, seed)
 
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
@@ -305,7 +311,7 @@ SPEC = MethodSpec(
     params=RFParams,
     estimator=RandomForest,
     summary="Random forest (a baseline): scikit-learn RandomForestClassifier on the label matrix "
-    "(multi-output trees); labels with forest probability > 0.5.",
+    "(multi-output trees); labels above one threshold learned on inner out-of-fold scores.",
     paper="Baseline. Breiman L. Random forests. Machine Learning 45(1):5-32, 2001. doi:10.1023/A:1010933404324",
-    stages=("trees",),
+    stages=("trees", "threshold"),
 )

@@ -93,7 +93,7 @@ def test_a_dense_method_on_a_sparse_set_above_the_densifying_bound_names_the_spa
     )
     assert reason is not None
     assert "20000 x 50000" in reason and "2000000 non-zeros" in reason
-    assert "br, ecc, rf" in reason
+    assert "br, ecc, gbm, rf" in reason
     br = catalog()["br"]
     assert (
         memory_bounds.problem(br, br.params().model_dump(), shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS))

@@ -33,6 +33,7 @@ def test_methods_catalog(client):
             "trans-ovk",
             "br",
             "ecc",
+            "gbm",
             "rf",
             "mi-filter",
             "aa-knn",

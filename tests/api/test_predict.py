@@ -21,6 +21,18 @@ def predict(client, **body):
     return client.post("/predict", json=body)
 
 
+def test_gbm_trains_and_predicts_over_http(client, multilabel_dataset):
+    job = train(client, "gbm", multilabel_dataset["id"], "boosted", n_estimators=20, n_jobs=-1)
+    version = client.get("/models/boosted/versions/1").json()
+    assert version["method"] == "gbm" and version["params"]["num_leaves"] == 7  # defaults filled in
+    assert "lightgbm" in version["library_versions"] and job["progress"] == 1.0
+    X, _ = make_multilabel()
+    labels = predict(client, model="boosted", instances=X[:3].tolist()).json()
+    assert labels["model"]["method"] == "gbm" and len(labels["predictions"]) == 3
+    ranking = predict(client, model="boosted", instances=X[:3].tolist(), output="ranking").json()
+    assert [len(p["ranking"]) for p in ranking["predictions"]] == [3, 3, 3]
+
+
 def test_labels_ranking_and_scores(client, classifier):
     X, Y = make_multilabel()
     labels = predict(client, model="clf", instances=X[:4].tolist()).json()

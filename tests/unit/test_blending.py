@@ -13,6 +13,7 @@ from app import blending, metrics, selection
 from app.methods.base import JobCancelled
 from app.methods.blend import Blend, BlendLDL
 from app.methods.catalog import get_method
+from app.methods.thresholds import THRESHOLDS
 from tests.helpers import make_distribution, make_mixed_multilabel
 
 mixed = make_mixed_multilabel
@@ -76,7 +77,7 @@ def test_bagged_choice_is_deterministic_and_drops_small_shares() -> None:
     np.testing.assert_array_equal(one.counts, two.counts)
     kept = one.counts[one.counts > 0]
     assert kept.min() >= blending.MIN_SHARE * one.counts.sum()
-    assert one.threshold in blending.THRESHOLDS
+    assert one.threshold in THRESHOLDS
 
 
 # ------------------------------------------------------------------------------- the estimators
@@ -161,7 +162,7 @@ def test_auto_blends_complementary_candidates() -> None:
     assert len(best.fold_metrics) == 5 and len(best.fit_seconds) == 5
     assert {m["method"] for m in best.params["members"]} == {"br", "rf"}
     rf = next(m for m in best.params["members"] if m["method"] == "rf")
-    assert rf["params"] == {"random_state": 0}  # the members' seeds are recorded
+    assert rf["params"] == {"random_state": 0, "threshold": 0.5}  # seeds recorded; scores only: no inner threshold
     row = result.record()["leaderboard"][0]
     assert row["method"] == "blend" and row["params"] == best.params and row["mean"] is not None
     model = get_method("blend").build(best.params).fit(X, Y)  # type: ignore[union-attr]
@@ -186,7 +187,8 @@ def test_auto_on_distributions_may_blend() -> None:
     D = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3, random_state=0)
     methods = [e.method for e in result.leaderboard]
-    assert "blend-ldl" in methods and len(methods) == 3
+    assert "blend-ldl" in methods and methods.count("aa-knn") == 1
+    assert methods.count("sa-maxent") == len(selection.DEFAULT_GRIDS["sa-maxent"]["alpha"])  # its penalty grid
     entry = next(e for e in result.leaderboard if e.method == "blend-ldl")
     assert "threshold" not in entry.params and entry.oof_scores is not None
     np.testing.assert_allclose(entry.oof_scores.sum(axis=1), 1.0)
@@ -197,3 +199,19 @@ def test_blends_are_neither_default_nor_named_candidates() -> None:
     assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("distribution"))
     problems = selection.check_auto(selection.AutoParams(candidates=["blend", "br"]), "multilabel")
     assert problems and "built by auto" in problems[0]
+
+
+def test_ldl_learners_never_better_than_the_training_mean_are_not_blend_members() -> None:
+    X, D = make_distribution(n=60)
+    splits = selection.folds(D, "distribution", 3, 0)
+    mean_cheb = [
+        metrics.ldl_metrics(D[te], np.tile(D[tr].mean(axis=0), (len(te), 1)))["chebyshev"] for tr, te in splits
+    ]
+    worse = selection.Entry("ldlkm", {}, fold_metrics=[{"chebyshev": c + 0.01} for c in mean_cheb])
+    once = selection.Entry(
+        "aa-knn", {}, fold_metrics=[{"chebyshev": c + (-0.01 if i == 1 else 0.01)} for i, c in enumerate(mean_cheb)]
+    )
+    assert not selection.beats_the_mean(worse, D, splits, "chebyshev")
+    assert selection.beats_the_mean(once, D, splits, "chebyshev")
+    higher = selection.Entry("sa-maxent", {}, fold_metrics=[{"cosine": 1.0}] * 3)  # a higher-is-better metric
+    assert selection.beats_the_mean(higher, D, splits, "cosine")

@@ -197,3 +197,24 @@ def test_select_defaults_to_the_resampling_and_records_it() -> None:
     assert (record["cv"], record["repeats"]) == (10, 3)
     named = selection.select(X, Y, "multilabel", candidates=["br"], cv=4)
     assert (named.cv, named.repeats) == (4, 1)
+
+
+def test_a_default_grid_that_does_not_fit_keeps_its_default_entry(monkeypatch) -> None:
+    """sa-maxent's alpha grid is searched without tune (DEFAULT_GRIDS), its defaults first; when
+    the grid does not fit the budget the defaults alone are cross-validated, if they fit."""
+    from tests.helpers import make_distribution
+
+    X, D = make_distribution(n=60)
+    entries = selection.default_entries("sa-maxent")
+    assert entries[0] == {} and len(entries) == len(selection.DEFAULT_GRIDS["sa-maxent"]["alpha"])
+    assert all(e.get("alpha") != 1e-3 for e in entries[1:])  # the default once
+    priced = selection.Cost("sa-maxent", 40, 1.0, 1.0)
+    cheap = selection.Cost("aa-knn", 40, 0.01, 1.0)  # the cheapest candidate always runs: not this one
+    monkeypatch.setattr(selection, "pilot_costs", lambda *a, **k: {"sa-maxent": priced, "aa-knn": cheap})
+    monkeypatch.setattr(selection.time, "perf_counter", lambda: 0.0)  # no pilot seconds
+    candidates = [("aa-knn", {})] + [("sa-maxent", e) for e in entries]
+    plan = selection.plan(X, D, candidates, named=False, cv=5, budget=10.0)
+    one = priced.seconds(60, 5) + priced.fold_seconds(60)
+    assert one <= 10.0 - cheap.seconds(60, 5) - cheap.fold_seconds(60)
+    assert 10.0 < len(entries) * priced.seconds(60, 5) + priced.fold_seconds(60)
+    assert plan.entries == [("aa-knn", {}), ("sa-maxent", {})] and plan.left_out == {}

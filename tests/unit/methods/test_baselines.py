@@ -1,4 +1,4 @@
-"""The baseline methods (br, ecc, rf, mi-filter, aa-knn, sa-maxent) on generated data: agreement
+"""The baseline methods (br, ecc, rf, gbm, mi-filter, aa-knn, sa-maxent) on generated data: agreement
 with the scikit-learn / SciPy computation they wrap, constant labels, progress, cancellation."""
 
 from __future__ import annotations
@@ -13,21 +13,22 @@ from sklearn.feature_selection import mutual_info_classif
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.multioutput import ClassifierChain
-from sklearn.neighbors import NearestNeighbors
-from sklearn.preprocessing import MinMaxScaler
+from sklearn.neighbors import KNeighborsRegressor, NearestNeighbors
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from app.methods.aa_knn import AAKNN
 from app.methods.base import JobCancelled
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import get_method
 from app.methods.ecc import EnsembleClassifierChains
+from app.methods.gbm import GradientBoosting
 from app.methods.mi_filter import MIFilter
 from app.methods.rf import RandomForest
 from app.methods.sa_maxent import SAMaxEnt, objective
 from benchmarks.baselines import mi_scores
 from tests.helpers import make_distribution, make_multilabel
 
-CLASSIFIERS = ["br", "ecc", "rf"]
+CLASSIFIERS = ["br", "ecc", "rf", "gbm"]
 DISTRIBUTION = ["aa-knn", "sa-maxent"]
 
 
@@ -45,7 +46,7 @@ def _scaled(Xtr: np.ndarray, Xte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ------------------------------------------------------------------ agreement with what they wrap
 def test_br_is_one_vs_rest_logistic_regression() -> None:
     X, Y, Xte = _data()
-    ours = BinaryRelevance(C=0.5).fit(X, Y)
+    ours = BinaryRelevance(C=0.5, threshold=0.5).fit(X, Y)
     Xs, Xtes = _scaled(X, Xte)
     ref = OneVsRestClassifier(LogisticRegression(C=0.5, max_iter=1000)).fit(Xs, Y)
     np.testing.assert_allclose(ours.decision_function(Xte), ref.predict_proba(Xtes), atol=1e-10)
@@ -86,7 +87,18 @@ def test_rf_flat_walk_of_a_few_rows_gives_predict_proba() -> None:
     np.testing.assert_allclose(reloaded._predict_scores(Xte[:3]), expected[:3], atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["br", "ecc"])
+def test_gbm_is_one_vs_rest_lightgbm() -> None:
+    """Each label's booster is the LGBMClassifier a user fits on that column (same arguments)."""
+    import lightgbm
+
+    X, Y, Xte = _data(n=200)
+    ours = GradientBoosting(n_estimators=30, random_state=4).fit(X, Y)
+    for j in range(Y.shape[1]):
+        ref = lightgbm.LGBMClassifier(**ours.library_params(4)).fit(X, Y[:, j])
+        np.testing.assert_allclose(ours.decision_function(Xte)[:, j], ref.predict_proba(Xte)[:, 1], atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["br", "ecc", "gbm"])
 def test_per_label_fits_do_not_depend_on_threads_or_sparsity(method: str) -> None:
     X, Y, Xte = _data(n=200, d=30)
     sparse_X = X * (np.random.default_rng(2).random(X.shape) < 0.05)  # under SPARSE_DENSITY: CSR fits
@@ -96,6 +108,8 @@ def test_per_label_fits_do_not_depend_on_threads_or_sparsity(method: str) -> Non
         one = spec.build({"n_jobs": 1}).fit(data, Y).decision_function(Xte)
         two = spec.build({"n_jobs": 2}).fit(data, Y).decision_function(Xte)
         np.testing.assert_array_equal(one, two)
+    if method == "gbm":
+        return
     dense = LogisticRegression(max_iter=1000).fit(MinMaxScaler().fit_transform(sparse_X), Y[:, 0])
     br = BinaryRelevance(n_jobs=2).fit(sparse_X, Y)
     np.testing.assert_allclose(br.coef_[0], dense.coef_[0], atol=1e-6)  # the same L-BFGS model on CSR
@@ -118,10 +132,40 @@ def test_mi_filter_sums_label_mutual_information(estimator: str) -> None:
 def test_aa_knn_is_the_mean_of_the_nearest_distributions() -> None:
     X, D = make_distribution(n=100, d=5, c=4)
     X = X * np.arange(1, 6)
-    model = AAKNN(k=4).fit(X[:80], D[:80])
+    model = AAKNN(k=4, weights="uniform", scale="minmax", shrinkage=0.0).fit(X[:80], D[:80])  # the literal method
     Xs, Xtes = _scaled(X[:80], X[80:])
     idx = NearestNeighbors(n_neighbors=4).fit(Xs).kneighbors(Xtes, return_distance=False)
     np.testing.assert_allclose(model.predict(X[80:]), D[:80][idx].mean(axis=1), atol=1e-12)
+
+
+def test_aa_knn_distance_weights_shrink_towards_the_mean() -> None:
+    """Distance weights on standardised features are KNeighborsRegressor's; the shrinkage mixes
+    in the training mean; "loo" picks (k, shrinkage) by leave-one-out Chebyshev on the training rows."""
+    X, D = make_distribution(n=120, d=5, c=4)
+    X = X * np.arange(1, 6)
+    Xtr, Dtr, Xte = X[:90], D[:90], X[90:]
+    scaler = StandardScaler().fit(Xtr)
+    ref = KNeighborsRegressor(n_neighbors=7, weights="distance").fit(scaler.transform(Xtr), Dtr)
+    plain = AAKNN(k=7, scale="zscore", shrinkage=0.0).fit(Xtr, Dtr)
+    np.testing.assert_allclose(plain.predict(Xte), ref.predict(scaler.transform(Xte)), atol=1e-10)
+    scaler = MinMaxScaler().fit(Xtr)  # the default scaling from here on
+    plain = AAKNN(k=7, shrinkage=0.0).fit(Xtr, Dtr)
+    shrunk = AAKNN(k=7, shrinkage=0.3).fit(Xtr, Dtr)
+    np.testing.assert_allclose(shrunk.predict(Xte), 0.7 * plain.predict(Xte) + 0.3 * Dtr.mean(axis=0), atol=1e-12)
+    chosen = AAKNN().fit(Xtr, Dtr)
+    assert chosen.k_ in (3, 5, 10, 20) and 0.0 <= chosen.shrinkage_ <= 1.0
+
+    def loo_cheb(k: int, lam: float) -> float:
+        Xs = scaler.transform(Xtr)
+        P = np.empty_like(Dtr)
+        for i in range(len(Xtr)):
+            rest = np.delete(np.arange(len(Xtr)), i)
+            knn = KNeighborsRegressor(n_neighbors=k, weights="distance").fit(Xs[rest], Dtr[rest])
+            P[i] = (1 - lam) * knn.predict(Xs[i : i + 1])[0] + lam * Dtr.mean(axis=0)
+        return float(np.abs(P - Dtr).max(axis=1).mean())
+
+    best = loo_cheb(chosen.k_, chosen.shrinkage_)
+    assert best <= loo_cheb(5, 0.0) + 1e-12 and best <= loo_cheb(20, 1.0) + 1e-12  # <= kNN alone, <= the mean
 
 
 def test_sa_maxent_gradient_matches_finite_differences() -> None:
@@ -243,3 +287,35 @@ def test_distribution_rows_are_renormalised_and_must_be_distributions(learner) -
     for bad in (D - 0.5, np.where(np.arange(20)[:, None] == 3, 0.0, D)):
         with pytest.raises(ValueError, match="distribution"):
             learner().fit(X, bad)
+
+
+def test_mi_filter_auto_bins_when_knn_would_take_too_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """estimator="auto" (the default) keeps the knn estimate on small data and bins, with a
+    warning naming the predicted cost, when that cost passes the bound."""
+    import warnings
+
+    from app.methods import mi_filter
+
+    assert mi_filter.knn_seconds(2000, 462, 26) > mi_filter.KNN_MAX_SECONDS > mi_filter.knn_seconds(1211, 294, 6)
+    X, Y, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mi_filter.SlowEstimatorWarning)
+        small = MIFilter().fit(X, Y)
+    assert small.estimator_ == "knn"
+    np.testing.assert_array_equal(small.mutual_information_, MIFilter(estimator="knn").fit(X, Y).mutual_information_)
+    monkeypatch.setattr(mi_filter, "KNN_MAX_SECONDS", 0.0)
+    with pytest.warns(mi_filter.SlowEstimatorWarning, match="predicted to take"):
+        binned = MIFilter().fit(X, Y)
+    assert binned.estimator_ == "binned"
+    np.testing.assert_array_equal(binned.ranking_, MIFilter(estimator="binned").fit(X, Y).ranking_)
+
+
+def test_aa_knn_leave_one_out_on_a_sample_uses_the_same_neighbours() -> None:
+    """Above LOO_MAX_ROWS the choice is made on a sample of rows, each without itself."""
+    X, D = make_distribution(n=80, d=3, c=4)
+    X = np.vstack([X, X[:5]])  # duplicates stay eligible as neighbours of their twins
+    D = np.vstack([D, D[:5]])
+    model = AAKNN(k=5, shrinkage=0.0).fit(X, D)
+    Xs = model.scaling_.transform(X)
+    rows = np.array([0, 3, 40, 81, 84])
+    np.testing.assert_array_equal(model._others(Xs[rows], rows, 5), model.index_.kneighbors(None, 5)[rows])

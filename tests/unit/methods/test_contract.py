@@ -33,7 +33,7 @@ SPECS = [s for s in ALL if s.id in {"dmknn", "elcfs", "ghc-dr", "ldlkm", "mlknn"
 
 def test_catalog_holds_the_six_methods_and_walks_every_module():
     assert [s.id for s in SPECS] == ["dmknn", "elcfs", "ghc-dr", "ldlkm", "mlknn", "trans-ovk"]
-    assert len(ALL) == 14 and all(issubclass(s.estimator, MethodEstimator) for s in ALL)
+    assert len(ALL) == 15 and all(issubclass(s.estimator, MethodEstimator) for s in ALL)
     names = method_module_names()
     assert "app.methods.base" in names and "app.methods.ghc_dr" in names
     assert {s.estimator.__module__ for s in SPECS} <= set(names)

@@ -17,6 +17,11 @@ from app.methods.itemsets import frequent_label_sets, support_count
 from app.methods.mlknn import MLkNN
 
 
+def paper(*args, **kw):  # type: ignore[no-untyped-def]
+    """DMKNN with the paper's Algorithm 4 label sets (what these tests check; the default chooses)."""
+    return DMKNN(*args, label_sets="paper", **kw)
+
+
 # ----------------------------------------------------------------------------- reference
 def reference_dmknn(X, Y, Xte, k, s, sigma, min_size, mode, prior_den="s+m", lam=100.0):
     """Spec 002 sections 3-4 with plain Python loops: min-max, LOO kNN (ties by index),
@@ -110,7 +115,7 @@ def worked_example(**kw):
     X = np.array([[0.0], [0.1], [0.9], [1.0]])
     Y = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1], [1, 0, 1]])  # a, b, c
     kw.setdefault("ensure_nonempty", False)  # the paper's Algorithm 4 as printed
-    return DMKNN(k=1, s=1, min_support=2, **kw).fit(X, Y)
+    return paper(k=1, s=1, min_support=2, **kw).fit(X, Y)
 
 
 @pytest.mark.parametrize("mode", ["containment", "exact"])
@@ -152,7 +157,7 @@ def test_agrees_with_plain_python_reference(seed, k, s, sigma, min_size, mode, d
     X, Y = data(seed)
     Xte = data(seed + 100, m=30)[0]
     items, cts, its, ref = reference_dmknn(X.tolist(), Y.tolist(), Xte.tolist(), k, s, sigma, min_size, mode, den)
-    model = DMKNN(
+    model = paper(
         k=k,
         s=s,
         min_support=sigma,
@@ -171,7 +176,7 @@ def test_agrees_with_plain_python_reference(seed, k, s, sigma, min_size, mode, d
 # ------------------------------------------------------------------------------ invariants
 def test_i2_i3_i4_tables_thresholds_probabilities():
     X, Y = data(5, m=80, q=5)
-    model = DMKNN(k=6, min_support=3).fit(X, Y)
+    model = paper(k=6, min_support=3).fit(X, Y)
     m, K = len(X), 6
     n = model.itemset_n_
     assert len(n) > 0
@@ -200,14 +205,14 @@ def test_i2_i3_i4_tables_thresholds_probabilities():
         assert abs(model.association_threshold_[j] - mean) <= 1 / (2 + 100 * n[j]) + 1e-12
     # order independence: permuting the training rows leaves thresholds unchanged
     perm = np.random.default_rng(0).permutation(m)
-    other = DMKNN(k=6, min_support=3).fit(X[perm], Y[perm])
+    other = paper(k=6, min_support=3).fit(X[perm], Y[perm])
     np.testing.assert_allclose(other.association_threshold_, model.association_threshold_, rtol=1e-12)
     np.testing.assert_allclose(other.independence_threshold_, model.independence_threshold_, rtol=1e-12)
 
 
 def test_i3_item_counts_bounded_by_k():
     X, Y = data(6, m=70)
-    model = DMKNN(k=5, min_support=2, min_itemset_size=1).fit(X, Y)
+    model = paper(k=5, min_support=2, min_itemset_size=1).fit(X, Y)
     nb = model.label_model_.kneighbors(X)
     C = model._item_counts(nb)
     assert (C >= 0).all() and (C.sum(1) <= 5).all()
@@ -216,7 +221,7 @@ def test_i3_item_counts_bounded_by_k():
 def test_i5_independent_only_with_half_threshold_is_mlknn():
     X, Y = data(7, m=90)
     Xte = data(8, m=40)[0]
-    dm = DMKNN(k=8, strategy="independent_only", ensure_nonempty=False).fit(X, Y)
+    dm = paper(k=8, strategy="independent_only", ensure_nonempty=False).fit(X, Y)
     ml = MLkNN(k=8, threshold="map", ensure_nonempty="off").fit(X, Y)
     np.testing.assert_array_equal(dm.scores(Xte)[0], ml.decision_function(Xte))
     np.testing.assert_array_equal(dm.predict(Xte, threshold=0.5), ml.predict(Xte))
@@ -226,13 +231,13 @@ def test_i7_decision_structure():
     X, Y = data(9, m=100, q=5)
     Xte = data(10, m=60, q=5)[0]
     kw = dict(k=6, min_support=3, ensure_nonempty=False)
-    s3, extras = DMKNN(**kw).fit(X, Y).predict_details(Xte)
-    s1 = DMKNN(strategy="itemset_only", **kw).fit(X, Y).predict(Xte)
-    s2 = DMKNN(strategy="independent_only", **kw).fit(X, Y).predict(Xte)
+    s3, extras = paper(**kw).fit(X, Y).predict_details(Xte)
+    s1 = paper(strategy="itemset_only", **kw).fit(X, Y).predict(Xte)
+    s2 = paper(strategy="independent_only", **kw).fit(X, Y).predict(Xte)
     nonempty = s1.any(1)
     assert nonempty.any() and (~nonempty).any()
     np.testing.assert_array_equal(s3, np.where(nonempty[:, None], s1, s2))
-    model = DMKNN(**kw).fit(X, Y)
+    model = paper(**kw).fit(X, Y)
     _, item_scores = model.scores(Xte)
     items = {tuple(np.flatnonzero(r)) for r in model.itemsets_}
     for i, e in enumerate(extras):
@@ -250,14 +255,14 @@ def test_i8_threshold_monotonicity():
     X, Y = data(11, m=90)
     Xte = data(12, m=50)[0]
     kw = dict(k=5, min_support=3, ensure_nonempty=False)
-    model = DMKNN(**kw).fit(X, Y)
-    s2 = DMKNN(strategy="independent_only", **kw).fit(X, Y).predict(Xte)
+    model = paper(**kw).fit(X, Y)
+    s2 = paper(strategy="independent_only", **kw).fit(X, Y).predict(Xte)
     assert not np.array_equal(model.predict(Xte), s2)
     model.association_threshold_ = np.ones_like(model.association_threshold_)
     np.testing.assert_array_equal(model.predict(Xte), s2)
     model.independence_threshold_ = np.ones_like(model.independence_threshold_)
     assert not model.predict(Xte).any()
-    no_items = DMKNN(k=5, min_support=len(X), ensure_nonempty=False).fit(
+    no_items = paper(k=5, min_support=len(X), ensure_nonempty=False).fit(
         X, Y
     )  # sigma = m: no combination that frequent
     assert len(no_items.itemsets_) == 0
@@ -303,13 +308,13 @@ def test_support_count_rules():
 def test_i10_label_permutation_affine_invariance_determinism():
     X, Y = data(13, m=90, q=5)
     Xte = data(14, m=40, q=5)[0]
-    base = DMKNN(k=6, min_support=3).fit(X, Y)
+    base = paper(k=6, min_support=3).fit(X, Y)
     P = base.predict(Xte)
     perm = np.array([3, 0, 4, 1, 2])
-    np.testing.assert_array_equal(DMKNN(k=6, min_support=3).fit(X, Y[:, perm]).predict(Xte), P[:, perm])
+    np.testing.assert_array_equal(paper(k=6, min_support=3).fit(X, Y[:, perm]).predict(Xte), P[:, perm])
     A, b = np.array([2.0, 0.1, 7.0]), np.array([-3.0, 5.0, 0.5])
-    np.testing.assert_array_equal(DMKNN(k=6, min_support=3).fit(X * A + b, Y).predict(Xte * A + b), P)
-    again = DMKNN(k=6, min_support=3).fit(X, Y)
+    np.testing.assert_array_equal(paper(k=6, min_support=3).fit(X * A + b, Y).predict(Xte * A + b), P)
+    again = paper(k=6, min_support=3).fit(X, Y)
     np.testing.assert_array_equal(again.association_threshold_, base.association_threshold_)
     np.testing.assert_array_equal(again.independence_threshold_, base.independence_threshold_)
     np.testing.assert_array_equal(again.predict(Xte), P)
@@ -318,18 +323,18 @@ def test_i10_label_permutation_affine_invariance_determinism():
 def test_i14_validation():
     X, Y = data(15, m=20)
     with pytest.raises(ValueError):
-        DMKNN(k=20).fit(X, Y)
+        paper(k=20).fit(X, Y)
     with pytest.raises(ValueError):
-        DMKNN(k=0).fit(X, Y)
+        paper(k=0).fit(X, Y)
     with pytest.raises(ValueError):
-        DMKNN(s=0).fit(X, Y)
+        paper(s=0).fit(X, Y)
     with pytest.raises(ValueError):
-        DMKNN(min_support=21).fit(X, Y)
+        paper(min_support=21).fit(X, Y)
     with pytest.raises(ValueError):
-        DMKNN(min_support=1).fit(X, Y)
+        paper(min_support=1).fit(X, Y)
     with pytest.raises(ValueError):
-        DMKNN().fit(X, Y + 1)
-    model = DMKNN(k=3).fit(X, Y)
+        paper().fit(X, Y + 1)
+    model = paper(k=3).fit(X, Y)
     with pytest.raises(ValueError):
         model.predict(np.zeros((2, 4)))
 
@@ -364,8 +369,8 @@ def test_selection_rules_and_ties():
 def test_ensure_nonempty_and_threshold_option():
     X, Y = data(16, m=80)
     Xte = data(17, m=60)[0]
-    plain = DMKNN(k=5, min_support=3, ensure_nonempty=False).fit(X, Y)
-    model = DMKNN(k=5, min_support=3).fit(X, Y)  # ensure_nonempty is the default
+    plain = paper(k=5, min_support=3, ensure_nonempty=False).fit(X, Y)
+    model = paper(k=5, min_support=3).fit(X, Y)  # ensure_nonempty is the default
     P0, P1 = plain.predict(Xte), model.predict(Xte)
     empty = ~P0.any(1)
     assert empty.any()
@@ -387,7 +392,7 @@ def test_ensure_nonempty_and_threshold_option():
 def test_ranking_puts_predicted_labels_first_when_asked():
     X, Y = data(18, m=90)
     Xte = data(19, m=50)[0]
-    model = DMKNN(k=6, min_support=3, ranking="predicted_first").fit(X, Y)
+    model = paper(k=6, min_support=3, ranking="predicted_first").fit(X, Y)
     S = model.decision_function(Xte)
     P = model.predict(Xte)
     post = model.scores(Xte)[0]
@@ -399,8 +404,8 @@ def test_ranking_puts_predicted_labels_first_when_asked():
 
 def test_include_self_option_changes_training_neighbourhoods():
     X, Y = data(20, m=60)
-    a = DMKNN(k=4, min_support=3).fit(X, Y)
-    b = DMKNN(k=4, min_support=3, include_self_in_training_neighbours=True).fit(X, Y)
+    a = paper(k=4, min_support=3).fit(X, Y)
+    b = paper(k=4, min_support=3, include_self_in_training_neighbours=True).fit(X, Y)
     assert not np.allclose(b.independence_threshold_, a.independence_threshold_)
     ref = MLkNN(k=4, scale="none")
     nb = ref.fit_scaled(a.scaling_.transform(X), Y, include_self=True)
@@ -414,7 +419,7 @@ def test_never_and_always_positive_labels():
     Y[:, 3] = 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = DMKNN(k=5, min_support=3).fit(X, Y)
+        model = paper(k=5, min_support=3).fit(X, Y)
         P = model.predict(data(22, m=30)[0])
         S = model.decision_function(data(22, m=30)[0])
     assert model.independence_threshold_[2] == 0.5
@@ -449,8 +454,29 @@ def test_emotions_official_split():
     from app.metrics import macro_f1
 
     tr, te = datasets.load_mulan("emotions", "train"), datasets.load_mulan("emotions", "test")
-    model = DMKNN().fit(tr.X, tr.Y)
+    model = paper().fit(tr.X, tr.Y)
     Yhat, extras = model.predict_details(te.X)
     # FACTS calibration: macro-F1 ~0.66 with the spec defaults; most emotions samples use items
     assert macro_f1(te.Y, Yhat) > 0.62
     assert sum(e["branch"] == "itemset" for e in extras) > len(extras) / 2
+
+
+def test_default_label_sets_take_the_better_leave_one_out_rule() -> None:
+    """label_sets="auto" keeps Algorithm 4 or ML-kNN's posterior rule, whichever has the higher
+    leave-one-out training micro-F1; the posterior rule gives ML-kNN's own label sets."""
+    from app.methods.mlknn import MLkNN
+    from tests.helpers import make_mixed_multilabel
+
+    X, Y = make_mixed_multilabel(n=300)
+    Xtr, Ytr, Xte = X[:200], Y[:200], X[200:]
+    chosen = DMKNN(k=7).fit(Xtr, Ytr)
+    expected = "paper" if chosen.paper_loo_micro_f1_ > chosen.posterior_loo_micro_f1_ else "posterior"
+    assert chosen.label_rule_ == expected
+    posterior = DMKNN(k=7, label_sets="posterior").fit(Xtr, Ytr)
+    ml = MLkNN(k=7).fit(Xtr, Ytr)
+    np.testing.assert_array_equal(posterior.predict(Xte), ml.predict(Xte))
+    assert posterior.posterior_threshold_ == ml.threshold_
+    labels, details = posterior.predict_details(Xte)
+    assert all(d["branch"] == "independent" and d["itemset"] is None for d in details)
+    as_paper = paper(k=7).fit(Xtr, Ytr)
+    np.testing.assert_array_equal(chosen.predict(Xte), (as_paper if expected == "paper" else posterior).predict(Xte))

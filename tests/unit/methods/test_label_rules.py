@@ -82,14 +82,15 @@ def test_dmknn_posterior_ranking_equals_mlknn_average_precision():
     ml = MLkNN(k=8).fit(X, Y)
     np.testing.assert_array_equal(dm.scores(Xte)[0], ml.decision_function(Xte))  # the posteriors agree
     assert average_precision(Yte, dm.decision_function(Xte)) == average_precision(Yte, ml.decision_function(Xte))
-    first = dm.set_params(ranking="predicted_first").decision_function(Xte)
+    # Algorithm 4's sets first changes the ranking (the posterior rule's sets are a top slice of it)
+    first = DMKNN(k=8, label_sets="paper", ranking="predicted_first").fit(X, Y).decision_function(Xte)
     assert average_precision(Yte, first) != average_precision(Yte, ml.decision_function(Xte))
 
 
 def test_dmknn_threshold_floor_only_raises_the_beta_thresholds():
     X, Y = sparse_text_like(7)
-    plain = DMKNN(k=8).fit(X, Y)
-    floored = DMKNN(k=8, independence_threshold_floor=0.5).fit(X, Y)
+    plain = DMKNN(k=8, label_sets="paper").fit(X, Y)
+    floored = DMKNN(k=8, label_sets="paper", independence_threshold_floor=0.5).fit(X, Y)
     np.testing.assert_array_equal(floored.beta_independence_threshold_, plain.independence_threshold_)
     np.testing.assert_array_equal(floored.independence_threshold_, np.maximum(plain.independence_threshold_, 0.5))
     Xte = sparse_text_like(8)[0]
@@ -99,4 +100,4 @@ def test_dmknn_threshold_floor_only_raises_the_beta_thresholds():
 def test_dmknn_warns_when_algorithm_4_leaves_most_training_samples_empty():
     X, Y = sparse_text_like(9)
     with pytest.warns(EmptyLabelSetWarning, match="dmknn"):
-        DMKNN(k=8, strategy="itemset_only", ensure_nonempty=False, min_support=0.5).fit(X, Y)
+        DMKNN(k=8, label_sets="paper", strategy="itemset_only", ensure_nonempty=False, min_support=0.5).fit(X, Y)

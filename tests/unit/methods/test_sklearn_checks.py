@@ -34,6 +34,7 @@ SMALL: dict[str, dict] = {
     "dmknn": {"k": 3},
     "ecc": {"n_chains": 2},
     "elcfs": {"max_iter": 20, "kmeans_n_init": 1},
+    "gbm": {"n_estimators": 10},
     "ghc-dr": {"nonconvex": "ignore"},
     "ldlkm": {"k": 2, "random_state": 0},
     "mi-filter": {},

@@ -20,6 +20,7 @@ from app.methods.numerics import FeatureScaling
 SPARSE_METHODS = {
     "br": {},
     "ecc": {"n_chains": 2},
+    "gbm": {"n_estimators": 20},
     "rf": {"n_estimators": 20},
     "mi-filter": {},
 }
@@ -92,6 +93,7 @@ def test_data_shape_counts_stored_values() -> None:
 ESTIMATED = {
     "br": {},
     "ecc": {"n_chains": 3},
+    "gbm": {"n_estimators": 20},
     "rf": {"n_estimators": 10},
     "rf-shallow": {"n_estimators": 10, "max_depth": 4},
     "mlknn": {},
