@@ -39,8 +39,14 @@ def _type(prop: dict[str, Any]) -> str:
         kind = f"[{', '.join(_type(item) for item in items)}]" if items else "list"
         if "minItems" in prop and "prefixItems" not in prop:
             kind += f" (at least {prop['minItems']})"
-    bounds = [f"{op} {prop[key]}" for key, op in _BOUNDS if key in prop]
+    bounds = [f"{op} {_number(prop[key])}" for key, op in _BOUNDS if key in prop]
     return f"{kind} {', '.join(bounds)}" if bounds else kind
+
+
+def _number(value: float) -> str:
+    """A bound as written in the declaration: pydantic 2.6 (the floor) gives ``gt=0`` on a float
+    field as ``0.0`` in the schema, 2.14 as ``0``; the page must not depend on which."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def params_table(model: type[MethodParams]) -> str:
