@@ -245,8 +245,9 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         (and, searched approximately, a float32 copy in the index, or a CSR copy of sparse
         rows); the fit also holds the input, the leave-one-out neighbours (n, k) and neighbour
         counts (n, q), a block of at most 2^22 (and n^2) inner products (from sparse features
-        also their sparse product, at most as many stored values), and, searched
-        approximately, the cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
+        also, at once, its partition and the near-ties' two dense blocks of rows of as many
+        values, measured on bibtex: 32 bytes per entry), and, searched approximately, the
+        cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
         k = int(params.get("k", 10))
         features = shape.feature_bytes(cls.accepts_sparse)
         model = features + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
@@ -260,7 +261,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
             + shape.label_bytes
             + model
             + 8 * shape.n * (k + shape.q)
-            + (8 if shape.nnz is None else 20) * block
+            + (8 if shape.nnz is None else 32) * block
             + (4 * shape.n * (shape.d + 1) if approximate else 0)
         )
         return MemoryEstimate(peak, model)
