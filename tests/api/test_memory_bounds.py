@@ -16,6 +16,7 @@ from app.methods import memory_bounds
 from app.methods.base import DataShape
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog
+from app.methods.mlknn import MLkNN
 from app.store import DENSE_MAX_CELLS
 from tests.helpers import make_multilabel, train, upload_csv
 
@@ -73,16 +74,17 @@ def test_sparse_datasets_train_with_csr_inside_and_predict_as_dense_fits(client)
     for method in ("br", "rf", "ecc", "mlknn"):
         job = train(client, method, dataset["id"], f"sparse-{method}")
         assert job["status"] == "succeeded", (method, job)
-    r = client.post("/predict", json={"model": "sparse-br", "instances": X[:10].tolist(), "output": "ranking"})
-    assert r.status_code == 200, r.text
-    expected = BinaryRelevance().fit(X, Y).decision_function(X[:10])
-    got = np.array(
-        [
-            [item["score"] for item in sorted(row["ranking"], key=lambda i: i["label"])]
-            for row in r.json()["predictions"]
-        ]
-    )
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    for model, dense_fit in (("sparse-br", BinaryRelevance()), ("sparse-mlknn", MLkNN())):
+        r = client.post("/predict", json={"model": model, "instances": X[:10].tolist(), "output": "ranking"})
+        assert r.status_code == 200, r.text
+        expected = dense_fit.fit(X, Y).decision_function(X[:10])
+        got = np.array(
+            [
+                [item["score"] for item in sorted(row["ranking"], key=lambda i: i["label"])]
+                for row in r.json()["predictions"]
+            ]
+        )
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12, err_msg=model)
 
 
 def test_a_dense_method_on_a_sparse_set_above_the_densifying_bound_names_the_sparse_methods():
