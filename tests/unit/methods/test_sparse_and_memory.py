@@ -193,3 +193,15 @@ def test_rf_estimate_follows_the_trees_it_grows(features: str, params: dict) -> 
     size = len(pickle.dumps(model, protocol=5))
     estimate = spec.estimator.memory_estimate(data_shape(X, Y), chosen.model_dump()).model_bytes
     assert size / 2 <= estimate <= 2 * size, (estimate / size, [t.tree_.node_count for t in model.forest_.estimators_])
+
+
+def test_dmknn_zscore_scales_a_dense_copy_of_csr_and_predicts_as_dense() -> None:
+    """Centring moves every zero: the scaled rows are dense, the answers the dense fit's."""
+    X, Y = sparse_multilabel()
+    on_sparse = catalog()["dmknn"].build({"normalization": "zscore"}).fit(X, Y)
+    on_dense = catalog()["dmknn"].build({"normalization": "zscore"}).fit(X.toarray(), Y)
+    assert not sparse.issparse(on_sparse.label_model_.index_.X)
+    Xt, _ = sparse_multilabel(n=50, seed=1)
+    np.testing.assert_allclose(
+        on_sparse.decision_function(Xt), on_dense.decision_function(Xt.toarray()), rtol=0, atol=1e-12
+    )
