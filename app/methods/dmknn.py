@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
+from scipy import sparse
 from scipy.stats import beta as beta_dist
 
 from app.methods.base import (
@@ -275,6 +276,9 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     """
 
     _params_model = DMKNNParams
+    #: CSR is kept by ML-kNN's path (``fit_scaled``) under "minmax" and "none"; "zscore" moves
+    #: every zero, so it scales a dense copy
+    accepts_sparse = True
     recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_", "label_rule_")
 
     def __init__(
@@ -332,10 +336,13 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
     # ------------------------------------------------------------------------------ fitting
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
-        """ML-kNN's (the label model shares its neighbour index) plus the itemset model's
-        per-row item counts, counted as another (n, q) float64 matrix."""
+        """ML-kNN's (the label model shares its neighbour index) plus the itemset model: in the
+        fit its per-row item counts, counted as two more (n, q) float64 matrices; in the model
+        each row's item (8 n) and the itemsets' tables, counted as one byte per label cell
+        (n q; the tables hold one row per frequent itemset, far fewer than the rows)."""
         base = MLkNN.memory_estimate(shape, {"k": params.get("k", 10), "neighbors": params.get("neighbors", "auto")})
-        return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, base.model_bytes + shape.label_bytes)
+        model = base.model_bytes + 8 * shape.n + shape.n * shape.q
+        return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, model)
 
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
         """Learn the label and itemset models and their Beta thresholds."""
@@ -405,11 +412,11 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.training_empty_share_ = warn_if_mostly_empty(Y, loo_sets, "dmknn", what, stacklevel=3)
         progress("thresholds", 1.0)
 
-    def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
+    def _fit_scaling(self, X: Any) -> FeatureScaling:
         if self.normalization == "minmax":
             return FeatureScaling.minmax(X, constant="zero")
-        if self.normalization == "zscore":
-            return FeatureScaling.zscore(X, constant="zero")
+        if self.normalization == "zscore":  # centred rows are dense: so is their scaling's input
+            return FeatureScaling.zscore(X.toarray() if sparse.issparse(X) else X, constant="zero")
         return FeatureScaling.identity(X.shape[1])
 
     def _item_counts(self, neighbours: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy import sparse
 
 from app.methods.base import (
     DataShape,
@@ -128,6 +129,10 @@ class MLkNNParams(MethodParams):
 class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """ML-kNN (Zhang & Zhou 2007), vectorised, with deterministic neighbours.
 
+    Takes CSR features as they are: min-max scaling of non-negative data keeps them CSR and
+    both neighbour searches take CSR (exact search by sparse products), so no dense (n, d)
+    copy is made; features with negative values are densified by the scaling.
+
     Parameters
     ----------
     k : int, default=10
@@ -204,6 +209,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     """
 
     _params_model = MLkNNParams
+    accepts_sparse = True
     recorded_attributes = ("neighbour_search_", "neighbour_recall_", "neighbour_query_recall_")
 
     def __init__(
@@ -234,24 +240,28 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
     # ----------------------------------------------------------------- fitting
     @classmethod
     def memory_estimate(cls, shape: DataShape, params: Mapping[str, Any]) -> MemoryEstimate:
-        """The model keeps the scaled training rows (dense float64) and their label sets (and,
-        searched approximately, a float32 copy in the index, or a smaller CSR copy of sparse
+        """The model keeps the scaled training rows (CSR for sparse features, which min-max
+        scaling of non-negative data keeps sparse; else dense float64) and their label sets
+        (and, searched approximately, a float32 copy in the index, or a CSR copy of sparse
         rows); the fit also holds the input, the leave-one-out neighbours (n, k) and neighbour
-        counts (n, q), a block of at most 2^22 (and n^2) inner products, and, searched
-        approximately, the cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
+        counts (n, q), a block of at most 2^22 (and n^2) inner products (from sparse features
+        also, at once, its partition and the near-ties' two dense blocks of rows of as many
+        values, measured on bibtex: 32 bytes per entry), and, searched approximately, the
+        cell-ordered float32 rows of the leave-one-out pass (n (d + 1))."""
         k = int(params.get("k", 10))
-        model = shape.dense_bytes + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
+        features = shape.feature_bytes(cls.accepts_sparse)
+        model = features + 8 * shape.n + shape.n * shape.q + 8 * 4 * shape.q * (k + 1)
         search = params.get("neighbors", "auto")
         approximate = search == "approximate" or (search == "auto" and shape.n > EXACT_MAX_N)
         if approximate:
-            model += 4 * shape.n * shape.d
+            model += features if shape.nnz is not None else 4 * shape.n * shape.d
+        block = min(_PRODUCT_BLOCK, shape.n * shape.n)
         peak = (
-            shape.feature_bytes(cls.accepts_sparse)
-            + shape.dense_bytes
+            2 * features  # the input and its validated copy
             + shape.label_bytes
             + model
             + 8 * shape.n * (k + shape.q)
-            + 8 * min(_PRODUCT_BLOCK, shape.n * shape.n)
+            + (8 if shape.nnz is None else 32) * block
             + (4 * shape.n * (shape.d + 1) if approximate else 0)
         )
         return MemoryEstimate(peak, model)
@@ -287,7 +297,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         neighbours (m, K).
 
         DMKNN calls this so that its label model and its itemset model share one neighbourhood
-        graph. ``Y`` must already be 0/1. ``include_self=True`` makes each training sample its
+        graph. ``Xs`` is dense or CSR (kept CSR). ``Y`` must already be 0/1. ``include_self=True`` makes each training sample its
         own first neighbour followed by its K-1 nearest others (what scikit-multilearn does by
         default; one of DMKNN's readings); ML-kNN proper (the default) leaves it out.
         """
@@ -295,7 +305,12 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self._check_k(Xs.shape[0])
         self.scaling_ = FeatureScaling.identity(Xs.shape[1])
         self.n_features_in_ = Xs.shape[1]
-        return self._fit_tables(np.ascontiguousarray(Xs, dtype=np.float64), Y, no_progress, include_self)
+        rows = (
+            sparse.csr_matrix(Xs, dtype=np.float64)
+            if sparse.issparse(Xs)
+            else np.ascontiguousarray(Xs, dtype=np.float64)
+        )
+        return self._fit_tables(rows, Y, no_progress, include_self)
 
     def _fit_tables(
         self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn, include_self: bool = False

@@ -107,23 +107,44 @@ _BRUTE_QUERY_MAX_ENTRIES = 1 << 17
 class ExactKNN:
     """Exact K-nearest-neighbour search over a fixed training matrix, ties by lower index.
 
-    Picklable and validation-free on the query path (callers pass float64 C-ordered arrays of
-    the right width).
+    The training matrix is dense float64 or CSR. A CSR matrix stays CSR: its distances are
+    sparse products ``Q_block @ X.T`` made dense one block of rows at a time (as bounded as the
+    dense GEMM's blocks), the exact recomputation at near-ties densifies only the candidate
+    rows, and there is no KD-tree (a tree pays off only in low dimension, where data is rarely
+    sparse). Queries may be dense or CSR either way (a CSR query of a dense index is densified
+    one block at a time). The neighbours are the dense path's: the same exact recomputation
+    decides every near-tie.
+
+    Picklable and validation-free on the query path (callers pass float64 C-ordered arrays, or
+    CSR, of the right width).
     """
 
-    def __init__(self, X: np.ndarray) -> None:
-        self.X = np.ascontiguousarray(X, dtype=np.float64)
-        self.sqnorm = np.einsum("ij,ij->i", self.X, self.X)
+    def __init__(self, X: Matrix) -> None:
+        self.X: Matrix = (
+            sparse.csr_matrix(X, dtype=np.float64) if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+        )
+        self.sqnorm = _sqnorms(self.X)
         self.max_sqnorm = float(self.sqnorm.max()) if len(self.sqnorm) else 0.0
         m, d = self.X.shape
         # scikit-learn's "auto" rule for Euclidean dense data (tree only pays off in low d).
-        self.tree = KDTree(self.X) if d <= _KD_TREE_MAX_DIM and m >= 64 else None
+        dense_low_d = not self.is_sparse and d <= _KD_TREE_MAX_DIM and m >= 64
+        self.tree = KDTree(self.X) if dense_low_d else None
 
     @property
     def n_samples(self) -> int:
-        return self.X.shape[0]
+        return int(self.X.shape[0])
 
-    def kneighbors(self, Q: np.ndarray | None, k: int) -> np.ndarray:
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the training matrix is CSR (derived, so older pickles load unchanged)."""
+        return bool(sparse.issparse(self.X))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the training matrix (its CSR arrays, or the dense array)."""
+        return _csr_bytes(self.X) if self.is_sparse else int(self.X.nbytes)
+
+    def kneighbors(self, Q: Matrix | None, k: int) -> np.ndarray:
         """Indices (n, k) of the k nearest training rows of each query, nearest first.
 
         ``Q=None`` queries the training rows themselves with each row excluded (by index, not
@@ -139,23 +160,36 @@ class ExactKNN:
         if n == 0:
             return out
         use_tree = self.tree is not None and (loo or self.X.size > _BRUTE_QUERY_MAX_ENTRIES)
-        # Leave-one-out on few enough rows: every product at once (SYRK, half a GEMM's work),
-        # then the selection block by block, each block in cache.
-        products = self.X @ self.X.T if loo and not use_tree and n * m <= _BLOCK_ENTRIES else None
+        # Leave-one-out on few enough dense rows: every product at once (SYRK, half a GEMM's
+        # work), then the selection block by block, each block in cache.
+        all_at_once = loo and not use_tree and not self.is_sparse and n * m <= _BLOCK_ENTRIES
+        products = self.X @ self.X.T if all_at_once else None
         step = max(1, (_BLOCK_ENTRIES if loo and products is None else _QUERY_BLOCK_ENTRIES) // max(m, 1))
+        densify = sparse.issparse(Q) and not self.is_sparse
         for start in range(0, n, step):
             stop = min(n, start + step)
             offset = start if loo else None
+            Qb = _dense_rows(Q, slice(start, stop)) if densify else Q[start:stop]
             if use_tree:
-                rows, cols = self._tree_candidates(Q[start:stop], k, offset)
-                out[start:stop] = self._select(Q[start:stop], rows, cols, k, stop - start)
+                rows, cols = self._tree_candidates(Qb, k, offset)
+                out[start:stop] = self._select(Qb, rows, cols, k, stop - start)
             else:
                 block = None if products is None else products[start:stop]
-                out[start:stop] = self._brute_block(Q[start:stop], k, offset, block)
+                out[start:stop] = self._brute_block(Qb, k, offset, block)
         return out
 
+    def _products(self, Qb: Matrix, scale: float) -> np.ndarray:
+        """``scale * Qb @ X.T`` as a dense (b, m) float64 block (from sparse products when
+        either side is CSR)."""
+        if not self.is_sparse and not sparse.issparse(Qb):
+            return (scale * Qb) @ self.X.T
+        P = Qb @ self.X.T
+        D = P.toarray() if sparse.issparse(P) else np.array(P, dtype=np.float64)
+        D *= scale
+        return D
+
     def _brute_block(
-        self, Qb: np.ndarray, k: int, self_offset: int | None, products: np.ndarray | None = None
+        self, Qb: Matrix, k: int, self_offset: int | None, products: np.ndarray | None = None
     ) -> np.ndarray:
         """GEMM distances. A row whose k-th and (k+1)-th distances are further apart than the
         rounding error has an unambiguous neighbour set, ordered by (distance, index); only rows
@@ -165,11 +199,14 @@ class ExactKNN:
         rows_b = np.arange(b)
         # ||t||^2 - 2 q.t: the query's own norm is a per-row constant and cannot change ranks
         if self_offset is not None:
-            D = Qb @ self.X.T if products is None else products
-            D *= -2.0
+            if products is None:
+                D = self._products(Qb, -2.0)
+            else:
+                D = products
+                D *= -2.0
             D[rows_b, self_offset + rows_b] = np.inf
         else:
-            D = (-2.0 * Qb) @ self.X.T
+            D = self._products(Qb, -2.0)
         D += self.sqnorm[None, :]
         finite = m - int(self_offset is not None)
         rows = rows_b[:, None]  # plain fancy indexing: take_along_axis costs more for a few rows
@@ -178,7 +215,7 @@ class ExactKNN:
             idx = part[:, :k]
             dk = D[rows, idx]
             nxt = D[rows_b, part[:, k]]
-            slack = _GEMM_RTOL * (np.einsum("ij,ij->i", Qb, Qb) + self.max_sqnorm) + 1e-300
+            slack = _GEMM_RTOL * (_sqnorms(Qb) + self.max_sqnorm) + 1e-300
             tied = nxt <= dk.max(axis=1) + slack
         else:  # every other training row is a neighbour
             idx = np.argpartition(D, k - 1, axis=1)[:, :k]
@@ -221,12 +258,15 @@ class ExactKNN:
         return rows, cols
 
     # -- exact ordering of the candidates: (sum of squared differences, training index) --
-    def _select(self, Qb: np.ndarray, rows: np.ndarray, cols: np.ndarray, k: int, b: int) -> np.ndarray:
+    def _select(self, Qb: Matrix, rows: np.ndarray, cols: np.ndarray, k: int, b: int) -> np.ndarray:
+        """The k candidates nearest by exact distance per query row (dense copies of only the
+        candidate rows, a block at a time), ties by lower index."""
         d = self.X.shape[1]
         exact = np.empty(rows.shape[0])
         step = max(1, _BLOCK_ENTRIES // max(d, 1))
         for s in range(0, rows.shape[0], step):
-            diff = Qb[rows[s : s + step]] - self.X[cols[s : s + step]]
+            diff = _dense_rows(Qb, rows[s : s + step])
+            diff -= _dense_rows(self.X, cols[s : s + step])  # in place: one block less held
             exact[s : s + step] = np.einsum("ij,ij->i", diff, diff)
         order = np.lexsort((cols, exact, rows))
         rows, cols = rows[order], cols[order]
@@ -473,7 +513,7 @@ class ApproximateKNN:
         out = np.empty((n, k), dtype=np.intp)
         step = max(1, (1 << 22) // max(width * self.X.shape[1], 1))
         for start in range(0, n, step):
-            Qb = np.asarray(Q[start : start + step], dtype=np.float64)
+            Qb = _dense_rows(Q, slice(start, start + step))  # a CSR query block densified alone
             cand = self._candidates(Qb, width) if self.ordered_csr is None else self._sparse_candidates(Qb, width)
             out[start : start + step] = self._rerank(Qb, cand, k)
         return out
@@ -623,7 +663,7 @@ def training_graph(
 ) -> NeighbourGraph:
     """The k leave-one-out neighbours of every row of the (scaled) training matrix ``Xs``.
 
-    Exact search needs dense rows; the approximate index takes CSR as it is. Inside
+    Both searches take CSR as it is (exact search by sparse products, block by block). Inside
     :func:`sharing_graphs` the graph is computed once per (rows, k, search) and reused.
     """
     search = resolve_search(neighbors, Xs.shape[0])
@@ -637,7 +677,7 @@ def _build(
     Xs: Matrix, k: int, search: Literal["exact", "approximate"], progress: Callable[[float], None] | None
 ) -> NeighbourGraph:
     if search == "exact":
-        index: Index = ExactKNN(_dense_rows(Xs, slice(None)) if sparse.issparse(Xs) else Xs)
+        index: Index = ExactKNN(Xs)
         neighbours, recall, query_recall = index.kneighbors(None, k), None, None
     else:
         index = ApproximateKNN(Xs, progress=None if progress is None else lambda f: progress(0.5 * f))
@@ -773,7 +813,7 @@ class GraphCache:
 
 def _nbytes(graph: NeighbourGraph) -> int:
     index = graph.index
-    held = index.nbytes if isinstance(index, ApproximateKNN) else index.X.nbytes
+    held = index.nbytes
     return int(held + graph.neighbours.nbytes)
 
 

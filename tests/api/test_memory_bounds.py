@@ -16,6 +16,7 @@ from app.methods import memory_bounds
 from app.methods.base import DataShape
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog
+from app.methods.mlknn import MLkNN
 from app.store import DENSE_MAX_CELLS
 from tests.helpers import make_multilabel, train, upload_csv
 
@@ -73,32 +74,36 @@ def test_sparse_datasets_train_with_csr_inside_and_predict_as_dense_fits(client)
     for method in ("br", "rf", "ecc", "mlknn"):
         job = train(client, method, dataset["id"], f"sparse-{method}")
         assert job["status"] == "succeeded", (method, job)
-    r = client.post("/predict", json={"model": "sparse-br", "instances": X[:10].tolist(), "output": "ranking"})
-    assert r.status_code == 200, r.text
-    expected = BinaryRelevance().fit(X, Y).decision_function(X[:10])
-    got = np.array(
-        [
-            [item["score"] for item in sorted(row["ranking"], key=lambda i: i["label"])]
-            for row in r.json()["predictions"]
-        ]
-    )
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    for model, dense_fit in (("sparse-br", BinaryRelevance()), ("sparse-mlknn", MLkNN())):
+        r = client.post("/predict", json={"model": model, "instances": X[:10].tolist(), "output": "ranking"})
+        assert r.status_code == 200, r.text
+        expected = dense_fit.fit(X, Y).decision_function(X[:10])
+        got = np.array(
+            [
+                [item["score"] for item in sorted(row["ranking"], key=lambda i: i["label"])]
+                for row in r.json()["predictions"]
+            ]
+        )
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12, err_msg=model)
 
 
 def test_a_dense_method_on_a_sparse_set_above_the_densifying_bound_names_the_sparse_methods():
-    spec = catalog()["mlknn"]
+    spec = catalog()["trans-ovk"]
     shape = DataShape(20_000, 50_000, 100, 2_000_000)
     reason = memory_bounds.problem(
         spec, spec.params().model_dump(), shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS)
     )
     assert reason is not None
     assert "20000 x 50000" in reason and "2000000 non-zeros" in reason
-    assert "br, ecc, gbm, rf" in reason
+    assert "br, dmknn, ecc, gbm, mlknn, rf" in reason
+    budget = memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS)
     br = catalog()["br"]
-    assert (
-        memory_bounds.problem(br, br.params().model_dump(), shape, memory_bounds.MemoryBudget(3072, DENSE_MAX_CELLS))
-        is None
-    )
+    assert memory_bounds.problem(br, br.params().model_dump(), shape, budget) is None
+    # mlknn takes CSR, so no densifying bound; at 20,000 rows its approximate search's
+    # cell-ordered float32 rows (4 n (d + 1) bytes) are what its estimate refuses
+    mlknn = catalog()["mlknn"]
+    reason = memory_bounds.problem(mlknn, mlknn.params().model_dump(), shape, budget)
+    assert reason is not None and "needs dense features" not in reason and "estimated" in reason
 
 
 def test_auto_candidates_above_the_bound_are_left_out_with_the_reason():

@@ -35,17 +35,19 @@ def test_scores_of_a_selector_are_refused_naming_its_outputs(client):
 
 
 def test_csr_instances_predict_as_their_dense_rows(client):
-    """Sparse instances (the CSR triplet) give the answer of the same rows as lists, on both a
-    model that keeps them sparse (br) and one that needs them dense (mlknn)."""
+    """Sparse instances (the CSR triplet) give the answer of the same rows as lists, on a model
+    that keeps them sparse (br), one that takes them into a dense-trained index (mlknn: a CSR
+    query block is densified by the index) and one that needs them dense (trans-ovk)."""
     X, Y = make_multilabel(n=80, d=6, q=3)
     X[X < 0.5] = 0.0
     dataset = upload_csv(client, X, Y, "ml")
     train(client, "br", dataset["id"], "br")
     train(client, "mlknn", dataset["id"], "knn", k=5)
+    train(client, "trans-ovk", dataset["id"], "ovk")
     rows = X[:5]
     indptr = np.concatenate([[0], np.cumsum((rows != 0).sum(axis=1))]).tolist()
     csr = {"indptr": indptr, "indices": np.nonzero(rows)[1].tolist(), "values": rows[rows != 0].tolist()}
-    for model in ("br", "knn", "br"):  # the route, then the fast path
+    for model in ("br", "knn", "ovk", "br"):  # the route, then the fast path
         dense = client.post("/predict", json={"model": model, "instances": rows.tolist(), "output": "ranking"})
         sparse = client.post("/predict", json={"model": model, "csr": csr, "output": "ranking"})
         assert sparse.status_code == 200, sparse.text

@@ -1,7 +1,7 @@
 """Every sparse ARFF of ../shared/data round-trips through the sparse parser and the store to
 exactly the dense table liac-arff's dense reader gives; models fitted on the stored CSR as it is
-(``br``, ``rf``) predict CSR rows as the same models fitted dense predict the dense rows, to
-1e-12 (skipped when the data folder is absent)."""
+(``br``, ``rf``, ``mlknn`` exact and approximate, ``dmknn``) predict CSR rows as the same models
+fitted dense predict the dense rows, to 1e-12 (skipped when the data folder is absent)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,13 @@ def test_sparse_real_set_round_trips_to_the_dense_table(tmp_path, monkeypatch, f
     assert sp.isspmatrix_csr(stored.X)
     Xs, Ys = stored.X, stored.Y
     rows = min(400, X.shape[0] - 100)
-    for method, params in (("br", {}), ("rf", {"n_estimators": 5, "max_depth": 6})):
+    for method, params in (
+        ("br", {}),
+        ("rf", {"n_estimators": 5, "max_depth": 6}),
+        ("mlknn", {}),
+        ("mlknn", {"neighbors": "approximate"}),
+        ("dmknn", {}),
+    ):
         spec = get_method(method)
         assert spec is not None and spec.estimator.accepts_sparse
         sparse_model = spec.build(params).fit(Xs[:rows], Ys[:rows])

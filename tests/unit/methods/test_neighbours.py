@@ -208,6 +208,40 @@ def test_sparse_rows_are_indexed_without_densifying_the_matrix():
     np.testing.assert_array_equal(exact.neighbours, ExactKNN(X).kneighbors(None, 5))
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_exact_search_over_csr_gives_the_dense_neighbours(monkeypatch, binary):
+    """Sparse products block by block (blocks forced small), ties by index as the dense path
+    (binary rows: ties at the k-th distance are the norm), dense and CSR queries alike."""
+    monkeypatch.setattr(neighbours, "_BLOCK_ENTRIES", 4000)
+    monkeypatch.setattr(neighbours, "_QUERY_BLOCK_ENTRIES", 1000)
+    X = sparse.random(300, 12, density=0.15, random_state=5, format="csr")
+    if binary:
+        X.data[:] = 1.0
+    Q = sparse.random(40, 12, density=0.15, random_state=6, format="csr")
+    dense, csr = ExactKNN(X.toarray()), ExactKNN(X)
+    assert dense.tree is not None and csr.tree is None  # low d: a KD-tree for dense rows only
+    assert sparse.issparse(csr.X) and csr.nbytes < dense.nbytes
+    for k in (1, 5, 299):
+        np.testing.assert_array_equal(csr.kneighbors(None, k), dense.kneighbors(None, k))
+    for k in (1, 5, 300):
+        expected = dense.kneighbors(Q.toarray(), k)
+        np.testing.assert_array_equal(csr.kneighbors(Q, k), expected)
+        np.testing.assert_array_equal(csr.kneighbors(Q.toarray(), k), expected)
+        np.testing.assert_array_equal(dense.kneighbors(Q, k), expected)
+    # brute force by (exact distance, index)
+    D = ((Q.toarray()[:, None, :] - X.toarray()[None, :, :]) ** 2).sum(-1)
+    order = np.lexsort((np.broadcast_to(np.arange(300), D.shape), D), axis=1)[:, :5]
+    np.testing.assert_array_equal(csr.kneighbors(Q, 5), order)
+
+
+def test_exact_csr_index_pickles_and_an_empty_query_answers_empty():
+    X = sparse.random(80, 30, density=0.1, random_state=1, format="csr")
+    index = pickle.loads(pickle.dumps(ExactKNN(X)))
+    assert sparse.issparse(index.X)
+    np.testing.assert_array_equal(index.kneighbors(X[:7], 3), ExactKNN(X.toarray()).kneighbors(X[:7].toarray(), 3))
+    assert index.kneighbors(X[:0], 3).shape == (0, 3)
+
+
 # ------------------------------------------------------------------------ sharing in a selection
 @pytest.mark.parametrize("search", ["exact", "approximate"])
 def test_sharing_the_graph_gives_the_same_leaderboard(monkeypatch, search):

@@ -23,6 +23,9 @@ SPARSE_METHODS = {
     "gbm": {"n_estimators": 20},
     "rf": {"n_estimators": 20},
     "mi-filter": {},
+    "mlknn": {"neighbors": "exact"},
+    "mlknn-approximate": {"neighbors": "approximate"},
+    "dmknn": {"neighbors": "exact"},
 }
 
 
@@ -38,7 +41,7 @@ def sparse_multilabel(n: int = 240, d: int = 60, q: int = 5, seed: int = 0) -> t
 
 @pytest.mark.parametrize("method", sorted(SPARSE_METHODS))
 def test_fit_and_predict_on_csr_equal_dense(method: str) -> None:
-    spec = catalog()[method]
+    spec = catalog()[method.split("-approximate")[0]]
     X, Y = sparse_multilabel()
     params = spec.params(**SPARSE_METHODS[method])
     on_sparse = spec.build(params).fit(X, Y)
@@ -57,12 +60,34 @@ def test_fit_and_predict_on_csr_equal_dense(method: str) -> None:
 @pytest.mark.parametrize("method", sorted(SPARSE_METHODS))
 def test_sparse_methods_keep_csr_through_fit_input(method: str) -> None:
     X, _ = sparse_multilabel()
-    assert sparse.issparse(fit_input(catalog()[method].estimator, X.tocoo()))
+    assert sparse.issparse(fit_input(catalog()[method.split("-approximate")[0]].estimator, X.tocoo()))
 
 
 def test_dense_methods_get_a_dense_copy_from_fit_input() -> None:
     X, _ = sparse_multilabel()
-    assert isinstance(fit_input(catalog()["mlknn"].estimator, X), np.ndarray)
+    assert isinstance(fit_input(catalog()["trans-ovk"].estimator, X), np.ndarray)
+
+
+@pytest.mark.parametrize("method", ["mlknn", "dmknn"])
+@pytest.mark.parametrize("search", ["exact", "approximate"])
+def test_knn_methods_keep_the_scaled_training_rows_csr(method: str, search: str) -> None:
+    """No dense (n, d) copy: the neighbour index holds the min-max scaled rows as CSR."""
+    X, Y = sparse_multilabel()
+    model = catalog()[method].build({"neighbors": search}).fit(X, Y)
+    index = model.index_ if method == "mlknn" else model.label_model_.index_
+    assert sparse.issparse(index.X)
+    assert index.X.nnz == X.nnz
+
+
+def test_knn_estimates_count_sparse_features_as_stored() -> None:
+    """bibtex's training part (4880 x 1836, 2 % stored): the features no longer count densely."""
+    sparse_shape, dense_shape = DataShape(4880, 1836, 159, nnz=180_000), DataShape(4880, 1836, 159)
+    for method in ("mlknn", "dmknn"):
+        estimator = catalog()[method].estimator
+        on_sparse = estimator.memory_estimate(sparse_shape, {})
+        on_dense = estimator.memory_estimate(dense_shape, {})
+        assert on_sparse.model_bytes < on_dense.model_bytes / 4
+        assert on_sparse.train_peak_bytes < on_dense.train_peak_bytes
 
 
 def test_minmax_scaling_of_sparse_data_stays_sparse_and_equals_dense() -> None:
@@ -97,6 +122,7 @@ ESTIMATED = {
     "rf": {"n_estimators": 10},
     "rf-shallow": {"n_estimators": 10, "max_depth": 4},
     "mlknn": {},
+    "mlknn-approximate": {"neighbors": "approximate"},
     "dmknn": {},
     "mi-filter": {"estimator": "binned"},
 }
@@ -104,7 +130,7 @@ ESTIMATED = {
 
 @pytest.mark.parametrize("case", sorted(ESTIMATED))
 def test_model_estimate_within_a_factor_of_two_of_the_artifact(case: str) -> None:
-    spec = catalog()[case.split("-shallow")[0]]
+    spec = catalog()[case.split("-shallow")[0].split("-approximate")[0]]
     X, Y = sparse_multilabel(n=600, d=80, q=30, seed=2)
     params = spec.params(**ESTIMATED[case])
     X_in = fit_input(spec.estimator, X)
@@ -169,3 +195,15 @@ def test_rf_estimate_follows_the_trees_it_grows(features: str, params: dict) -> 
     size = len(pickle.dumps(model, protocol=5))
     estimate = spec.estimator.memory_estimate(data_shape(X, Y), chosen.model_dump()).model_bytes
     assert size / 2 <= estimate <= 2 * size, (estimate / size, [t.tree_.node_count for t in model.forest_.estimators_])
+
+
+def test_dmknn_zscore_scales_a_dense_copy_of_csr_and_predicts_as_dense() -> None:
+    """Centring moves every zero: the scaled rows are dense, the answers the dense fit's."""
+    X, Y = sparse_multilabel()
+    on_sparse = catalog()["dmknn"].build({"normalization": "zscore"}).fit(X, Y)
+    on_dense = catalog()["dmknn"].build({"normalization": "zscore"}).fit(X.toarray(), Y)
+    assert not sparse.issparse(on_sparse.label_model_.index_.X)
+    Xt, _ = sparse_multilabel(n=50, seed=1)
+    np.testing.assert_allclose(
+        on_sparse.decision_function(Xt), on_dense.decision_function(Xt.toarray()), rtol=0, atol=1e-12
+    )

@@ -56,7 +56,15 @@ def test_dense_methods_reject_sparse_and_fit_input_densifies(spec):
 
 def test_the_methods_that_take_csr():
     """The sparse-capable methods (tests/unit/methods/test_sparse_and_memory.py checks them)."""
-    assert {s.id for s in catalog().values() if s.estimator.accepts_sparse} == {"br", "ecc", "rf", "gbm", "mi-filter"}
+    assert {s.id for s in catalog().values() if s.estimator.accepts_sparse} == {
+        "br",
+        "ecc",
+        "rf",
+        "gbm",
+        "mi-filter",
+        "mlknn",
+        "dmknn",
+    }
 
 
 def test_fit_input_keeps_csr_for_a_method_that_declares_it():
