@@ -18,6 +18,7 @@ from starlette.routing import Mount, Route
 import app as package
 from app import ui
 from app.allocator import keep_freed_memory
+from app.collector import freeze_startup_objects
 from app.api import errors
 from app.api.fast_path import PredictFastPath
 from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         core.runner.recover()
         sweeper = Sweeper(core).start()
         warmer = Warmer(core).start() if settings.warm_new_versions else None
+        freeze_startup_objects()  # full collections skip what lives as long as the process
         try:
             yield
         finally:
