@@ -18,12 +18,12 @@ from starlette.routing import Mount, Route
 import app as package
 from app import ui
 from app.allocator import keep_freed_memory
-from app.collector import freeze_startup_objects
 from app.api import errors
 from app.api.fast_path import PredictFastPath
 from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
 from app.api.main import TAGS, api_router, routes
 from app.api.routes import ops
+from app.collector import freeze_startup_objects
 from app.config import Settings, get_settings
 from app.core import Core
 from app.db import prepare_schema
