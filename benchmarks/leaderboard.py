@@ -65,8 +65,9 @@ SELECTORS = ("mi-filter", "mi-filter/binned", "elcfs", "ghc-dr")
 ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
 LDL_SETS = datasets.LDL_SETS
 SELECTION_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
-#: the selection ``auto`` runs: 2 = with ensemble selection (a blend when it beats every candidate)
-AUTO_VERSION = 2
+#: the selection ``auto`` runs: 2 = with ensemble selection (a blend when it beats every candidate),
+#: 3 = a blend kept only when it leads the best single method by more than the standard error of the folds
+AUTO_VERSION = 3
 
 
 def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -218,3 +218,47 @@ def test_a_default_grid_that_does_not_fit_keeps_its_default_entry(monkeypatch) -
     assert one <= 10.0 - cheap.seconds(60, 5) - cheap.fold_seconds(60)
     assert 10.0 < len(entries) * priced.seconds(60, 5) + priced.fold_seconds(60)
     assert plan.entries == [("aa-knn", {}), ("sa-maxent", {})] and plan.left_out == {}
+
+
+def _entry(method: str, values: list[float], metric: str = "average_precision") -> selection.Entry:
+    entry = selection.Entry(method=method, params={})
+    entry.fold_metrics = [{metric: v} for v in values]
+    return entry
+
+
+def test_a_blend_within_the_folds_noise_gives_way_to_its_best_single_method() -> None:
+    # gains +0.01, -0.01, +0.002, 0.0: mean 0.0005, standard error 0.0043
+    blend, br = _entry("blend", [0.81, 0.79, 0.802, 0.80]), _entry("br", [0.80, 0.80, 0.80, 0.80])
+    ranked, margin = selection.simplest_within_noise(
+        selection.rank([br, blend], "average_precision"), "average_precision"
+    )
+    assert [e.method for e in ranked] == ["br", "blend"]
+    assert margin is not None and margin["single"] == "br" and not margin["blend_kept"]
+    assert margin["gain"] == pytest.approx(0.0005)
+
+
+def test_a_blend_ahead_on_every_fold_stays_first() -> None:
+    blend, rf, br = (
+        _entry("blend", [0.82, 0.81, 0.83]),
+        _entry("rf", [0.80, 0.80, 0.81]),
+        _entry("br", [0.70, 0.70, 0.70]),
+    )
+    ranked, margin = selection.simplest_within_noise(
+        selection.rank([br, rf, blend], "average_precision"), "average_precision"
+    )
+    assert [e.method for e in ranked] == ["blend", "rf", "br"]
+    assert margin is not None and margin["blend_kept"] and margin["single"] == "rf"
+
+
+def test_lower_is_better_metrics_count_the_gain_the_other_way() -> None:
+    blend, aa = _entry("blend-ldl", [0.10, 0.11, 0.09], "chebyshev"), _entry("aa-knn", [0.12, 0.13, 0.11], "chebyshev")
+    ranked, margin = selection.simplest_within_noise(selection.rank([aa, blend], "chebyshev"), "chebyshev")
+    assert ranked[0].method == "blend-ldl" and margin is not None and margin["gain"] == pytest.approx(0.02)
+    tied = _entry("blend-ldl", [0.119, 0.131, 0.109], "chebyshev")
+    ranked, margin = selection.simplest_within_noise(selection.rank([aa, tied], "chebyshev"), "chebyshev")
+    assert ranked[0].method == "aa-knn" and margin is not None and not margin["blend_kept"]
+
+
+def test_no_blend_in_the_lead_changes_nothing() -> None:
+    ranked = selection.rank([_entry("br", [0.8, 0.8]), _entry("blend", [0.7, 0.7])], "average_precision")
+    assert selection.simplest_within_noise(ranked, "average_precision") == (ranked, None)
