@@ -66,8 +66,9 @@ ML_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
 LDL_SETS = datasets.LDL_SETS
 SELECTION_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
 #: the selection ``auto`` runs: 2 = with ensemble selection (a blend when it beats every candidate),
-#: 3 = a blend kept only when it leads the best single method by more than the standard error of the folds
-AUTO_VERSION = 3
+#: 3 = a blend kept only when it leads the best single method by more than the standard error of the
+#: folds, 4 = that rule for label distributions only
+AUTO_VERSION = 4
 
 
 def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
