@@ -100,8 +100,15 @@ def check_answer(rows: int, labels: int, output: str, top_k: int | None, max_cel
     )
 
 
-def served(core: Core, session: Session, ref: str) -> Served:
-    """The loaded version ``ref`` points to: from the resolved references, or resolved now."""
+def served(core: Core, ref: str) -> Served:
+    """The loaded version ``ref`` points to: from the resolved references, or resolved now.
+
+    The reference is resolved in a read-only session of its own, closed before the model loads.
+    A load can take seconds, and the requests for a version not yet loaded wait for the one
+    loading it; had they held their sessions meanwhile, sixteen of them took every connection of
+    the pool, the loader waited for one to read the version row, and an alias move behind them
+    waited the pool's 30 s timeout (``benchmarks/faults.py``, the alias scenario).
+    """
     token, found = core.refs.get(ref)
     if found is not None:
         core.metrics.cache_lookup(True)
@@ -109,11 +116,12 @@ def served(core: Core, session: Session, ref: str) -> Served:
     refused = core.refs.refusal(ref)
     if refused is not None:  # did not resolve, and the registry has not changed since
         raise refused
-    try:
-        key = resolve_version_key(session, ref)
-    except (NotFound, InvalidInput) as exc:
-        core.refs.refuse(token, ref, exc)
-        raise
+    with core.database.reading() as session:
+        try:
+            key = resolve_version_key(session, ref)
+        except (NotFound, InvalidInput) as exc:
+            core.refs.refuse(token, ref, exc)
+            raise
     found = load_served(core.cache, core.metrics, key)
     core.refs.put(token, ref, found)
     return found
@@ -143,13 +151,15 @@ def predict_cached(core: Core, body: PredictRequest, found: Served | None = None
 def predict(core: Core, body: PredictRequest) -> Answer | JobOut:
     """The predictions, or the queued job that will write them (a large stored dataset).
 
-    The reference and the dataset row are read in a read-only session that is closed before the
-    prediction is computed (on SQLite it never takes the write lock); a batch job is queued in a
-    write transaction of its own.
+    The reference and the dataset row are read in read-only sessions, each closed before the model
+    loads and before the prediction is computed (on SQLite they never take the write lock); a
+    batch job is queued in a write transaction of its own.
     """
-    with core.database.reading() as session:
-        found = served(core, session, body.model)
-        dataset = _stored_dataset(session, found, body)
+    found = served(core, body.model)
+    dataset = None
+    if body.dataset_id is not None:
+        with core.database.reading() as session:
+            dataset = _stored_dataset(session, found, body)
     return _answer(core, found, body, dataset)
 
 

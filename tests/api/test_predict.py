@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -170,6 +171,36 @@ def test_concurrent_predictions_agree(client, classifier):
         results = list(pool.map(lambda _: client.post("/predict", json=body), range(48)))
     assert all(r.status_code == 200 for r in results)
     assert all(r.json() == expected for r in results)
+
+
+@pytest.mark.parametrize("route", ["/predict", "/v2/models/clf/infer", "/v2/models/clf"])
+def test_requests_waiting_for_a_model_load_hold_no_database_connection(client, classifier, monkeypatch, route):
+    """Requests for a version still loading wait for the load without a session. Holding theirs,
+    sixteen of them had taken every connection of the pool: the loader could not read its version
+    row and an alias move behind them waited the pool's 30 s timeout (benchmarks/faults.py)."""
+    core = client.app.state.core
+    core.cache.clear()
+    pool, load = core.database.engine.pool, core.store.load_artifact
+    held: list[int] = []
+
+    def slow_load(sha256: str):
+        time.sleep(1.0)  # the other requests meanwhile reach the cache and wait for this load
+        held.append(pool.checkedout())
+        return load(sha256)
+
+    monkeypatch.setattr(core.store, "load_artifact", slow_load)
+    X = make_multilabel()[0][:1]
+    tensor = {"name": "input-0", "shape": list(X.shape), "datatype": "FP64", "data": X.ravel().tolist()}
+
+    def ask(_: int):
+        if route == "/predict":
+            return client.post(route, json={"model": "clf", "instances": X.tolist()})
+        return client.post(route, json={"inputs": [tensor]}) if route.endswith("infer") else client.get(route)
+
+    with ThreadPoolExecutor(8) as threads:
+        answers = list(threads.map(ask, range(8)))
+    assert [r.status_code for r in answers] == [200] * 8
+    assert len(held) == 1 and held[0] <= 1  # before: the seven waiting requests held one each
 
 
 def test_corrupt_artifact_is_refused_not_loaded(client, settings, classifier):

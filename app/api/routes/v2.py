@@ -24,7 +24,6 @@ from app.api import v2_binary
 from app.api.offload import INLINE_BYTES, large_body_limiter
 from app.core import Core
 from app.errors import DomainError
-from app.registry import Served
 from app.schemas_v2 import ErrorOut, InferRequest, InferResponse, ModelMetadata, ModelReady
 from app.services import inference
 from app.services.prediction import served as lookup
@@ -103,8 +102,9 @@ def _error(exc: DomainError) -> Response:
     return Response(orjson.dumps({"error": exc.message}), status_code=status, media_type="application/json")
 
 
-async def _with_session(request: Request, ref: str, work: Callable[[Any, Core, str], T]) -> T:
-    """``work(session, core, ref)`` in a worker thread with a read-only database session.
+async def _in_thread(request: Request, ref: str, work: Callable[[Core, str], T]) -> T:
+    """``work(core, ref)`` in a worker thread; it opens what database sessions it needs itself
+    (the reference is resolved in one closed before the model loads: ``prediction.served``).
 
     A reference refused since the registry last changed raises its error here, on the event
     loop: a flood of requests naming an unknown model otherwise takes the shared thread pool
@@ -114,25 +114,18 @@ async def _with_session(request: Request, ref: str, work: Callable[[Any, Core, s
     refused = core.refs.refusal(ref)
     if refused is not None:
         raise refused
-
-    def run() -> T:
-        with core.database.reading() as session:
-            return work(session, core, ref)
-
-    return await run_in_threadpool(run)
+    return await run_in_threadpool(work, core, ref)
 
 
-def _served(session: Any, core: Core, ref: str) -> Served:
-    return lookup(core, session, ref)
-
-
-def _metadata(session: Any, core: Core, ref: str) -> ModelMetadata:
-    return inference.metadata(session, lookup(core, session, ref))
+def _metadata(core: Core, ref: str) -> ModelMetadata:
+    found = lookup(core, ref)
+    with core.database.reading() as session:
+        return inference.metadata(session, found)
 
 
 async def _model_metadata(request: Request, name: str, version: str | None) -> Response:
     try:
-        out = await _with_session(request, inference.reference(name, version), _metadata)
+        out = await _in_thread(request, inference.reference(name, version), _metadata)
     except DomainError as exc:
         return _error(exc)
     return Response(out.model_dump_json(), media_type="application/json")
@@ -141,7 +134,7 @@ async def _model_metadata(request: Request, name: str, version: str | None) -> R
 async def _model_ready(request: Request, name: str, version: str | None) -> Response:
     try:
         ref = inference.reference(name, version)
-        served = await _with_session(request, ref, _served)
+        served = await _in_thread(request, ref, lookup)
     except DomainError as exc:
         return _error(exc)
     return Response(ModelReady(name=served.name, ready=True).model_dump_json(), media_type="application/json")
@@ -160,9 +153,7 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
             limiter = large_body_limiter(request.app.state)
             out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _with_session(
-                request, ref, lambda s, c, r: v2_binary.answer(lookup(c, s, r), body, header_length)
-            )
+            out = await _in_thread(request, ref, lambda c, r: v2_binary.answer(lookup(c, r), body, header_length))
     except DomainError as exc:
         return _error(exc)
     return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})
