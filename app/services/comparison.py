@@ -25,11 +25,8 @@ from app.jobs.payloads import ComparePayload
 from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
-from app.observability import Metrics
 from app.orm import Dataset, Evaluation, Job, ModelVersion
-from app.page_cache import PageCache
 from app.pipeline import top_features
-from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
@@ -97,74 +94,61 @@ def leaderboard_csv(session: Session, store: Store, job_id: str) -> str:
     return reports.csv_text([*header, "fit seconds", "error"], rows)
 
 
-def version_report(
-    session: Session,
-    store: Store,
-    cache: ModelCache,
-    observed: Metrics,
-    pages: PageCache,
-    name: str,
-    version: int,
-    dataset_id: str,
-) -> str:
+def version_report(core: Core, name: str, version: int, dataset_id: str) -> str:
     """The evaluation report of one version on one dataset as the API serves it (plotly inlined)."""
-    return reports.with_scripts(version_report_page(session, store, cache, observed, pages, name, version, dataset_id))
+    return reports.with_scripts(version_report_page(core, name, version, dataset_id))
 
 
-def version_report_page(
-    session: Session,
-    store: Store,
-    cache: ModelCache,
-    observed: Metrics,
-    pages: PageCache,
-    name: str,
-    version: int,
-    dataset_id: str,
-) -> str:
+def version_report_page(core: Core, name: str, version: int, dataset_id: str) -> str:
     """The evaluation report of one version on one dataset, its plotly bundle still a marker;
     nothing is recorded.
 
-    Built once per (version, dataset content, names in its header) and then kept in ``pages``:
-    none of these change once written, so the cached page is the page a new evaluation would
-    build (but for its date, which says when it was built). Its metrics are a recorded
-    evaluation's when ``POST /evaluate`` already scored this version on these very rows with the
-    defaults the report uses; the rest (predictions, per-label counts, charts) is computed here.
+    Built once per (version, dataset content, names in its header) and then kept in
+    ``core.pages``: none of these change once written, so the cached page is the page a new
+    evaluation would build (but for its date, which says when it was built). Its metrics are a
+    recorded evaluation's when ``POST /evaluate`` already scored this version on these very rows
+    with the defaults the report uses; the rest (predictions, per-label counts, charts) is
+    computed here, after the read-only session that read the rows has closed (a report takes
+    seconds on large data, and a session held that long keeps a pool connection from others).
     """
-    row = resolve_version(session, f"{name}@{version}", loc=("path", "name"))
-    spec = method_of(row.method)
     loc = ("query", "dataset_id")
-    dataset = dataset_with_features(session, dataset_id, row.feature_names, loc=loc)
-    if dataset.kind != spec.dataset_kind:
-        raise InvalidInput(
-            f"a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}", loc=loc
-        )
-    trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
-    key = (row.id, row.created_at, dataset.id, dataset.sha256, dataset.name, trained.name if trained else None)
-    page = pages.get(key)
-    if page is None:
-        page = _build_version_report(session, store, cache, observed, row, spec, dataset, trained)
-        pages.put(key, page)
+    with core.database.reading() as session:
+        row = resolve_version(session, f"{name}@{version}", loc=("path", "name"))
+        spec = method_of(row.method)
+        dataset = dataset_with_features(session, dataset_id, row.feature_names, loc=loc)
+        if dataset.kind != spec.dataset_kind:
+            raise InvalidInput(
+                f"a {spec.id} model is evaluated on {spec.dataset_kind} data; '{dataset.id}' is {dataset.kind}",
+                loc=loc,
+            )
+        trained = session.get(Dataset, row.dataset_id) if row.dataset_id else None
+        key = (row.id, row.created_at, dataset.id, dataset.sha256, dataset.name, trained.name if trained else None)
+        page = core.pages.get(key)
+        if page is not None:
+            return page
+        recorded = _recorded_metrics(session, row, dataset)
+        selector_training = _selector_training(session, row) if spec.task == "selection" else None
+    page = _build_version_report(core, row, spec, dataset, trained, recorded, selector_training)
+    core.pages.put(key, page)
     return page
 
 
 def _build_version_report(
-    session: Session,
-    store: Store,
-    cache: ModelCache,
-    observed: Metrics,
+    core: Core,
     row: ModelVersion,
     spec: Any,
     dataset: Dataset,
     trained: Dataset | None,
+    recorded: dict[str, float | None] | None,
+    selector_training: Dataset | None,
 ) -> str:
     loc = ("query", "dataset_id")
-    model = load_served(cache, observed, (row.id, row.created_at)).model
-    X, Y = store.load_dataset(dataset.sha256)
+    model = load_served(core.cache, core.metrics, (row.id, row.created_at)).model
+    X, Y = core.store.load_dataset(dataset.sha256)
     Y = Y[:, label_columns(dataset, row)]
     title = f"{row.model_name} v{row.version} ({spec.id}) on {dataset.name}"
     facts = _version_facts(row, trained, dataset, X, Y)
     members = [(m["method"], m.get("params", {}), float(m.get("weight", 1.0))) for m in row.params.get("members", [])]
-    recorded = _recorded_metrics(session, row, dataset)
     try:
         if spec.task == "distribution":
             P = model.predict(X)
@@ -180,9 +164,17 @@ def _build_version_report(
                 title=title, task="multilabel", scores=scores, label_names=row.label_names, Y=Y, S=S,
                 Yhat=Yhat, facts=facts, members=members,
             )  # fmt: skip
-        return _selector_report(session, store, row, model, X, Y, title, facts)
+        assert selector_training is not None  # read with the rows (``_selector_training``)
+        return _selector_report(core.store, row, selector_training, model, X, Y, title, facts)
     except ValueError as exc:
         raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=loc) from None
+
+
+def _selector_training(session: Session, row: ModelVersion) -> Dataset:
+    """The dataset a selector was trained on: its report's downstream classifier trains on it."""
+    if row.dataset_id is None:
+        raise NotFound("the selector's training dataset is unknown", loc=("query", "dataset_id"))
+    return dataset_with_features(session, row.dataset_id, row.feature_names, loc=("query", "dataset_id"))
 
 
 def _recorded_metrics(session: Session, row: ModelVersion, dataset: Dataset) -> dict[str, float | None] | None:
@@ -230,9 +222,9 @@ def _version_facts(
 
 
 def _selector_report(
-    session: Session,
     store: Store,
     row: ModelVersion,
+    train: Dataset,
     selector: Any,
     X: np.ndarray,
     Y: np.ndarray,
@@ -240,9 +232,6 @@ def _selector_report(
     facts: list[tuple[str, str]],
 ) -> str:
     """ML-kNN (k=10) on the selector's top features of its training data, at every fraction of ``FRACTIONS``."""
-    if row.dataset_id is None:
-        raise NotFound("the selector's training dataset is unknown", loc=("query", "dataset_id"))
-    train = dataset_with_features(session, row.dataset_id, row.feature_names, loc=("query", "dataset_id"))
     Xtr, Ytr = store.load_dataset(train.sha256)
     Ytr = Ytr[:, label_columns(train, row)]
     curve: dict[float, float] = {}

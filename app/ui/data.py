@@ -201,7 +201,4 @@ def result_file(state: Core, job_id: str) -> Path:
 
 def version_report(state: Core, name: str, number: int, dataset_id: str) -> str:
     """The version's report (plotly still a marker), built once and then kept in ``state.pages``."""
-    with _read(state) as session:
-        return comparison.version_report_page(
-            session, state.store, state.cache, state.metrics, state.pages, name, number, dataset_id
-        )
+    return comparison.version_report_page(state, name, number, dataset_id)

@@ -193,6 +193,26 @@ def test_version_report_by_task(client, multilabel_dataset, distribution_dataset
     assert client.get("/models/r-br/versions/9/report", params={"dataset_id": ml}).status_code == 404
 
 
+def test_version_report_computes_with_no_session_open(client, multilabel_dataset, monkeypatch):
+    """The report reads its rows, closes the session, then loads the model and computes: a report
+    takes seconds on large data, and its session had held a pool connection all that time."""
+    job = client.post(
+        "/train?wait=true", json={"method": "br", "dataset_id": multilabel_dataset["id"], "model_name": "r"}
+    ).json()
+    assert job["status"] == "succeeded", job
+    core = client.app.state.core
+    core.cache.clear()
+    pool, load, held = core.database.engine.pool, core.store.load_artifact, []
+
+    def observed_load(sha256: str):
+        held.append(pool.checkedout())
+        return load(sha256)
+
+    monkeypatch.setattr(core.store, "load_artifact", observed_load)
+    page = client.get("/models/r/versions/1/report", params={"dataset_id": multilabel_dataset["id"]})
+    assert page.status_code == 200 and held == [0]  # before: the route's session, open throughout
+
+
 def test_auto_without_a_seed_uses_the_fixed_default_and_says_so(client, multilabel_dataset):
     """The same auto request twice picks the same model with the same leaderboard: the seed of
     the folds and candidates is 0 unless one is given, shown in the 202 answer and the job."""

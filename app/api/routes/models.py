@@ -59,13 +59,10 @@ def version_report(
     dataset_id: Annotated[
         str, Query(min_length=1, max_length=255, description="the dataset to evaluate on: an id or a unique name")
     ],
-    session: ReadingDep,
     core: CoreDep,
 ) -> HTMLResponse:
     """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
-    return HTMLResponse(
-        comparison.version_report(session, core.store, core.cache, core.metrics, core.pages, name, version, dataset_id)
-    )
+    return HTMLResponse(comparison.version_report(core, name, version, dataset_id))
 
 
 @router.get(
