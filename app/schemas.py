@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.formats.validation import MAX_ABS_FEATURE
 from app.jobs.base import JobStatus
@@ -62,13 +63,21 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _not_a_boolean_or_string(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
 # The numbers of a request as JSON gives them. Pydantic's lax mode would turn a boolean into 0 or 1
 # and a numeric string into its number ({"random_state": false} trained with seed 0, "0.9" was a
 # feature value); a float field would also take NaN and infinity, which Python's json module reads
 # from the tokens NaN and Infinity ({"threshold": NaN} predicted empty label sets). Each is a 422 at
-# its field instead. A float field takes a JSON integer (strict mode allows that); an integer field
-# takes no float, not even 2.0.
-Integer = Annotated[int, Field(strict=True)]
+# its field instead. A float field takes a JSON integer (strict mode allows that). An integer field
+# is not strict: JSON Schema's "integer", which the OpenAPI document declares, includes 2.0 (and
+# schemathesis sends it), so an integral float stays an integer and only booleans and strings are
+# refused before lax validation (which refuses 2.5 itself).
+Integer = Annotated[int, BeforeValidator(_not_a_boolean_or_string)]
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
 

@@ -8,19 +8,20 @@ raw bytes when asked (``app.api.v2_binary`` reads and writes that framing).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.formats.validation import MAX_ABS_FEATURE
+from app.schemas import Integer, Number
 
 INPUT_NAME = "input-0"
 TensorType = Literal["BOOL", "INT64", "FP32", "FP64"]
-# An input's numbers as JSON gives them: a boolean or a numeric string is refused, not read as 1
-# or as its number (pydantic's lax mode, and NumPy's conversion of the data, would), and so are
-# NaN and infinity, which Python's json module reads from the tokens NaN and Infinity.
-Dimension = Annotated[int, Field(strict=True)]
-Element = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+# An input's numbers as JSON gives them (``app.schemas``' request numbers): a boolean or a numeric
+# string is refused, not read as 1 or as its number (pydantic's lax mode, and NumPy's conversion
+# of the data, would), and so are NaN and infinity, which Python's json module reads.
+Dimension = Integer
+Element = Number
 
 
 BINARY_EXTENSION = "binary_tensor_data"
