@@ -14,8 +14,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from app.errors import InvalidInput
+from app.formats.validation import MAX_ABS_FEATURE
 
 LOC = ("body", "instances")
+#: what every feature value of a prediction must be: what a dataset's must be
+FEATURE_RULE = f"feature values must be finite numbers within +-{MAX_ABS_FEATURE:g}, as in datasets"
 
 
 def instances_to_matrix(
@@ -50,13 +53,29 @@ def instances_to_matrix(
             X = np.asarray(instances, dtype=np.float64)
         except (TypeError, ValueError):  # NumPy's own text names no position; say what is expected
             raise InvalidInput("every value must be a number (or a list of numbers per instance)", loc=LOC) from None
-    if np.isfinite(X).all():
-        return X
-    bad = np.argwhere(~np.isfinite(X))
-    if bad.size:
-        i, j = (int(v) for v in bad[0])
-        raise InvalidInput(f"feature {feature_names[j]} is not a finite number", loc=(*LOC, i, j))
+    unbounded = first_unbounded(X)
+    if unbounded is not None:
+        i, j = unbounded
+        where = feature_names[j] if isinstance(instances[i], Mapping) else j
+        raise InvalidInput(f"feature {feature_names[j]} is {_show(X[i, j])}; {FEATURE_RULE}", loc=(*LOC, i, where))
     return X
+
+
+def first_unbounded(X: np.ndarray) -> tuple[int, int] | None:
+    """The (row, column) of the first value of ``X`` (n, d) that is not a finite number within
+    +-``MAX_ABS_FEATURE``, or None. The request schemas already refuse NaN and infinity; this is
+    the bound datasets have, so a model is never asked about values it could not have been
+    trained on (1e300 squared overflows a distance, and the answer was whatever that made)."""
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(X) <= MAX_ABS_FEATURE)  # NaN compares false: refused too
+    if not bad.any():
+        return None
+    i, j = np.argwhere(bad)[0]
+    return int(i), int(j)
+
+
+def _show(value: float) -> str:
+    return repr(float(value)) if np.isfinite(value) else "not a finite number"
 
 
 def csr_to_matrix(indptr: Sequence[int], indices: Sequence[int], values: Sequence[float], d: int) -> sp.csr_matrix:
@@ -79,8 +98,10 @@ def csr_to_matrix(indptr: Sequence[int], indices: Sequence[int], values: Sequenc
             f"feature indices must be in [0, {d - 1}] (the model has {d} features)", loc=(*loc, "indices")
         )
     data = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(data).all():
-        raise InvalidInput("every value must be a finite number", loc=(*loc, "values"))
+    unbounded = first_unbounded(data.reshape(1, -1))
+    if unbounded is not None:
+        k = unbounded[1]
+        raise InvalidInput(f"value {k} is {_show(data[k])}; {FEATURE_RULE}", loc=(*loc, "values", k))
     X = sp.csr_matrix((data, columns.astype(np.int32), offsets.astype(np.int32)), shape=(n, d))
     X.sum_duplicates()
     return X

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from app.formats.validation import MAX_ABS_FEATURE
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
 from app.registry import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
@@ -59,6 +61,25 @@ ModelReference = Annotated[
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _not_a_boolean_or_string(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# The numbers of a request as JSON gives them. Pydantic's lax mode would turn a boolean into 0 or 1
+# and a numeric string into its number ({"random_state": false} trained with seed 0, "0.9" was a
+# feature value); a float field would also take NaN and infinity, which Python's json module reads
+# from the tokens NaN and Infinity ({"threshold": NaN} predicted empty label sets). Each is a 422 at
+# its field instead. A float field takes a JSON integer (strict mode allows that). An integer field
+# is not strict: JSON Schema's "integer", which the OpenAPI document declares, includes 2.0 (and
+# schemathesis sends it), so an integral float stays an integer and only booleans and strings are
+# refused before lax validation (which refuses 2.5 itself).
+Integer = Annotated[int, BeforeValidator(_not_a_boolean_or_string)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class Page(BaseModel, Generic[T]):
@@ -118,10 +139,10 @@ class DatasetOut(DatasetSummary):
 class SplitRequest(Strict):
     """Split a stored dataset into a train and a test dataset."""
 
-    test_fraction: float = Field(
+    test_fraction: Number = Field(
         0.2, gt=0, lt=1, description="share of the rows that go to the test part (rounded up to whole rows)"
     )
-    random_state: int = Field(
+    random_state: Integer = Field(
         0, ge=0, le=2**32 - 1, description="seed of the split: the same dataset, fraction and seed split the same way"
     )
     train_name: str | None = Field(
@@ -157,8 +178,8 @@ class MethodOut(BaseModel):
 class InlineData(Strict):
     """A small dataset sent in the request; it is stored like an upload, so models keep lineage."""
 
-    X: list[list[float]] = Field(min_length=2, description="feature rows, one per sample (n x d)")
-    Y: list[list[float]] = Field(
+    X: list[list[Number]] = Field(min_length=2, description="feature rows, one per sample (n x d)")
+    Y: list[list[Number]] = Field(
         min_length=2, description="label rows (n x q): 0/1 for multi-label data, distributions (sum 1) for LDL"
     )
     feature_names: list[str] | None = Field(None, description="d feature names (default f0, f1, ...)")
@@ -169,8 +190,8 @@ class FeatureSelection(Strict):
     """Train on the features a selector model chose (its best ``top_k`` or ``top_fraction``)."""
 
     model: ModelReference = Field(description="selector model reference: name, name@version or name@alias")
-    top_k: int | None = Field(None, ge=1, description="keep the selector's best top_k features (or top_fraction)")
-    top_fraction: float | None = Field(
+    top_k: Integer | None = Field(None, ge=1, description="keep the selector's best top_k features (or top_fraction)")
+    top_fraction: Number | None = Field(
         None, gt=0, le=1, description="keep this fraction of the features, best first (or top_k)"
     )
 
@@ -193,7 +214,7 @@ class TrainRequest(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict, description="the method's hyperparameters (GET /methods/{id}); omitted ones take defaults"
     )
-    random_state: int | None = Field(
+    random_state: Integer | None = Field(
         None, ge=0, le=2**32 - 1, description="seed for methods with randomness (drawn and recorded when omitted)"
     )
     feature_selector: FeatureSelection | None = Field(
@@ -215,8 +236,8 @@ class CompareRequest(Strict):
         None, min_length=1, description="methods to compare; null = every method fitting the dataset"
     )
     metric: str | None = Field(None, description="metric to rank by; default average_precision or chebyshev")
-    cv: int = Field(5, ge=2, le=20, description="folds of the cross-validation")
-    random_state: int | None = Field(
+    cv: Integer = Field(5, ge=2, le=20, description="folds of the cross-validation")
+    random_state: Integer | None = Field(
         None, ge=0, le=2**32 - 1, description="seed of the folds and the methods (drawn and recorded when omitted)"
     )
 
@@ -347,7 +368,7 @@ class ModelOut(BaseModel):
 
 
 class AliasIn(Strict):
-    version: int = Field(ge=1, le=MAX_DB_INT, description="the version the alias points to")
+    version: Integer = Field(ge=1, le=MAX_DB_INT, description="the version the alias points to")
 
 
 # prediction and evaluation ----------------------------------------------------------------
@@ -356,17 +377,21 @@ class CsrInstances(Strict):
     ``values[indptr[i]:indptr[i + 1]]`` at the 0-based feature ``indices`` of the same slice; every
     other feature is 0. Its width is the model's number of features."""
 
-    indptr: list[int] = Field(description="n + 1 non-decreasing offsets into indices and values, from 0")
-    indices: list[int] = Field(description="0-based feature index of each stored value (training order)")
-    values: list[float] = Field(description="the stored values, as many as indices")
+    indptr: list[Integer] = Field(description="n + 1 non-decreasing offsets into indices and values, from 0")
+    indices: list[Integer] = Field(description="0-based feature index of each stored value (training order)")
+    values: list[Number] = Field(
+        description=f"the stored values, as many as indices (finite numbers within +-{MAX_ABS_FEATURE:g})"
+    )
 
 
 class PredictRequest(Strict):
     """Predict ``instances`` or a stored dataset; a selector's ``features`` need neither."""
 
     model: ModelReference = Field(description="model reference: name (latest version), name@version or name@alias")
-    instances: list[list[float]] | list[dict[str, float]] | None = Field(
-        None, description="feature vectors in training feature order, or {feature_name: value} objects"
+    instances: list[list[Number]] | list[dict[str, Number]] | None = Field(
+        None,
+        description="feature vectors in training feature order, or {feature_name: value} objects; every value "
+        f"a finite number within +-{MAX_ABS_FEATURE:g}, as in datasets",
     )
     csr: CsrInstances | None = Field(
         None, description="instances as a sparse CSR matrix instead of lists (a model of sparse data keeps it sparse)"
@@ -377,9 +402,9 @@ class PredictRequest(Strict):
         description="one of the model's outputs; default labels (classifiers), distribution (LDL), features "
         "(selectors); 'scores' (any classifier or LDL model): the label names once and a row-major score matrix",
     )
-    threshold: float | None = Field(None, description="labels: score above which a label is predicted")
-    top_k: int | None = Field(None, ge=1, description="ranking, features: keep only the best top_k")
-    include_scores: bool = Field(False, description="labels: add each label's score")
+    threshold: Number | None = Field(None, description="labels: score above which a label is predicted")
+    top_k: Integer | None = Field(None, ge=1, description="ranking, features: keep only the best top_k")
+    include_scores: Flag = Field(False, description="labels: add each label's score")
     format: Literal["jsonl", "csv"] = Field(
         "jsonl", description="result file format when a large dataset is predicted as a job"
     )
@@ -417,11 +442,11 @@ class EvaluateRequest(Strict):
 
     model: ModelReference = Field(description="model reference: name (latest version), name@version or name@alias")
     dataset_id: DatasetRef = Field(description="a stored dataset with the same features and labels")
-    threshold: float | None = Field(None, description="classifiers: score above which a label is predicted")
+    threshold: Number | None = Field(None, description="classifiers: score above which a label is predicted")
     downstream: Literal["mlknn"] = Field(
         "mlknn", description="selectors: the classifier trained on the selected features"
     )
-    top_k: int | None = Field(None, ge=1, description="selectors: how many features to keep")
+    top_k: Integer | None = Field(None, ge=1, description="selectors: how many features to keep")
     train_dataset_id: DatasetRef | None = Field(
         None,
         description="selectors: training data for the downstream classifier "

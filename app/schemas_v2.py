@@ -12,8 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.formats.validation import MAX_ABS_FEATURE
+from app.schemas import Integer, Number
+
 INPUT_NAME = "input-0"
 TensorType = Literal["BOOL", "INT64", "FP32", "FP64"]
+# An input's numbers as JSON gives them (``app.schemas``' request numbers): a boolean or a numeric
+# string is refused, not read as 1 or as its number (pydantic's lax mode, and NumPy's conversion
+# of the data, would), and so are NaN and infinity, which Python's json module reads.
+Dimension = Integer
+Element = Number
 
 
 BINARY_EXTENSION = "binary_tensor_data"
@@ -64,10 +72,12 @@ class InputTensor(BaseModel):
     model_config = ConfigDict(extra="ignore")  # the protocol allows fields this server does not use
 
     name: str = Field(description=f"must be '{INPUT_NAME}'")
-    shape: list[int] = Field(description="[n, d]: n instances of the model's d features")
+    shape: list[Dimension] = Field(description="[n, d]: n instances of the model's d features")
     datatype: Literal["FP32", "FP64"] = Field(description="element type of data")
-    data: list[Any] | None = Field(
-        None, description="n * d numbers, flat in row-major order or nested as n rows (absent for binary data)"
+    data: list[Element] | list[list[Element]] | None = Field(
+        None,
+        description="n * d numbers, flat in row-major order or nested as n rows (absent for binary data); "
+        f"finite, within +-{MAX_ABS_FEATURE:g} as in /predict",
     )
     parameters: dict[str, Any] | None = Field(
         None, description="`binary_data_size`: the tensor's byte length after the JSON header (binary data extension)"

@@ -10,7 +10,11 @@
   OpenAPI security declaration, and asks the same gate.
 * ``UploadLimit``, an ASGI middleware, enforces ``LABELSERVE_MAX_UPLOAD_MB`` while the body
   streams in: the declared Content-Length is checked first, and the bytes actually received are
-  counted as they arrive, so a lying or chunked client is cut off at the limit too.
+  counted as they arrive, so a lying or chunked client is cut off at the limit too. It also
+  refuses a body with more than one Content-Type header (400, ``content_type_refusal``): which
+  one describes the body is ambiguous, and the layers read it differently (Starlette's headers
+  the first, the fast path the last), so the same request was answered by one and refused by
+  the other.
 * The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says both
   layers would let it through, and otherwise leaves it to them to refuse.
 
@@ -91,9 +95,11 @@ class RequestGate:
 
     def admits(self, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
         """Whether both layers would let this request through: a declared length (``length``,
-        the Content-Length header) within the limit, and the right key if ``path`` needs one.
-        The fast path's question, answered without refusing anything."""
+        the Content-Length header) within the limit, one Content-Type at most, and the right key
+        if ``path`` needs one. The fast path's question, answered without refusing anything."""
         if length is None or not length.isdigit() or int(length) > self.max_body_bytes:
+            return False
+        if content_type_refusal(headers) is not None:
             return False
         return self.is_open(path) or self.key_refusal(headers) is None
 
@@ -107,6 +113,21 @@ def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
     if scheme.lower() == b"bearer" and credentials.strip():
         return credentials.strip()
     return None
+
+
+def content_type_refusal(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The message refusing a request with more than one Content-Type header, or None.
+
+    HTTP gives a message one Content-Type (RFC 9110, section 8.3); with two, which one describes
+    the body is a guess, and the layers guessed differently.
+    """
+    given = [value.decode("latin-1") for name, value in headers if name == b"content-type"]
+    if len(given) < 2:
+        return None
+    return (
+        f"Content-Type: the request has {len(given)} Content-Type headers ({', '.join(given)}); "
+        "send one, the media type of the body"
+    )
 
 
 def is_ui_path(path: str) -> bool:
@@ -152,7 +173,8 @@ class ApiKeyGate:
 
 
 class UploadLimit:
-    """Answer 413 to a POST or PUT whose body is larger than the gate allows."""
+    """Answer 413 to a POST or PUT whose body is larger than the gate allows, and 400 to one with
+    more than one Content-Type header."""
 
     def __init__(self, app: ASGIApp, gate: RequestGate) -> None:
         self.app = app
@@ -161,6 +183,10 @@ class UploadLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT"):
             await self.app(scope, receive, send)
+            return
+        ambiguous = content_type_refusal(scope["headers"])
+        if ambiguous is not None:
+            await _reject(send, 400, ambiguous, [])
             return
         limit, message = self.gate.max_body_bytes, self.gate.too_large
         declared = dict(scope["headers"]).get(b"content-length")

@@ -16,6 +16,9 @@ bytes and headers), never a parser's message.
 
 from __future__ import annotations
 
+import logging
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +32,10 @@ from app.registry import Served
 from app.schemas_v2 import InferRequest, TensorType
 from app.services import inference
 
+log = logging.getLogger("labelserve.api")
+#: a JSON number where the parser stopped (one too large for a double is infinite)
+_NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_WORD = re.compile(rb"-?[A-Za-z_]+")
 #: the HTTP header that gives the JSON header's length, as the fast path sees header names
 HEADER_LENGTH = b"inference-header-content-length"
 _JSON = b"application/json"
@@ -51,6 +58,8 @@ _JSON_TYPES = {
     "int_from_float": "an integer",
     "bool_type": "a boolean",
     "bool_parsing": "a boolean",
+    "float_type": "a number",
+    "finite_number": "a finite number",
 }
 
 
@@ -190,21 +199,48 @@ def _flag(parameters: dict[str, Any] | None, name: str, where: str) -> bool | No
 
 
 def _not_json(header: bytes, exc: orjson.JSONDecodeError, framed: bool) -> str:
-    """What is wrong with a header that is not JSON, in the protocol's terms."""
+    """What is wrong with a header that is not JSON, in the protocol's terms and the service's
+    words; the parser's own text (``unexpected character: line 1 column 2 (char 1)``) goes to the
+    log only, beside the message the client gets."""
+    message = _not_json_message(header, exc, framed)
+    log.info("inference body is not JSON", extra={"error": message, "parser": str(exc)})
+    return message
+
+
+def _not_json_message(header: bytes, exc: orjson.JSONDecodeError, framed: bool) -> str:
+    fault = _fault(header, exc.pos, f"line {exc.lineno}, column {exc.colno}")
     if framed:
         return (
             f"the first {len(header)} bytes of the body (Inference-Header-Content-Length) are not a JSON "
-            f"inference request: invalid JSON at line {exc.lineno}, column {exc.colno}"
+            f"inference request: {fault}"
         )
     if _binary_after_json(header, exc.pos):
         return (
             "the body is not JSON alone: binary tensor data after the JSON inference request needs the "
             "Inference-Header-Content-Length header (the JSON part's length in bytes)"
         )
-    where = f"invalid JSON at line {exc.lineno}, column {exc.colno}"
+    if not header.strip():
+        return "the body is empty: send a JSON inference request"
     if header[exc.pos : exc.pos + 3] in (b"NaN", b"Inf", b"-In"):
-        return f"the body is not JSON: {where} (JSON has no NaN or Infinity, and every value must be finite)"
-    return f"the body is not JSON: {where}" if header.strip() else "the body is empty: send a JSON inference request"
+        return f"the body is not JSON: {fault} (JSON has no NaN or Infinity, and every value must be finite)"
+    return f"the body is not JSON: {fault}"
+
+
+def _fault(header: bytes, pos: int, where: str) -> str:
+    """What the parser met at ``pos`` (``where``: its line and column), told from the bytes
+    themselves, never from the parser's message."""
+    if not header[pos:].strip():
+        return f"it ends at {where}, before the JSON is complete"
+    number = _NUMBER.match(header, pos)
+    if number is not None and math.isinf(float(number[0])):
+        return f"the number {number[0].decode()} at {where} is too large (every value must be a finite number)"
+    word = _WORD.match(header, pos)
+    if word is not None:  # a misspelt literal (tru), or a token JSON does not have (NaN, None)
+        return f"unexpected '{word[0].decode()}' at {where}"
+    found = bytes(header[pos : pos + 4]).decode("utf-8", errors="replace")[:1]
+    if found.isprintable() and found != "\ufffd":
+        return f"unexpected {found!r} at {where}"
+    return f"unexpected byte 0x{header[pos]:02x} at {where}"
 
 
 def _binary_after_json(body: bytes, pos: int) -> bool:
@@ -222,7 +258,13 @@ def _binary_after_json(body: bytes, pos: int) -> bool:
 
 def _describe(exc: ValidationError) -> str:
     """The first schema fault of a request, located as the protocol names its fields."""
-    first = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    member = _member(first["loc"])
+    if member is not None:  # a value no member of a union takes: say what the one that got furthest found
+        union = [e for e in errors if _member(e["loc"]) == member]
+        first = max(union, key=lambda e: len(e["loc"]))
+        errors = [e for e in errors if e not in union or e is first]
     where = _where(first["loc"])
     kind = first["type"]
     if kind == "missing":
@@ -233,13 +275,24 @@ def _describe(exc: ValidationError) -> str:
         text = f"{where} must be {_JSON_TYPES[kind]}"
     else:
         text = f"{where} is not valid"
-    more = exc.error_count() - 1
+    more = len(errors) - 1
     return text + (f" (and {more} more fault{'s' * (more > 1)})" if more else "")
 
 
+def _member(loc: Sequence[int | str]) -> tuple[int | str, ...] | None:
+    """The field a union member's error is about, or None: pydantic names the member in ``loc``
+    (``('inputs', 0, 'data', 'list[float]', 3)``), a part no field name looks like."""
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and "[" in part:
+            return tuple(loc[:i])
+    return None
+
+
 def _where(loc: Sequence[int | str]) -> str:
-    """``('inputs', 0, 'datatype')`` as ``inputs[0].datatype``."""
+    """``('inputs', 0, 'datatype')`` as ``inputs[0].datatype`` (without a union member's name)."""
     out = ""
     for part in loc:
+        if isinstance(part, str) and "[" in part:
+            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "the request"

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput, NotFound
 from app.methods.base import Task
 from app.orm import ModelVersion
-from app.prediction import label_matrix
+from app.prediction import FEATURE_RULE, first_unbounded, label_matrix
 from app.registry import ModelRef, Served, is_version_number
 from app.schemas_v2 import (
     INPUT_NAME,
@@ -163,14 +163,16 @@ def _matrix(inputs: list[InputTensor], d: int, binary: Sequence[bytes | None]) -
     else:
         if tensor.data is None:
             raise InvalidInput(f"input '{INPUT_NAME}' has no data: give data, or binary data with binary_data_size")
-        try:
-            values = np.asarray(tensor.data, dtype=dtype)
-        except (TypeError, ValueError):
+        try:  # numbers (the schema's), in rows of equal length or flat
+            values = np.asarray(tensor.data, dtype=np.float64)
+        except ValueError:
             raise InvalidInput(f"input '{INPUT_NAME}': data must be numbers, flat or as rows of {d}") from None
         if values.size != n * d or values.ndim not in (1, 2):
             raise InvalidInput(f"input '{INPUT_NAME}': shape {tensor.shape} needs {n * d} numbers")
     X = values.reshape(n, d).astype(np.float64)
-    if not np.isfinite(X).all():
-        i, j = (int(v) for v in np.argwhere(~np.isfinite(X))[0])
-        raise InvalidInput(f"input '{INPUT_NAME}': the value at [{i}, {j}] is not a finite number")
-    return X
+    unbounded = first_unbounded(X)  # before an FP32 rounding, which would make 1e300 infinite
+    if unbounded is not None:
+        i, j = unbounded
+        shown = repr(float(X[i, j])) if np.isfinite(X[i, j]) else "not a finite number"
+        raise InvalidInput(f"input '{INPUT_NAME}': the value at [{i}, {j}] is {shown}; {FEATURE_RULE}")
+    return X if raw is not None or dtype == np.float64 else X.astype(dtype).astype(np.float64)

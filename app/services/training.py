@@ -13,9 +13,10 @@ leaves nothing behind.
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
@@ -37,6 +38,8 @@ from app.services.jobs import job_out
 from app.services.registry import resolve_version
 from app.store import Store
 from app.suggest import did_you_mean
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def prepare(
     if body.random_state is not None and "random_state" in spec.params.model_fields:
         params.setdefault("random_state", body.random_state)
     try:
-        validated = spec.params.model_validate(params)
+        validated = checked_params(spec.params, params)
     except ValidationError as exc:
         raise params_error(exc, spec.id, spec.params) from None
     parsed = None
@@ -115,6 +118,14 @@ def seeded(validated: BaseModel) -> BaseModel:
     return validated
 
 
+def checked_params(declared: type[M], params: dict[str, Any]) -> M:
+    """``params`` validated against their declaration in pydantic's strict mode, as the JSON they
+    came as: lax mode would make ``{"k": true}`` a ``k`` of 1 and ``"5"`` a 5. Strict mode on the
+    Python values would also refuse the JSON arrays of tuple parameters (``dmknn``'s
+    ``beta_prior``), so they are validated as JSON text."""
+    return declared.model_validate_json(json.dumps(params), strict=True)
+
+
 def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -> InvalidFields:
     """The 422 for ``params`` that fail the method's declaration, one item per error located at
     ``body.params.<name>``; an unknown name (pydantic's bare "Extra inputs are not permitted")
@@ -142,7 +153,7 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     """``"method": "auto"``: the selection's own params (candidates, metric, cv, tune) are checked
     against the dataset; the job runs the cross-validation and registers the winner."""
     try:
-        request = selection.AutoParams.model_validate(body.params)
+        request = checked_params(selection.AutoParams, body.params)
     except ValidationError as exc:
         raise params_error(exc, selection.AUTO, selection.AutoParams) from None
     if body.feature_selector is not None:

@@ -25,9 +25,11 @@ def models(served_models):
     return {"ml": (served_models["X"], served_models["ml"]), "ldl": (served_models["Xd"], served_models["ldl"])}
 
 
-def _both(client, monkeypatch, body: dict | bytes) -> tuple[tuple[int, object], tuple[int, object]]:
+def _both(
+    client, monkeypatch, body: dict | bytes, headers: list[tuple[str, str]] | None = None
+) -> tuple[tuple[int, object], tuple[int, object]]:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    headers = {"content-type": "application/json"}
+    headers = headers or [("content-type", "application/json")]
     fast = client.post("/predict", content=content, headers=headers)
     with monkeypatch.context() as patch:
         patch.setattr(fast_path, "_answer", lambda predictor, body: None)
@@ -258,6 +260,11 @@ def _v2_bodies(models) -> list[tuple[str, dict | bytes]]:
             b'{"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": [NaN, 1, 2, 3, 4, 5]}]}',
         ),
         ("clf", b'{"inputs": '),
+        ("clf", {"inputs": [tensor(np.vstack([rows[0], rows[1] * 1e300]))]}),
+        ("clf", {"inputs": [tensor(rows, datatype="FP32", data=[1e16, *rows.ravel()[1:].tolist()])]}),
+        ("clf", {"inputs": [tensor(rows, data=["0.5", *rows.ravel()[1:].tolist()])]}),
+        ("clf", {"inputs": [tensor(rows, data=[rows[0].tolist(), [True, *rows[1, 1:].tolist()], rows[2].tolist()])]}),
+        ("clf", {"inputs": [tensor(rows, shape=[True, rows.shape[1]], data=rows[0].tolist())]}),
     ]
 
 
@@ -389,3 +396,80 @@ def test_a_refused_v2_reference_is_answered_without_a_worker_thread(client, mode
     for (method, path, body), expected in zip(calls, first):
         again = client.request(method, path, json=body)
         assert (again.status_code, again.json()) == (404, expected.json()), path
+
+
+def _refusals(client: TestClient, monkeypatch, body: bytes) -> list[tuple[list[object], str]]:
+    """The 422 items of a body, the same through the fast path and the route."""
+    fast, slow = _both(client, monkeypatch, body)
+    assert fast == slow, body
+    assert fast[0] == 422, (body, fast)
+    return [(item["loc"], item["msg"]) for item in fast[1]["detail"]]
+
+
+def test_prediction_inputs_are_numbers_bounded_as_datasets_are(client, models, monkeypatch):
+    """Issue 24: ``[[1e300, ...]]``, ``[["0.9", ...]]`` and ``"threshold": NaN`` were answered 200
+    (coerced, or empty label sets); each is a 422 naming the field, from the fast path and the route."""
+    X, ml = models["ml"]
+    names = ml["feature_names"]
+    row = X[0].tolist()
+    client.post("/predict", json={"model": "clf", "instances": [row]})  # resolved: the fast path answers
+
+    def body(**fields: object) -> bytes:
+        return json.dumps({"model": "clf", "instances": [row], **fields}).encode()
+
+    def csr(indptr: list[object], indices: list[object], values: list[object]) -> bytes:
+        return json.dumps({"model": "clf", "csr": {"indptr": indptr, "indices": indices, "values": values}}).encode()
+
+    def rows(*values: object) -> bytes:
+        return body(instances=[[*values, *row[len(values) :]]])
+
+    bound = "feature values must be finite numbers within +-1e+15, as in datasets"
+    for content, loc, words in (
+        (rows(1e300), ["body", "instances", 0, 0], bound),
+        (rows(0.5, -1.5e15), ["body", "instances", 0, 1], bound),
+        (body(instances=[dict(zip(names, [1e16, *row[1:]]))]), ["body", "instances", 0, names[0]], bound),
+        (csr([0, 2], [0, 3], [0.5, 1e300]), ["body", "csr", "values", 1], bound),
+        (rows("0.9"), ["body", "instances", 0, 0], "valid number"),
+        (rows(True), ["body", "instances", 0, 0], "valid number"),
+        (body(instances=[dict(zip(names, ["0.9", *row[1:]]))]), ["body", "instances", 0, names[0]], "valid number"),
+        (csr([0, 1], [0], ["0.5"]), ["body", "csr", "values", 0], "valid number"),
+        (csr([0, True], [0], [0.5]), ["body", "csr", "indptr", 1], "valid integer"),
+        (csr([0, 1], [False], [0.5]), ["body", "csr", "indices", 0], "valid integer"),
+        (body(threshold="0.5"), ["body", "threshold"], "valid number"),
+        (body(threshold=True), ["body", "threshold"], "valid number"),
+        (body()[:-1] + b', "threshold": NaN}', ["body", "threshold"], "finite number"),  # json.loads takes NaN
+        (body()[:-1] + b', "threshold": -Infinity}', ["body", "threshold"], "finite number"),
+        (body(output="ranking", top_k=True), ["body", "top_k"], "valid integer"),
+        (body(output="ranking", top_k="2"), ["body", "top_k"], "valid integer"),
+        (body(output="ranking", top_k=2.5), ["body", "top_k"], "integer"),
+        (body(include_scores="true"), ["body", "include_scores"], "valid boolean"),
+        (body(include_scores=1), ["body", "include_scores"], "valid boolean"),
+    ):
+        [(found, message)] = _refusals(client, monkeypatch, content)
+        assert found == loc and words in message, (content, found, message)
+    # the bound itself is a feature value, as in datasets; an integer is a number, and 2.0 an integer
+    # (JSON Schema's, which the OpenAPI document declares)
+    for content in (rows(1e15, -1e15), rows(1, 0), body(threshold=1), body(output="ranking", top_k=2.0)):
+        fast, slow = _both(client, monkeypatch, content)
+        assert fast == slow and fast[0] == 200, (content, fast)
+
+
+def test_two_content_types_are_refused_by_the_fast_path_and_the_route_alike(client, models, monkeypatch):
+    """Issue 24: with ``text/plain`` then ``application/json`` the fast path (reading the last
+    header) answered 200 and the route (Starlette reads the first) 422; either order is now a 400
+    naming the header, from both, and a V2 inference is refused the same way."""
+    X, _ = models["ml"]
+    content = json.dumps({"model": "clf", "instances": X[:1].tolist()}).encode()
+    assert client.post("/predict", content=content, headers={"content-type": "application/json"}).status_code == 200
+    assert client.get("/v2/models/clf/ready").status_code == 200  # resolved: the fast path would take both
+    v2 = {"inputs": [{"name": "input-0", "shape": [1, X.shape[1]], "datatype": "FP64", "data": X[0].tolist()}]}
+    for types in (("application/json", "text/plain"), ("text/plain", "application/json")):
+        headers = [("content-type", value) for value in types]
+        fast, slow = _both(client, monkeypatch, content, headers)
+        assert fast == slow, types
+        assert fast[0] == 400 and fast[1] == {
+            "detail": f"Content-Type: the request has 2 Content-Type headers ({', '.join(types)}); "
+            "send one, the media type of the body"
+        }
+        r = client.post("/v2/models/clf/infer", content=json.dumps(v2).encode(), headers=headers)
+        assert r.status_code == 400 and r.json() == fast[1]

@@ -89,6 +89,47 @@ def test_bad_requests_are_rejected_before_any_work(client, multilabel_dataset, d
     assert client.get("/jobs").json()["items"] == []
 
 
+def test_a_boolean_or_a_numeric_string_is_no_integer(client, multilabel_dataset):
+    """Issue 24: pydantic's lax mode took ``"random_state": false`` as 0 (and ``true`` as 1, ``"5"``
+    as 5): every integer of a request, the methods' parameters included, is a 422 at its field for
+    them, and nothing is queued."""
+    ml = multilabel_dataset["id"]
+    train = {"method": "mlknn", "dataset_id": ml, "model_name": "m"}
+    cases = [
+        ("/train", {**train, "random_state": False}, ["body", "random_state"]),
+        ("/train", {**train, "random_state": "3"}, ["body", "random_state"]),
+        ("/train", {**train, "random_state": 3.5}, ["body", "random_state"]),
+        ("/train", {**train, "params": {"k": True}}, ["body", "params", "k"]),
+        ("/train", {**train, "params": {"k": "5"}}, ["body", "params", "k"]),
+        ("/train", {**train, "method": "auto", "params": {"cv": True}}, ["body", "params", "cv"]),
+        (
+            "/train",
+            {**train, "feature_selector": {"model": "sel", "top_k": True}},
+            ["body", "feature_selector", "top_k"],
+        ),
+        (
+            "/train",
+            {**train, "method": "dmknn", "params": {"beta_prior": [True, 1]}},
+            ["body", "params", "beta_prior", 0],
+        ),
+        ("/compare", {"dataset_id": ml, "methods": ["br"], "random_state": False}, ["body", "random_state"]),
+        ("/compare", {"dataset_id": ml, "methods": ["br"], "cv": True}, ["body", "cv"]),
+        (f"/datasets/{ml}/split", {"random_state": False}, ["body", "random_state"]),
+        (f"/datasets/{ml}/split", {"test_fraction": "0.5"}, ["body", "test_fraction"]),
+    ]
+    for path, body, loc in cases:
+        r = client.post(path, json=body)
+        assert r.status_code == 422, (path, body, r.text)
+        assert [item["loc"] for item in r.json()["detail"]] == [loc], (body, r.text)
+    assert client.get("/jobs").json()["items"] == []
+    assert client.put("/models/m/aliases/prod", json={"version": True}).status_code == 422
+    # what the lax mode was right to take still validates: a JSON array for a tuple, an integer for a float
+    r = client.post(
+        "/train", json={**train, "method": "dmknn", "params": {"beta_prior": [1, 2], "s": 1}, "random_state": 0}
+    )
+    assert r.status_code == 202, r.text
+
+
 def test_k_larger_than_the_training_set_is_refused_at_submit(client, multilabel_dataset):
     # the estimator would refuse it at fit time; the submit already knows the dataset's size
     r = client.post(

@@ -139,7 +139,7 @@ def test_metadata_and_readiness(client, models):
             "clf/infer",
             {"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": ["a"] * 6}]},
             400,
-            "numbers",
+            "inputs[0].data[0] must be a number",
         ),
         (
             "clf/infer",
@@ -160,6 +160,38 @@ def test_metadata_and_readiness(client, models):
             "threshold",
         ),
         ("clf/infer", {}, 400, "inputs"),
+        # issue 24: the bounds and types of /predict's instances (1e300 and "0.5" were answered 200)
+        *(
+            (
+                "clf/infer",
+                {
+                    "inputs": [
+                        {"name": "input-0", "shape": [1, 6], "datatype": datatype, "data": [0, 1e300, 0, 0, 0, 0]}
+                    ]
+                },
+                400,
+                "the value at [0, 1] is 1e+300; feature values must be finite numbers within +-1e+15, as in datasets",
+            )
+            for datatype in ("FP64", "FP32")  # checked before FP32 rounds it to infinity
+        ),
+        (
+            "clf/infer",
+            {"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": [0, 0, "0.5", 0, 0, 0]}]},
+            400,
+            "inputs[0].data[2] must be a number",
+        ),
+        (
+            "clf/infer",
+            {"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": [[0, 0, 0, 0, 0, True]]}]},
+            400,
+            "inputs[0].data[0][5] must be a number",
+        ),
+        (
+            "clf/infer",
+            {"inputs": [{"name": "input-0", "shape": [True, 6], "datatype": "FP64", "data": [0] * 6}]},
+            400,
+            "inputs[0].shape[0] must be an integer",
+        ),
     ],
 )
 def test_errors_have_the_protocol_shape(client, models, path, body, status, words):
@@ -172,7 +204,9 @@ def test_bodies_that_are_not_json_or_not_finite(client, models):
     """Errors say what is wrong in the protocol's terms, never with the JSON parser's own text."""
     headers = {"content-type": "application/json"}
     r = client.post("/v2/models/clf/infer", content=b"{", headers=headers)
-    assert r.status_code == 400 and r.json() == {"error": "the body is not JSON: invalid JSON at line 1, column 2"}
+    assert r.status_code == 400 and r.json() == {
+        "error": "the body is not JSON: it ends at line 1, column 2, before the JSON is complete"
+    }
     nan = b'{"inputs": [{"name": "input-0", "shape": [1, 6], "datatype": "FP64", "data": [NaN, 0, 0, 0, 0, 0]}]}'
     r = client.post("/v2/models/clf/infer", content=nan, headers=headers)
     assert r.status_code == 400 and "JSON has no NaN or Infinity" in r.json()["error"]
@@ -194,6 +228,41 @@ def test_bodies_that_are_not_json_or_not_finite(client, models):
         "error": "inputs[0].name is required (and 2 more faults)"
     }
     assert client.get("/v2/models/nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body,error",
+    [
+        (b'{"inputs": [}', "the body is not JSON: unexpected '}' at line 1, column 13"),
+        (b'{"inputs" []}', "the body is not JSON: unexpected '[' at line 1, column 11"),
+        (b'{"inputs": [], "id": tru}', "the body is not JSON: unexpected 'tru' at line 1, column 22"),
+        (
+            b'{"inputs": [\n  1e400]}',
+            "the body is not JSON: the number 1e400 at line 2, column 3 is too large "
+            "(every value must be a finite number)",
+        ),
+        (b'{"inputs": [\x01]}', "the body is not JSON: unexpected byte 0x01 at line 1, column 13"),
+        (b'{"inputs": [', "the body is not JSON: it ends at line 1, column 13, before the JSON is complete"),
+    ],
+)
+def test_a_body_that_is_not_json_is_told_in_the_services_words(client, models, caplog, body, error):
+    """Issue 24 item 4: the error says what is wrong and where, in the service's words; the JSON
+    parser's own text ("unexpected character: line 1 column 2 (char 1)") is in the log only."""
+    for _ in range(2):  # the route, then the fast path with the reference resolved
+        with caplog.at_level("INFO", logger="labelserve.api"):
+            r = client.post("/v2/models/clf/infer", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json() == {"error": error}
+        assert "(char " not in error and "unexpected character" not in error  # orjson's phrases
+        [parsed] = {record.parser for record in caplog.records if record.getMessage() == "inference body is not JSON"}
+        assert "(char " in parsed  # orjson's text, with its line, column and character offset
+        caplog.clear()
+    framed = client.post(
+        "/v2/models/clf/infer", content=b'{"inputs" []}' + b"\0" * 8, headers={"inference-header-content-length": "13"}
+    )
+    assert framed.json() == {
+        "error": "the first 13 bytes of the body (Inference-Header-Content-Length) are not a JSON inference request: "
+        "unexpected '[' at line 1, column 11"
+    }
 
 
 def framed(X: np.ndarray, datatype: str = "FP64", **request: object) -> tuple[bytes, dict[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.api.gate import INVALID, MISSING, RequestGate
+from app.api.gate import INVALID, MISSING, RequestGate, content_type_refusal
 from app.config import Settings
 
 
@@ -39,3 +39,17 @@ def test_admits_only_what_both_layers_would_let_through(tmp_path):
     assert not gate.admits("/predict", [(b"x-api-key", b"wrong")], b"10")
     assert gate.admits("/health", [], b"10")
     assert gate.too_large == "request body larger than LABELSERVE_MAX_UPLOAD_MB (1 MB)"
+
+
+def test_two_content_types_are_not_admitted(tmp_path):
+    """Which of two Content-Types describes the body is ambiguous: the fast path leaves such a
+    request to ``UploadLimit``, which refuses it (400)."""
+    gate = _gate(tmp_path, api_key="")
+    one = [(b"content-type", b"application/json")]
+    assert gate.admits("/predict", one, b"10") and content_type_refusal(one) is None
+    two = [*one, (b"content-type", b"text/plain")]
+    assert not gate.admits("/predict", two, b"10")
+    assert content_type_refusal(two) == (
+        "Content-Type: the request has 2 Content-Type headers (application/json, text/plain); "
+        "send one, the media type of the body"
+    )
