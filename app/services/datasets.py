@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from app.suggest import did_you_mean
 
 # how many ids an ambiguous dataset name lists
 _NAMED_SAME = 5
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what upload_options refuses in a dataset name
 # how many stored names a "did you mean" compares an unknown dataset name with
 _SUGGESTED_FROM = 10_000
 # extensions kept as the dataset's ``format`` when the format was detected from the file name
@@ -219,6 +221,8 @@ def get_dataset(session: Session, ref: str, *, loc: tuple[str, ...] = ("path", "
     their ids; an unknown one NotFound with the closest stored name, both located at ``loc`` (the
     path, or the body field naming it). Names are only looked up when ``ref`` is not an id.
     """
+    if _CONTROL.search(ref):  # no id or name holds one (uploads refuse them; PostgreSQL cannot compare a NUL)
+        raise NotFound(f"dataset {ref!r} not found: ids and names have no control characters", loc=loc)
     row = session.get(Dataset, ref)
     if row is not None:
         return row

@@ -323,3 +323,16 @@ def test_split_refusals(client):
     r = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 1.5})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_fraction"]
     assert client.post("/datasets/nope/split", json={}).status_code == 404
+
+
+def test_a_dataset_reference_with_a_nul_is_not_found_on_either_database(client, multilabel_dataset):
+    """PostgreSQL cannot compare a string holding NUL (schemathesis: POST /compare answered 500);
+    no id or name holds a control character, so such a reference is refused before any query."""
+    for method, path, body in (
+        ("post", "/compare", {"dataset_id": "x\u00c7\u0000", "cv": 2}),
+        ("post", "/train", {"method": "br", "dataset_id": "a\u0000", "model_name": "m"}),
+        ("get", "/datasets/a%00b", None),
+    ):
+        r = client.request(method, path, json=body)
+        assert r.status_code == 404, (path, r.text)
+        assert "control characters" in r.json()["detail"]
