@@ -7,8 +7,8 @@ per-label probabilities; the label set is every label above one threshold learne
 out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``; a float keeps ``p > threshold``).
 
 The fitted coefficients are stacked into one (q, d) matrix, so prediction is one matrix product
-and a sigmoid whatever q is. The per-label fits are independent: ``n_jobs`` threads fit them
-side by side, on a CSR copy of the features when they are sparse (``app.methods.per_label``).
+and a sigmoid whatever q is. The per-label fits are independent: ``n_jobs`` worker processes fit
+them side by side, on a CSR copy of the features when they are sparse (``app.methods.per_label``).
 Each fit uses one BLAS thread: each problem is too small to gain from more, and BLAS threads
 competing for the cores of a busy machine made them 20 times slower (Yahoo Arts: 2.2 s instead
 of 0.11 s per label). A label that is constant in the training data (never or always
@@ -40,7 +40,8 @@ class BRParams(MethodParams):
         "minmax", description="Scale features to [0, 1] on the training set first (part of the model)."
     )
     n_jobs: int | None = Field(
-        None, description="Threads fitting labels side by side (None = 1, -1 = all cores); results do not depend on it."
+        None,
+        description="Worker processes fitting labels side by side (None = 1, -1 = all cores); results do not depend on it.",
     )
     threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 

@@ -14,7 +14,7 @@ nothing, and predicted with their constant.
 Fitting is scikit-learn's ``ClassifierChain`` (``cv=None``) unrolled: the chain's order is
 ``RandomState(seed).permutation`` of the varying labels, as scikit-learn draws it, and link t is
 a ``LogisticRegression`` on the features plus the true labels before it. Given the true labels
-a chain's m links are independent problems, fitted side by side by ``n_jobs`` threads (one
+a chain's m links are independent problems, fitted side by side by ``n_jobs`` worker processes (one
 chain after the other, so one chain's n x (d + m) matrix is held at a time), on CSR copies when
 the features are sparse
 (``app.methods.per_label``; one BLAS thread each, for the reason given in ``app.methods.br``).
@@ -49,7 +49,8 @@ class ECCParams(MethodParams):
     )
     random_state: int | None = Field(0, description="Chain i's label order is seeded random_state + i.")
     n_jobs: int | None = Field(
-        None, description="Threads fitting links side by side (None = 1, -1 = all cores); results do not depend on it."
+        None,
+        description="Worker processes fitting links side by side (None = 1, -1 = all cores); results do not depend on it.",
     )
     threshold: ThresholdParam = Field("cv", description=THRESHOLD_DOC)
 

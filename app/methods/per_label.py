@@ -1,11 +1,15 @@
 """Independent logistic regressions fitted side by side: BR's labels, ECC's chain links.
 
 Each problem is one scikit-learn ``LogisticRegression`` (L-BFGS) on the first ``width`` columns
-of a design matrix and one 0/1 target. The problems share nothing, so ``n_jobs`` threads fit
-them at once; the results do not depend on ``n_jobs`` (L-BFGS is deterministic). Threads rather
-than processes: the design matrix is shared without a copy, and the loss and gradient of
-scikit-learn's L-BFGS run in compiled code without the GIL (BR on bibtex, two threads: see
-``docs/scaling.md``).
+of a design matrix and one 0/1 target. The problems share nothing, so with ``n_jobs`` > 1 they
+are fitted in ``n_jobs`` forked worker processes; the results do not depend on ``n_jobs``
+(L-BFGS is deterministic; equality tested). Processes rather than threads: a fit on sparse
+data is short (bibtex: 159 labels of about 10 ms each) and most of it is Python-level code
+holding the GIL (scipy's L-BFGS driver, scikit-learn's checks and loss wrappers), so two threads
+mostly took turns: 1.03-1.30x on two free cores, against 1.6-1.9x for two processes
+(``docs/scaling.md``). The workers are forked, so they start in milliseconds and read the
+design matrix copy-on-write, without pickling it. Where a fork is not available (no ``fork``
+start method, or a process that may not have children) the fits run in threads instead.
 
 Sparse input. The design matrix is a CSR copy of ``X`` when at most ``SPARSE_DENSITY`` of its
 entries are non-zero: the same L-BFGS then costs matrix products over the non-zeros only. On
@@ -13,14 +17,20 @@ bibtex (1,836 binary features, 3.7% non-zero) 20 labels took 1.8 s instead of 13
 identical average precision; liblinear took 3.2-4.7 s (and penalises the intercept, a different
 model), saga 90 s (benchmark in ``docs/scaling.md``).
 
-BLAS runs with one thread (the reason is in ``app.methods.br``); ``progress`` is called from the
-calling thread only, after each finished problem, so a ``JobCancelled`` it raises stops the fits
-at a safe point.
+BLAS runs with one thread (the reason is in ``app.methods.br``; forked workers inherit the
+limit); ``progress`` is called from the calling thread only, after each finished problem (each
+finished chunk of problems with processes), so a ``JobCancelled`` it raises stops the fits at a
+safe point.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import multiprocessing
+import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -34,6 +44,12 @@ from app.methods.numerics import effective_jobs
 
 #: largest share of non-zero entries at which the fits run on a CSR copy of the features
 SPARSE_DENSITY = 0.1
+
+#: chunks of problems per worker process: progress and cancelling come between chunks, and
+#: uneven fits (iterations differ from label to label) even out over several chunks
+CHUNKS_PER_PROCESS = 8
+
+log = logging.getLogger(__name__)
 
 #: the features as the fits take them: dense, or CSR when sparse enough
 Design: TypeAlias = np.ndarray | sparse.csr_matrix
@@ -73,6 +89,72 @@ def _fit_one(problem: Problem, C: float, max_iter: int, class_weight: Literal["b
     return Fitted(np.asarray(lr.coef_[0]), float(lr.intercept_[0]), int(lr.n_iter_[0]))
 
 
+#: what forked workers fit, by call: set before the workers are forked, so they inherit it
+_CALLS: dict[int, tuple[Sequence[Problem], float, int, Literal["balanced"] | None]] = {}
+_call_ids = itertools.count()
+
+
+_Chunk: TypeAlias = tuple[list[tuple[int, Fitted]], list[tuple[type[Warning], str]]]
+
+
+def _fit_chunk(call: int, indices: list[int]) -> _Chunk:
+    """The fits of ``indices`` in a worker, and the warnings they raised (a job records the
+    warnings of its process, which a worker's would not reach: the caller raises them again)."""
+    problems, C, max_iter, class_weight = _CALLS[call]
+    with warnings.catch_warnings(record=True) as caught:
+        fitted = [(i, _fit_one(problems[i], C, max_iter, class_weight)) for i in indices]
+    return fitted, [(w.category, str(w.message)) for w in caught]
+
+
+def _fit_in_processes(
+    problems: Sequence[Problem],
+    jobs: int,
+    C: float,
+    max_iter: int,
+    class_weight: Literal["balanced"] | None,
+    report: Callable[[float], None],
+) -> list[Fitted] | None:
+    """The fits in ``jobs`` forked processes, or None where this process cannot fork workers.
+
+    A worker killed meanwhile (out of memory) fails the call with ``BrokenProcessPool``, never a
+    wait without end; leaving early (a ``JobCancelled`` from ``report``) drops the chunks not
+    started and waits for the running ones, at most one chunk each.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    call = next(_call_ids)
+    _CALLS[call] = (problems, C, max_iter, class_weight)
+    chunks = min(len(problems), jobs * CHUNKS_PER_PROCESS)
+    parts = [list(range(c, len(problems), chunks)) for c in range(chunks)]  # interleaved: even costs
+    out: list[Fitted | None] = [None] * len(problems)
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            try:
+                pending: set[Future[_Chunk]] = {pool.submit(_fit_chunk, call, p) for p in parts}
+            except (AssertionError, OSError) as exc:  # e.g. a daemonic process may not have children
+                log.debug("per-label fits in threads: no worker processes here (%s)", exc)
+                return None
+            done_count = 0
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        fitted, raised = future.result()
+                        for i, one in fitted:
+                            out[i] = one
+                        done_count += len(fitted)
+                        for category, message in raised:
+                            warnings.warn(message, category, stacklevel=2)
+                    report(done_count / len(problems))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        _CALLS.pop(call, None)
+    assert all(f is not None for f in out)
+    return [f for f in out if f is not None]
+
+
 def fit_logistic(
     problems: Sequence[Problem],
     *,
@@ -82,7 +164,8 @@ def fit_logistic(
     n_jobs: int | None = None,
     report: Callable[[float], None],
 ) -> list[Fitted]:
-    """Every problem fitted, in order; ``report(fraction done)`` after each one (calling thread)."""
+    """Every problem fitted, in order; ``report(fraction done)`` after each one or each chunk
+    (calling thread). ``n_jobs`` > 1: forked worker processes, else threads (module docstring)."""
     jobs = min(effective_jobs(n_jobs or 1), max(1, len(problems)))
     out: list[Fitted] = []
     with threadpool_limits(limits=1, user_api="blas"):
@@ -91,6 +174,9 @@ def fit_logistic(
                 out.append(_fit_one(problem, C, max_iter, class_weight))
                 report(len(out) / len(problems))
             return out
+        forked = _fit_in_processes(problems, jobs, C, max_iter, class_weight, report)
+        if forked is not None:
+            return forked
         with Parallel(n_jobs=jobs, prefer="threads", return_as="generator") as parallel:
             for fitted in parallel(delayed(_fit_one)(p, C, max_iter, class_weight) for p in problems):
                 out.append(fitted)
