@@ -199,6 +199,12 @@ class TrainRequest(Strict):
     feature_selector: FeatureSelection | None = Field(
         None, description="classifiers: train on the features a selector model chose"
     )
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> TrainRequest:
@@ -218,6 +224,12 @@ class CompareRequest(Strict):
     cv: int = Field(5, ge=2, le=20, description="folds of the cross-validation")
     random_state: int | None = Field(
         None, ge=0, le=2**32 - 1, description="seed of the folds and the methods (drawn and recorded when omitted)"
+    )
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
     )
 
 
@@ -267,6 +279,11 @@ class JobOut(BaseModel):
         description="the seed the job runs with (auto: its folds and candidates, fixed at 0 unless the request gave "
         "one; a method: its random_state, drawn when omitted): the same request with this seed does the same; "
         "null when the job has none",
+    )
+    max_seconds: float | None = Field(
+        None,
+        description="the request's own time limit in seconds (max_seconds); null when it gave none (the server's "
+        "LABELSERVE_MAX_JOB_SECONDS, if set, still applies)",
     )
 
 

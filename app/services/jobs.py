@@ -8,8 +8,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.core import Core
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.jobs.base import JobRunner, JobStatus
 from app.jobs.queue import cancel, wait_for
 from app.orm import Job
@@ -40,7 +41,24 @@ def job_out(job: Job, queue_position: int | None = None) -> JobOut:
         result_url=result_url,
         queue_position=queue_position if status is JobStatus.QUEUED else None,
         random_state=_seed(job.request),
+        max_seconds=job.request.get("max_seconds"),
     )
+
+
+def time_limit(settings: Settings, requested: float | None) -> float | None:
+    """The request's ``max_seconds``, checked against the server's ``LABELSERVE_MAX_JOB_SECONDS``.
+
+    A larger one is refused rather than clamped: a client that asked for an hour and silently got
+    ten minutes would read the failed job as its own fault.
+    """
+    server = settings.max_job_seconds
+    if requested is not None and server is not None and requested > server:
+        raise InvalidInput(
+            f"{requested:g} s exceeds the server's job time limit of {server:g} s (LABELSERVE_MAX_JOB_SECONDS); "
+            f"give at most {server:g}, or omit it",
+            loc=("body", "max_seconds"),
+        )
+    return requested
 
 
 def _seed(request: dict[str, Any]) -> int | None:

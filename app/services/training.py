@@ -33,7 +33,7 @@ from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
-from app.services.jobs import job_out
+from app.services.jobs import job_out, time_limit
 from app.services.registry import resolve_version
 from app.store import Store
 from app.suggest import did_you_mean
@@ -52,8 +52,9 @@ def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
     """Check the request and queue its training job (inline data must fit in the dataset limits,
     the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``)."""
     budget = memory.budget_of(core.settings)
+    max_seconds = time_limit(core.settings, body.max_seconds)
     plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
-    return job_out(enqueue(session, core.runner, plan))
+    return job_out(enqueue(session, core.runner, plan.model_copy(update={"max_seconds": max_seconds})))
 
 
 def prepare(
