@@ -22,7 +22,6 @@ from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
 from app.jobs.base import JobStatus
 from app.jobs.payloads import ComparePayload
-from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.observability import Metrics
@@ -33,7 +32,7 @@ from app.registry import ModelCache
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
-from app.services.jobs import job_out, time_limit
+from app.services.jobs import queue_job, time_limit
 from app.services.registry import load_served, method_of, resolve_version
 from app.store import Store
 
@@ -61,7 +60,7 @@ def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
         random_state=body.random_state,
         max_seconds=max_seconds,
     )
-    return job_out(enqueue(session, core.runner, payload))
+    return queue_job(session, core, payload)
 
 
 def report_file(session: Session, store: Store, job_id: str) -> Path:

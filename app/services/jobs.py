@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
+from app.jobs import queue
 from app.jobs.base import JobRunner, JobStatus
+from app.jobs.payloads import JobPayload
 from app.jobs.queue import cancel, wait_for
 from app.orm import Job
 from app.schemas import JobOut, ModelPointer, Page
@@ -43,6 +46,32 @@ def job_out(job: Job, queue_position: int | None = None) -> JobOut:
         random_state=_seed(job.request),
         max_seconds=job.request.get("max_seconds"),
     )
+
+
+def submitter(settings: Settings) -> str | None:
+    """The fingerprint recorded on the jobs a caller queues: the first 16 hex digits of the sha256
+    of the API key (never the key itself); None when the server has no key.
+
+    The server admits only callers holding ``LABELSERVE_API_KEY``, so the key a submit came with
+    is the configured one (the dashboard's cookie carries the same).
+    """
+    return hashlib.sha256(settings.api_key.encode()).hexdigest()[:16] if settings.api_key else None
+
+
+def check_room(session: Session, core: Core) -> None:
+    """Refuse (429) before any work a submit whose caller already has the most jobs queued
+    (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks again with its insert."""
+    queue.check_room(session, submitter(core.settings), core.settings.max_queued_jobs_per_key)
+
+
+def queue_job(session: Session, core: Core, payload: JobPayload) -> JobOut:
+    """Queue a job for the caller: refused (429, nothing stored) when it already has
+    ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY`` jobs queued; counted and inserted in one transaction."""
+    settings = core.settings
+    job = queue.enqueue(
+        session, core.runner, payload, submitter=submitter(settings), max_queued=settings.max_queued_jobs_per_key
+    )
+    return job_out(job)
 
 
 def time_limit(settings: Settings, requested: float | None) -> float | None:

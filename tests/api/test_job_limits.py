@@ -1,13 +1,19 @@
 """Limits on what one request may ask of the job machinery (issue 24): a job's own time limit
-(``max_seconds``), over HTTP on SQLite and PostgreSQL."""
+(``max_seconds``) and the jobs one API key may have queued, over HTTP on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from app.config import Settings
+from app.db import Database
 from app.main import create_app
-from tests.helpers import make_multilabel, upload_csv, wait_status
+from app.orm import Job
+from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
 
 
 def test_a_training_past_its_own_max_seconds_fails_naming_it(client: TestClient):
@@ -53,3 +59,39 @@ def test_max_seconds_beyond_the_servers_limit_is_refused_and_nothing_is_queued(s
         r = client.post("/train", json=train | {"max_seconds": 5})
         assert r.status_code == 202, r.text
         wait_status(client, r.json()["job_id"], ("succeeded",))
+
+
+def test_a_key_with_the_most_jobs_queued_is_refused_429_and_nothing_is_stored(settings: Settings):
+    # nothing bounded the queue: one client could queue thousands of jobs ahead of everyone else
+    key = "s3cret-key"
+    limited = {"api_key": key, "max_queued_jobs_per_key": 2, "batch_job_rows": 10}
+    with TestClient(create_app(settings.model_copy(update=limited)), headers={"X-API-Key": key}) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        train(client, "mlknn", dataset["id"], "clf", k=3)  # the model of the batch prediction below
+        running = long_job(client, dataset["id"], "first")  # holds the one training process
+        wait_status(client, running, ("running",))
+        compare = {"dataset_id": dataset["id"], "methods": ["br"], "cv": 2}
+        with ThreadPoolExecutor(4) as pool:  # at the bound at once: the count and the insert are one transaction
+            answers = list(pool.map(lambda _: client.post("/compare", json=compare), range(4)))
+        assert sorted(a.status_code for a in answers) == [202, 202, 429, 429], [a.text for a in answers]
+        refused = next(a for a in answers if a.status_code == 429)
+        assert refused.headers["Retry-After"].isdigit()
+        assert "LABELSERVE_MAX_QUEUED_JOBS_PER_KEY=2" in refused.json()["detail"], refused.text
+        jobs_before = client.get("/jobs").json()["items"]
+        datasets_before = client.get("/datasets").json()["items"]
+        inline = {"X": X.tolist(), "Y": Y.tolist()}
+        for route, body in (
+            ("/train", {"method": "br", "data": inline, "model_name": "inline"}),  # its data are not stored either
+            ("/predict", {"model": "clf", "dataset_id": dataset["id"]}),  # 30 rows > 10: a batch job
+        ):
+            r = client.post(route, json=body)
+            assert r.status_code == 429 and "Retry-After" in r.headers, r.text
+        assert [job["id"] for job in client.get("/jobs").json()["items"]] == [job["id"] for job in jobs_before]
+        assert client.get("/datasets").json()["items"] == datasets_before
+        for job in jobs_before:
+            if job["status"] in ("queued", "running"):
+                client.delete(f"/jobs/{job['id']}")
+    with Database(settings.resolved_database_url).reading() as session:
+        submitters = set(session.scalars(select(Job.submitter)))
+    assert submitters == {hashlib.sha256(key.encode()).hexdigest()[:16]}  # a fingerprint, never the key

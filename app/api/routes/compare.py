@@ -13,7 +13,7 @@ from app.services import comparison
 router = APIRouter(tags=["comparison"])
 
 
-@router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422))
+@router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422, 429))
 async def compare(body: CompareRequest, session: SessionDep, core: CoreDep) -> JobOut:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
     return await run_in_threadpool(comparison.submit, session, core, body)

@@ -23,7 +23,13 @@ router = APIRouter(tags=["prediction"])
     response_model=PredictResponse,
     response_model_exclude_none=True,
     responses=responses(
-        404, 409, 400, 413, 422, success={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}}
+        404,
+        409,
+        400,
+        413,
+        422,
+        429,
+        success={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}},
     ),
 )
 async def predict(

@@ -22,7 +22,13 @@ router = APIRouter(tags=["training"])
     status_code=202,
     response_model=TrainAccepted,
     responses=responses(
-        404, 409, 400, 413, 422, success={200: {"model": JobOut, "description": "?wait=true: the job once it ended"}}
+        404,
+        409,
+        400,
+        413,
+        422,
+        429,
+        success={200: {"model": JobOut, "description": "?wait=true: the job once it ended"}},
     ),
 )
 async def train(
