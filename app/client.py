@@ -128,7 +128,11 @@ class Client:
     # plumbing -------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Send one request; raise :class:`ApiError` unless the status is 2xx."""
-        response = self.http.request(method, path, **kwargs)
+        return self._checked(method, path, self.http.request(method, path, **kwargs))
+
+    @staticmethod
+    def _checked(method: str, path: str, response: httpx.Response) -> httpx.Response:
+        """``response`` if its status is 2xx, else :class:`ApiError`."""
         if response.is_success:
             return response
         try:
@@ -271,13 +275,18 @@ class Client:
         Each request is a long poll (``GET /jobs/{id}?wait=poll``): the server answers as soon as
         the job ends, else after ``poll`` seconds with its progress, which ``on_update`` sees (a
         progress display hangs off it). Raises ``TimeoutError`` when ``timeout`` seconds pass
-        first; the job keeps running.
+        first; the job keeps running. A server holding its most waiting requests answers 429
+        (``LABELSERVE_MAX_WAITERS``): the next request goes after its ``Retry-After``.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             hold = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             asked = time.monotonic()
-            job = self._json("GET", f"/jobs/{job_id}", params={"wait": hold}, timeout=self._read_timeout(hold))
+            response = self.http.get(f"/jobs/{job_id}", params={"wait": hold}, timeout=self._read_timeout(hold))
+            if response.status_code == 429 and (deadline is None or time.monotonic() < deadline):
+                time.sleep(float(response.headers.get("Retry-After", poll)))
+                continue
+            job = self._checked("GET", f"/jobs/{job_id}", response).json()
             if on_update is not None:
                 on_update(job)
             if job["status"] in TERMINAL_STATUSES:

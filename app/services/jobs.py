@@ -131,6 +131,18 @@ def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
 async def await_job(core: Core, job_id: str, timeout: float) -> JobOut:
     """The job once it has ended, or as it is when ``timeout`` seconds have passed (0: at once).
 
+    A request that waits takes one of the process's ``LABELSERVE_MAX_WAITERS`` places (429 when
+    none is free); one answered at once parks nothing and needs none.
+    """
+    if timeout <= 0:
+        return await job_when_ended(core, job_id, 0)
+    with core.runner.events.admitted():
+        return await job_when_ended(core, job_id, timeout)
+
+
+async def job_when_ended(core: Core, job_id: str, timeout: float) -> JobOut:
+    """``await_job`` for a caller that holds its waiting place already (``POST /train?wait=true``).
+
     The end is learnt from the runner's notification as soon as it is committed (see
     ``app.jobs.events``), not from polling.
     """

@@ -13,6 +13,7 @@ leaves nothing behind.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
-from app.services.jobs import check_room, queue_job, time_limit
+from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
 from app.services.registry import resolve_version
 from app.store import Store
 from app.suggest import did_you_mean
@@ -57,6 +58,17 @@ def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
     check_room(session, core)
     plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
     return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}))
+
+
+async def submit_and_wait(session: Session, core: Core, body: TrainRequest, timeout: float) -> JobOut:
+    """``POST /train?wait=true``: queue the training and answer once it ended (or ``timeout`` passed).
+
+    The waiting place (``LABELSERVE_MAX_WAITERS``) is taken before the job is queued: refused
+    then (429), the request queued nothing and can be sent again as it is.
+    """
+    with core.runner.events.admitted():
+        job = await asyncio.to_thread(submit, session, core, body)
+        return await job_when_ended(core, job.id, timeout)
 
 
 def prepare(

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from app.client import Client
 from app.config import Settings
 from app.db import Database
 from app.main import create_app
@@ -95,3 +98,36 @@ def test_a_key_with_the_most_jobs_queued_is_refused_429_and_nothing_is_stored(se
     with Database(settings.resolved_database_url).reading() as session:
         submitters = set(session.scalars(select(Job.submitter)))
     assert submitters == {hashlib.sha256(key.encode()).hexdigest()[:16]}  # a fingerprint, never the key
+
+
+# the Python client sets each long poll's read timeout; Starlette's TestClient has none to set
+@pytest.mark.filterwarnings("ignore:You should not use the 'timeout' argument")
+def test_waiters_beyond_the_bound_are_refused_429_and_queue_nothing(settings: Settings):
+    # 300 concurrent long polls slowed every other route 35x: nothing bounded the parked waiters
+    with TestClient(create_app(settings.model_copy(update={"max_waiters": 2}))) as client:
+        events = client.app.state.core.runner.events  # type: ignore[attr-defined]
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        running = long_job(client, dataset["id"], "endless")
+        with ThreadPoolExecutor(2) as pool:
+            parked = [pool.submit(client.get, f"/jobs/{running}", params={"wait": 60}) for _ in range(2)]
+            deadline = time.monotonic() + 30
+            while events.waiting() < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            r = client.get(f"/jobs/{running}", params={"wait": 5})
+            assert r.status_code == 429 and r.headers["Retry-After"].isdigit(), r.text
+            assert "LABELSERVE_MAX_WAITERS=2" in r.json()["detail"], r.text
+            body = {"method": "mlknn", "dataset_id": dataset["id"], "model_name": "m"}
+            r = client.post("/train", params={"wait": "true"}, json=body)
+            assert r.status_code == 429 and "Retry-After" in r.headers, r.text
+            assert [job["id"] for job in client.get("/jobs").json()["items"]] == [running]  # nothing queued
+            assert client.get(f"/jobs/{running}").status_code == 200  # no wait: no place needed
+            with ThreadPoolExecutor(1) as waiting:  # the Python client waits on: it retries after Retry-After
+                followed = waiting.submit(Client(http=client).wait, running, poll=1.0)
+                time.sleep(0.5)
+                client.delete(f"/jobs/{running}")
+                assert [f.result().json()["status"] for f in parked] == ["cancelled", "cancelled"]
+                assert followed.result(timeout=30)["status"] == "cancelled"
+        job = client.post("/train", params={"wait": "true"}, json=body).json()  # the places are free again
+        assert job["status"] == "succeeded", job

@@ -12,7 +12,7 @@ from app.api import examples
 from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
 from app.schemas import JobOut, TrainAccepted, TrainRequest
-from app.services import jobs, training
+from app.services import training
 
 router = APIRouter(tags=["training"])
 
@@ -39,10 +39,8 @@ async def train(
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
+    if wait:
+        finished = await training.submit_and_wait(session, core, body, timeout)
+        return JSONResponse(finished.model_dump(mode="json"), status_code=200)
     job = await run_in_threadpool(training.submit, session, core, body)
-    if not wait:
-        return TrainAccepted(
-            job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}", random_state=job.random_state
-        )
-    finished = await jobs.await_job(core, job.id, timeout)
-    return JSONResponse(finished.model_dump(mode="json"), status_code=200)
+    return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}", random_state=job.random_state)
