@@ -235,11 +235,14 @@ class Client:
         params: dict[str, Any] | None = None,
         random_state: int | None = None,
         feature_selector: dict[str, Any] | None = None,
+        max_seconds: float | None = None,
     ) -> Json:
-        """Queue a training; returns ``{"job_id", "status", "status_url"}`` (see :meth:`wait`).
+        """Queue a training; returns the queued job: its record (as :meth:`job` shows it) with
+        ``job_id`` and ``status_url``, the answer of every route that queues a job (see :meth:`wait`).
 
         Instead of a stored ``dataset_id`` (pass ``None``), ``data=(X, Y)`` sends a small dataset
         inline: arrays, sparse matrices or DataFrames (whose column names become the names).
+        ``max_seconds``: the job is failed if it runs longer (at most the server's limit).
         """
         body: dict[str, Any] = {"method": method, "model_name": model_name}
         if dataset_id is not None:
@@ -251,6 +254,8 @@ class Client:
             body["random_state"] = random_state
         if feature_selector is not None:
             body["feature_selector"] = feature_selector
+        if max_seconds is not None:
+            body["max_seconds"] = max_seconds
         return self._json("POST", "/train", json=body)
 
     def job(self, job_id: str) -> Json:
@@ -441,10 +446,12 @@ class Client:
         metric: str | None = None,
         cv: int | None = None,
         random_state: int | None = None,
+        max_seconds: float | None = None,
     ) -> Json:
-        """Queue a cross-validated comparison of methods on a dataset; returns the queued job."""
+        """Queue a cross-validated comparison of methods on a dataset; returns the queued job (its
+        record with ``job_id`` and ``status_url``, as :meth:`train` does)."""
         body: dict[str, Any] = {"dataset_id": dataset_id, "methods": None if methods is None else list(methods)}
-        options = {"metric": metric, "cv": cv, "random_state": random_state}
+        options = {"metric": metric, "cv": cv, "random_state": random_state, "max_seconds": max_seconds}
         body |= {key: value for key, value in options.items() if value is not None}
         return self._json("POST", "/compare", json=body)
 

@@ -233,17 +233,6 @@ class CompareRequest(Strict):
     )
 
 
-class TrainAccepted(BaseModel):
-    """A queued job (202): poll ``status_url`` until its status is final."""
-
-    job_id: str = Field(description="the job's id")
-    status: str = Field(description="the job's status when accepted: queued")
-    status_url: str = Field(description="where to read the job: /jobs/{job_id}")
-    random_state: int | None = Field(
-        None, description="the seed the job runs with (as GET /jobs/{job_id} shows it); null when it has none"
-    )
-
-
 class ModelPointer(BaseModel):
     """The model version a job registered (or used)."""
 
@@ -285,6 +274,19 @@ class JobOut(BaseModel):
         description="the request's own time limit in seconds (max_seconds); null when it gave none (the server's "
         "LABELSERVE_MAX_JOB_SECONDS, if set, still applies)",
     )
+
+
+class JobAccepted(JobOut):
+    """A queued job (202), the one answer of every route that queues one (``POST /train``,
+    ``POST /compare``, a batch ``POST /predict``): the job record as ``GET /jobs/{job_id}`` shows
+    it, plus ``job_id`` and ``status_url``; poll ``status_url`` until its status is final."""
+
+    job_id: str = Field(description="the job's id (the same as id)")
+    status_url: str = Field(description="where to read the job: /jobs/{job_id}")
+
+    @classmethod
+    def of(cls, job: JobOut) -> JobAccepted:
+        return cls.model_validate(job.model_dump() | {"job_id": job.id, "status_url": f"/jobs/{job.id}"})
 
 
 # registry ---------------------------------------------------------------------------------

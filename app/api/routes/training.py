@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api import examples
 from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
-from app.schemas import JobOut, TrainAccepted, TrainRequest
+from app.schemas import JobAccepted, JobOut, TrainRequest
 from app.services import training
 
 router = APIRouter(tags=["training"])
@@ -20,7 +20,7 @@ router = APIRouter(tags=["training"])
 @router.post(
     "/train",
     status_code=202,
-    response_model=TrainAccepted,
+    response_model=JobAccepted,
     responses=responses(
         404,
         409,
@@ -28,7 +28,10 @@ router = APIRouter(tags=["training"])
         413,
         422,
         429,
-        success={200: {"model": JobOut, "description": "?wait=true: the job once it ended"}},
+        success={
+            202: examples.accepted("the job, queued: poll status_url until its status is final"),
+            200: {"model": JobOut, "description": "?wait=true: the job once it ended"},
+        },
     ),
 )
 async def train(
@@ -43,4 +46,4 @@ async def train(
         finished = await training.submit_and_wait(session, core, body, timeout)
         return JSONResponse(finished.model_dump(mode="json"), status_code=200)
     job = await run_in_threadpool(training.submit, session, core, body)
-    return TrainAccepted(job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}", random_state=job.random_state)
+    return JobAccepted.of(job)
