@@ -678,13 +678,13 @@ def predict(
             top_k=top_k,
             include_scores=include_scores,
         )
-    if "job_id" in result or result.get("kind") == "predict":
+    if "job_id" in result:  # a large dataset: the queued job's answer (202)
         emit(
             result,
             as_json,
             lambda: show(
-                f"large dataset: predicted by job {result['id']}; "
-                f"follow it with labelserve jobs show {result['id']} --follow"
+                f"large dataset: predicted by job {result['job_id']}; "
+                f"follow it with labelserve jobs show {result['job_id']} --follow"
             ),
         )
         return
@@ -863,7 +863,7 @@ def compare(
     """Cross-validate methods on a dataset and print the leaderboard (best first)."""
     with connect(ctx) as client:
         accepted = client.compare(dataset, methods=method, metric=metric, cv=cv, random_state=random_state)
-        job_id = accepted.get("job_id") or accepted["id"]
+        job_id = accepted["job_id"]
         job = follow_job(client, job_id, timeout, quiet=as_json)
         if job["status"] != "succeeded":
             finish(job, as_json)

@@ -128,7 +128,11 @@ class Client:
     # plumbing -------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Send one request; raise :class:`ApiError` unless the status is 2xx."""
-        response = self.http.request(method, path, **kwargs)
+        return self._checked(method, path, self.http.request(method, path, **kwargs))
+
+    @staticmethod
+    def _checked(method: str, path: str, response: httpx.Response) -> httpx.Response:
+        """``response`` if its status is 2xx, else :class:`ApiError`."""
         if response.is_success:
             return response
         try:
@@ -231,11 +235,14 @@ class Client:
         params: dict[str, Any] | None = None,
         random_state: int | None = None,
         feature_selector: dict[str, Any] | None = None,
+        max_seconds: float | None = None,
     ) -> Json:
-        """Queue a training; returns ``{"job_id", "status", "status_url"}`` (see :meth:`wait`).
+        """Queue a training; returns the queued job: its record (as :meth:`job` shows it) with
+        ``job_id`` and ``status_url``, the answer of every route that queues a job (see :meth:`wait`).
 
         Instead of a stored ``dataset_id`` (pass ``None``), ``data=(X, Y)`` sends a small dataset
         inline: arrays, sparse matrices or DataFrames (whose column names become the names).
+        ``max_seconds``: the job is failed if it runs longer (at most the server's limit).
         """
         body: dict[str, Any] = {"method": method, "model_name": model_name}
         if dataset_id is not None:
@@ -247,6 +254,8 @@ class Client:
             body["random_state"] = random_state
         if feature_selector is not None:
             body["feature_selector"] = feature_selector
+        if max_seconds is not None:
+            body["max_seconds"] = max_seconds
         return self._json("POST", "/train", json=body)
 
     def job(self, job_id: str) -> Json:
@@ -271,13 +280,18 @@ class Client:
         Each request is a long poll (``GET /jobs/{id}?wait=poll``): the server answers as soon as
         the job ends, else after ``poll`` seconds with its progress, which ``on_update`` sees (a
         progress display hangs off it). Raises ``TimeoutError`` when ``timeout`` seconds pass
-        first; the job keeps running.
+        first; the job keeps running. A server holding its most waiting requests answers 429
+        (``LABELSERVE_MAX_WAITERS``): the next request goes after its ``Retry-After``.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             hold = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             asked = time.monotonic()
-            job = self._json("GET", f"/jobs/{job_id}", params={"wait": hold}, timeout=self._read_timeout(hold))
+            response = self.http.get(f"/jobs/{job_id}", params={"wait": hold}, timeout=self._read_timeout(hold))
+            if response.status_code == 429 and (deadline is None or time.monotonic() < deadline):
+                time.sleep(float(response.headers.get("Retry-After", poll)))
+                continue
+            job = self._checked("GET", f"/jobs/{job_id}", response).json()
             if on_update is not None:
                 on_update(job)
             if job["status"] in TERMINAL_STATUSES:
@@ -432,10 +446,12 @@ class Client:
         metric: str | None = None,
         cv: int | None = None,
         random_state: int | None = None,
+        max_seconds: float | None = None,
     ) -> Json:
-        """Queue a cross-validated comparison of methods on a dataset; returns the queued job."""
+        """Queue a cross-validated comparison of methods on a dataset; returns the queued job (its
+        record with ``job_id`` and ``status_url``, as :meth:`train` does)."""
         body: dict[str, Any] = {"dataset_id": dataset_id, "methods": None if methods is None else list(methods)}
-        options = {"metric": metric, "cv": cv, "random_state": random_state}
+        options = {"metric": metric, "cv": cv, "random_state": random_state, "max_seconds": max_seconds}
         body |= {key: value for key, value in options.items() if value is not None}
         return self._json("POST", "/compare", json=body)
 

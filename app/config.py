@@ -46,6 +46,20 @@ class Settings(BaseSettings):
         description="A running job is stopped and failed at its first progress report after this many seconds; "
         "unset: no limit",
     )
+    max_queued_jobs_per_key: int = Field(
+        20,
+        ge=0,
+        description="Most jobs queued (not yet running) under one API key; a submit beyond is refused with 429. "
+        "The server has one key, so with a key this bounds the jobs queued under it, and with none every job "
+        "queued without a key; 0: no bound",
+    )
+    max_waiters: int = Field(
+        64,
+        ge=0,
+        description="Most requests one API process holds waiting for a job's end (POST /train?wait=true, "
+        "GET /jobs/{id}?wait=); one more is refused at once with 429 and Retry-After, before it queues anything; "
+        "0: no bound",
+    )
     wait_poll_seconds: float = Field(
         2.0,
         gt=0,

@@ -55,6 +55,18 @@ class PayloadTooLarge(DomainError):
     error_type = "too_large"
 
 
+class TooManyRequests(DomainError):
+    """A bound on what one caller (or this process) may have pending is reached; the same
+    request may succeed after ``retry_after`` seconds (429, with ``Retry-After``)."""
+
+    status_code = 429
+    error_type = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after: int, loc: Sequence[str | int] = ()) -> None:
+        super().__init__(message, loc=loc)
+        self.retry_after = retry_after
+
+
 class InsufficientStorage(DomainError):
     """The store or the database has no room left to make the result durable (507)."""
 

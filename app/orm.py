@@ -178,3 +178,6 @@ class Job(Base):
     # stamped at the claim and then periodically by the process running the job, so that a
     # reaper elsewhere (another process or machine) can tell a live job from an orphaned one
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # a fingerprint of the API key the job was submitted under (never the key itself; null with
+    # no key configured): what LABELSERVE_MAX_QUEUED_JOBS_PER_KEY counts by
+    submitter: Mapped[str | None] = mapped_column(String(64))

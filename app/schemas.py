@@ -220,6 +220,12 @@ class TrainRequest(Strict):
     feature_selector: FeatureSelection | None = Field(
         None, description="classifiers: train on the features a selector model chose"
     )
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> TrainRequest:
@@ -240,16 +246,11 @@ class CompareRequest(Strict):
     random_state: Integer | None = Field(
         None, ge=0, le=2**32 - 1, description="seed of the folds and the methods (drawn and recorded when omitted)"
     )
-
-
-class TrainAccepted(BaseModel):
-    """A queued job (202): poll ``status_url`` until its status is final."""
-
-    job_id: str = Field(description="the job's id")
-    status: str = Field(description="the job's status when accepted: queued")
-    status_url: str = Field(description="where to read the job: /jobs/{job_id}")
-    random_state: int | None = Field(
-        None, description="the seed the job runs with (as GET /jobs/{job_id} shows it); null when it has none"
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
     )
 
 
@@ -289,6 +290,24 @@ class JobOut(BaseModel):
         "one; a method: its random_state, drawn when omitted): the same request with this seed does the same; "
         "null when the job has none",
     )
+    max_seconds: float | None = Field(
+        None,
+        description="the request's own time limit in seconds (max_seconds); null when it gave none (the server's "
+        "LABELSERVE_MAX_JOB_SECONDS, if set, still applies)",
+    )
+
+
+class JobAccepted(JobOut):
+    """A queued job (202), the one answer of every route that queues one (``POST /train``,
+    ``POST /compare``, a batch ``POST /predict``): the job record as ``GET /jobs/{job_id}`` shows
+    it, plus ``job_id`` and ``status_url``; poll ``status_url`` until its status is final."""
+
+    job_id: str = Field(description="the job's id (the same as id)")
+    status_url: str = Field(description="where to read the job: /jobs/{job_id}")
+
+    @classmethod
+    def of(cls, job: JobOut) -> JobAccepted:
+        return cls.model_validate(job.model_dump() | {"job_id": job.id, "status_url": f"/jobs/{job.id}"})
 
 
 # registry ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Every error answer is ``{"detail": ...}``:
 * 422 (the request's content is invalid, whether FastAPI's schema validation or a service's rule
   found it): ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}, ...]}``, FastAPI's own
   shape, with ``loc`` naming the input (``["body", "params", "k"]``, ``["query", "limit"]``).
-* every other 4xx (401, 403, 404, 405, 409, 413) and 507: ``{"detail": "message"}``, where the
+* every other 4xx (401, 403, 404, 405, 409, 413, 429 with ``Retry-After``) and 507: ``{"detail": "message"}``, where the
   message starts with the name of the body or query field at fault when there is one
   (``"dataset_id: dataset 'x' not found"``).
 
@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from app.db_errors import RETRY_AFTER_SECONDS, is_transient
-from app.errors import DomainError, InvalidFields, InvalidInput, tidy_pydantic
+from app.errors import DomainError, InvalidFields, InvalidInput, TooManyRequests, tidy_pydantic
 from app.store import DISK_FULL, is_disk_full
 
 log = logging.getLogger("labelserve.api")
@@ -64,6 +64,8 @@ _DESCRIPTIONS = {
     409: "the request clashes with the current state",
     413: "the request body is larger than LABELSERVE_MAX_UPLOAD_MB",
     422: "the request's content is invalid",
+    429: "a bound on pending work is reached (queued jobs of this API key, or waiting requests): retry after "
+    "Retry-After seconds; nothing was stored",
     503: "the database is briefly unavailable (connection lost or busy): retry after Retry-After seconds",
     507: "no room left in the store or the database",
 }
@@ -105,7 +107,8 @@ def domain_error_response(exc: DomainError) -> JSONResponse:
         return JSONResponse({"detail": _items(exc)}, status_code=exc.status_code)
     name = _field_name(exc.loc)
     message = f"{name}: {exc.message}" if name else exc.message
-    return JSONResponse({"detail": message}, status_code=exc.status_code)
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
+    return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""The request examples the interactive docs offer, one per method family and output kind.
+"""The request examples the interactive docs offer, one per method family and output kind, and
+the example of the queued-job answer (202) of every route that queues a job.
 
 They are meant to be tried in order in the Swagger UI ("Try it out") and each one succeeds:
 the inline-data trainings need nothing else; the others use the sample files shipped in
@@ -131,3 +132,39 @@ EVALUATE: dict[str, Any] = {
         "value": {"model": "shapes-ghc", "dataset_id": SHAPES_TEST, "top_k": 3},
     },
 }
+
+COMPARE: dict[str, Any] = {
+    "classifiers": {
+        "summary": "two classifiers by 2-fold cross-validation, stopped if it runs past 10 minutes",
+        "description": f"Upload samples/toy.csv with label_count=2 first ({TOY}).",
+        "value": {"dataset_id": TOY, "methods": ["br", "mlknn"], "cv": 2, "max_seconds": 600},
+    },
+}
+
+# What every route that queues a job answers (202): the job record with job_id and status_url.
+_JOB_ID = "63847eb6d1f04c4aa1a0e1a5a0b0c7f2"
+ACCEPTED: dict[str, Any] = {
+    "id": _JOB_ID,
+    "kind": "train",
+    "status": "queued",
+    "progress": 0.0,
+    "stage": "queued",
+    "method": "mlknn",
+    "dataset_id": TOY,
+    "created_at": "2026-12-03T17:40:00Z",
+    "started_at": None,
+    "finished_at": None,
+    "model": None,
+    "error": None,
+    "result_url": None,
+    "queue_position": None,
+    "random_state": 1234567,
+    "max_seconds": None,
+    "job_id": _JOB_ID,
+    "status_url": f"/jobs/{_JOB_ID}",
+}
+
+
+def accepted(description: str) -> dict[str, Any]:
+    """The 202 entry of a route's ``responses``: the one queued-job answer, with its example."""
+    return {"description": description, "content": {"application/json": {"example": ACCEPTED}}}

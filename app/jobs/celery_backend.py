@@ -179,7 +179,7 @@ class CeleryRunner:
         self._settings = celery_settings(settings)
         self._database = database
         self._celery = make_celery(self._settings)
-        self.events = JobEvents(settings.wait_poll_seconds)
+        self.events = JobEvents(settings.wait_poll_seconds, max_waiters=settings.max_waiters)
         self._announcer = job_announcer(self._settings)
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap_periodically, name="labelserve-reaper", daemon=True)

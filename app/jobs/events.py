@@ -6,6 +6,11 @@ hears comes from the job's backend: the local runner's future completing, an API
 (cancel, reaper, broker down), or for Celery a message on Redis that the worker publishes once
 its job's end is committed (``RedisJobEnded``).
 
+Each process parks at most ``max_waiters`` waiting requests (``LABELSERVE_MAX_WAITERS``): 300
+concurrent long polls slowed every other route 35x, each one a task, a registration and a read of
+its row every fallback. A request beyond them is refused at once (``admitted``: 429 with
+``Retry-After``), before it queues anything, so the same request can simply be sent again.
+
 A notification is a hint, never the truth: the row decides, and a waiter that hears nothing
 reads the row anyway every ``fallback`` seconds (``LABELSERVE_WAIT_POLL_SECONDS``). So a lost
 notification (Redis restarted, the job run by another API process's pool) costs latency, never
@@ -21,11 +26,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from app.errors import TooManyRequests
+
 log = logging.getLogger("labelserve.jobs")
 
 
 #: how often a waiter reads the row of a job that this process will not hear about
 UNHEARD_POLL_SECONDS = 0.25
+#: what a request refused for want of a waiting place is told to wait before it asks again
+WAITERS_FULL_RETRY_SECONDS = 2
 
 
 class JobEvents:
@@ -36,14 +45,37 @@ class JobEvents:
     the jobs of its own pool; a waiter on another API process of the same deployment (``serve
     --workers N`` spreads a client's connections over them) would otherwise learn of the end
     only at the next fallback read, so for those jobs the row is read every
-    ``UNHEARD_POLL_SECONDS`` (when that is sooner).
+    ``UNHEARD_POLL_SECONDS`` (when that is sooner). ``max_waiters``: how many requests may wait
+    at once (``admitted``; 0: no bound).
     """
 
-    def __init__(self, fallback: float = 2.0, hears: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, fallback: float = 2.0, hears: Callable[[str], bool] | None = None, max_waiters: int = 0) -> None:
         self.fallback = fallback
+        self.max_waiters = max_waiters
         self._hears = hears
         self._lock = threading.Lock()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._admitted = 0
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """A place for one waiting request while the block runs; ``TooManyRequests`` (429) when all
+        ``max_waiters`` places are taken. Taken by the request, not per ``listen``, so that a
+        ``POST /train?wait=true`` holds its place from before its job is queued to its answer."""
+        with self._lock:
+            if self.max_waiters and self._admitted >= self.max_waiters:
+                raise TooManyRequests(
+                    f"{self._admitted} requests are already waiting for jobs in this server process, the most "
+                    f"allowed (LABELSERVE_MAX_WAITERS={self.max_waiters}); send the request again after "
+                    "Retry-After seconds, or without wait and poll GET /jobs/{id}",
+                    retry_after=WAITERS_FULL_RETRY_SECONDS,
+                )
+            self._admitted += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._admitted -= 1
 
     @contextmanager
     def listen(self, job_id: str) -> Iterator[asyncio.Event]:

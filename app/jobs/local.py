@@ -170,7 +170,7 @@ class LocalRunner:
         self._futures: dict[str, Future[None]] = {}
         self._pending: deque[str] = deque()
         self._busy: dict[int, str] = {}  # slot index -> the job it runs
-        self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here)
+        self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here, max_waiters=settings.max_waiters)
         self._retired: list[ProcessPoolExecutor] = []
         self._slots = [self._new_slot() for _ in range(settings.workers)]
         self._stop = threading.Event()

@@ -21,6 +21,10 @@ class Payload(BaseModel):
 
     kind: ClassVar[str]
 
+    #: the request's own time limit (``max_seconds``, within the server's), carried with the job
+    #: so that whichever backend runs it stops it there (``app.jobs.work.TimeLimit``)
+    max_seconds: float | None = None
+
 
 class SelectorChoice(BaseModel):
     """Train on the ``top_k`` (or ``top_fraction`` of the) features a selector model ranks best."""

@@ -4,27 +4,62 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.db import Database
+from app.errors import TooManyRequests
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.payloads import JobPayload
 from app.orm import Job
 
+#: what a refusal for a full queue tells the client to wait: about the time a queued job takes to start
+QUEUE_FULL_RETRY_SECONDS = 10
 
-def enqueue(session: Session, runner: JobRunner, payload: JobPayload) -> Job:
-    """Commit a queued job carrying ``payload``, then hand its id to the runner.
+
+def check_room(session: Session, submitter: str | None, bound: int) -> None:
+    """Refuse (429) a new job of ``submitter`` (an API key's fingerprint; None: no key) when it
+    already has ``bound`` jobs queued (0: no bound).
+
+    The count and the insert that follows must be one write transaction, or two submits at the
+    bound both see room: on SQLite the transaction holds the write lock from its start
+    (``BEGIN IMMEDIATE``); on PostgreSQL an advisory lock of the submitter, held until the
+    transaction ends, serialises its submits.
+    """
+    if not bound:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        key = zlib.crc32(f"labelserve-queue:{submitter}".encode())
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    mine = Job.submitter.is_(None) if submitter is None else Job.submitter == submitter
+    queued = session.scalar(select(func.count()).select_from(Job).where(Job.status == JobStatus.QUEUED.value, mine))
+    if (queued or 0) >= bound:
+        whose = "this API key has" if submitter is not None else "the server has"
+        raise TooManyRequests(
+            f"{whose} {queued} jobs queued, the most allowed (LABELSERVE_MAX_QUEUED_JOBS_PER_KEY={bound}); "
+            f"retry once one has started, or cancel one (DELETE /jobs/{{id}})",
+            retry_after=QUEUE_FULL_RETRY_SECONDS,
+        )
+
+
+def enqueue(
+    session: Session, runner: JobRunner, payload: JobPayload, *, submitter: str | None = None, max_queued: int = 0
+) -> Job:
+    """Commit a queued job carrying ``payload``, then hand its id to the runner; refused (429)
+    when ``submitter`` has ``max_queued`` jobs queued already (``check_room``, in the same
+    transaction as the insert).
 
     The commit comes first: the process that picks the job up reads it from the database.
     """
-    job = transitions.create(session, payload)
+    check_room(session, submitter, max_queued)
+    job = transitions.create(session, payload, submitter)
     session.commit()
     runner.submit(job.id)
     return job

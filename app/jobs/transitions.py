@@ -55,10 +55,12 @@ def _guarded(job_ids: Iterable[str] | None, sources: Iterable[JobStatus], *when:
     return statement
 
 
-def create(session: Session, payload: JobPayload) -> Job:
-    """A new ``queued`` job carrying ``payload`` (added to the session, not committed)."""
+def create(session: Session, payload: JobPayload, submitter: str | None = None) -> Job:
+    """A new ``queued`` job carrying ``payload``, queued under the API key whose fingerprint is
+    ``submitter`` (added to the session, not committed)."""
     job = Job(
         id=uuid4().hex,
+        submitter=submitter,
         kind=payload.kind,
         status=JobStatus.QUEUED.value,
         stage="queued",

@@ -49,12 +49,34 @@ log = logging.getLogger("labelserve.jobs")
 
 
 class JobTimedOut(JobCancelled):
-    """The job ran past ``LABELSERVE_MAX_JOB_SECONDS``: it stops as a cancelled one does (every
-    layer that lets a cancellation through lets this through), then fails with ``message``."""
+    """The job ran past its time limit: it stops as a cancelled one does (every layer that lets a
+    cancellation through lets this through), then fails with ``message``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """How long a job may run, and whose limit that is (the failed job's error names it)."""
+
+    seconds: float
+    whose: str  # "the server's job" or "the request's"
+    setting: str  # what sets it: LABELSERVE_MAX_JOB_SECONDS, or the request's max_seconds
+
+    @classmethod
+    def of(cls, server: float | None, requested: float | None) -> TimeLimit | None:
+        """The tighter of the server's limit and the request's (None: neither is set).
+
+        The request's is refused at submit when it exceeds the server's, but a job queued before
+        the server's limit was lowered may still carry a larger one: the server's then applies.
+        """
+        if requested is not None and (server is None or requested < server):
+            return cls(requested, "the request's", "max_seconds")
+        if server is not None:
+            return cls(server, "the server's job", "LABELSERVE_MAX_JOB_SECONDS")
+        return None
 
 
 class JobProgress:
@@ -74,9 +96,10 @@ class JobProgress:
     memory). A thread rather than the reports stamps it, because a long step between two
     reports is no sign of death.
 
-    ``max_seconds`` (``LABELSERVE_MAX_JOB_SECONDS``): the first report after that many seconds
-    raises ``JobTimedOut``, so a 114-byte ``auto`` request cannot hold a training process for
-    twenty minutes; like cancellation, the fit stops at a report, not in the middle of a step.
+    ``limit`` (``LABELSERVE_MAX_JOB_SECONDS``, or the request's tighter ``max_seconds``): the first
+    report after that many seconds raises ``JobTimedOut``, so a 114-byte ``auto`` request cannot
+    hold a training process for twenty minutes; like cancellation, the fit stops at a report, not
+    in the middle of a step. The payload sets it once it is read (``execute_job``).
     """
 
     def __init__(
@@ -86,10 +109,10 @@ class JobProgress:
         *,
         heartbeat_seconds: float | None = None,
         interval: float = 0.25,
-        max_seconds: float | None = None,
+        limit: TimeLimit | None = None,
     ) -> None:
         self.database = database
-        self.max_seconds = max_seconds
+        self.limit = limit
         self.job_id = job_id
         self.interval = interval
         self.heartbeat_seconds = heartbeat_seconds
@@ -108,10 +131,11 @@ class JobProgress:
     def __call__(self, stage: str, fraction: float) -> None:
         if self._ended.is_set():
             raise JobCancelled(self.job_id)
-        if self.max_seconds is not None and time.monotonic() - self.started > self.max_seconds:
+        limit = self.limit
+        if limit is not None and time.monotonic() - self.started > limit.seconds:
             raise JobTimedOut(
-                f"stopped after {self.seconds():.0f} s: the server's job time limit is {self.max_seconds:g} s "
-                "(LABELSERVE_MAX_JOB_SECONDS); train on fewer rows or with a smaller search (cv, tune)"
+                f"stopped after {self.seconds():.0f} s: {limit.whose} time limit is {limit.seconds:g} s "
+                f"({limit.setting}); train on fewer rows or with a smaller search (cv, tune, methods)"
             )
         with self._lock:
             changed = stage != self._stage
@@ -211,14 +235,10 @@ def execute_job(job_id: str, core: Core) -> None:
         return
     kind, request = claimed
     extra = {"job_id": job_id, "kind": kind}
-    progress = JobProgress(
-        database,
-        job_id,
-        heartbeat_seconds=core.settings.heartbeat_seconds,
-        max_seconds=core.settings.max_job_seconds,
-    )
+    progress = JobProgress(database, job_id, heartbeat_seconds=core.settings.heartbeat_seconds)
     try:
         payload = load_payload(kind, request)
+        progress.limit = TimeLimit.of(core.settings.max_job_seconds, payload.max_seconds)
         with progress:
             if isinstance(payload, TrainPayload):
                 budget = MemoryBudget(core.settings.max_model_mb, DENSE_MAX_CELLS)

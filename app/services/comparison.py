@@ -22,7 +22,6 @@ from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
 from app.jobs.base import JobStatus
 from app.jobs.payloads import ComparePayload
-from app.jobs.queue import enqueue
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.orm import Dataset, Evaluation, Job, ModelVersion
@@ -30,13 +29,14 @@ from app.pipeline import top_features
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
-from app.services.jobs import job_out
+from app.services.jobs import queue_job, time_limit
 from app.services.registry import load_served, method_of, resolve_version
 from app.store import Store
 
 
 def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     """Check the request and queue its compare job."""
+    max_seconds = time_limit(core.settings, body.max_seconds)
     dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
     task = selection.task_of(dataset.kind)
     allowed = ("multilabel", "selection") if dataset.kind == "multilabel" else ("distribution",)
@@ -50,9 +50,14 @@ def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     if body.cv > dataset.n_samples:
         raise InvalidInput(f"cv={body.cv} exceeds the dataset's {dataset.n_samples} samples", loc=("body", "cv"))
     payload = ComparePayload(
-        dataset_id=dataset.id, methods=body.methods, metric=body.metric, cv=body.cv, random_state=body.random_state
+        dataset_id=dataset.id,
+        methods=body.methods,
+        metric=body.metric,
+        cv=body.cv,
+        random_state=body.random_state,
+        max_seconds=max_seconds,
     )
-    return job_out(enqueue(session, core.runner, payload))
+    return queue_job(session, core, payload)
 
 
 def report_file(session: Session, store: Store, job_id: str) -> Path:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.core import Core
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
+from app.jobs import queue
 from app.jobs.base import JobRunner, JobStatus
+from app.jobs.payloads import JobPayload
 from app.jobs.queue import cancel, wait_for
 from app.orm import Job
 from app.schemas import JobOut, ModelPointer, Page
@@ -40,7 +44,50 @@ def job_out(job: Job, queue_position: int | None = None) -> JobOut:
         result_url=result_url,
         queue_position=queue_position if status is JobStatus.QUEUED else None,
         random_state=_seed(job.request),
+        max_seconds=job.request.get("max_seconds"),
     )
+
+
+def submitter(settings: Settings) -> str | None:
+    """The fingerprint recorded on the jobs a caller queues: the first 16 hex digits of the sha256
+    of the API key (never the key itself); None when the server has no key.
+
+    The server admits only callers holding ``LABELSERVE_API_KEY``, so the key a submit came with
+    is the configured one (the dashboard's cookie carries the same).
+    """
+    return hashlib.sha256(settings.api_key.encode()).hexdigest()[:16] if settings.api_key else None
+
+
+def check_room(session: Session, core: Core) -> None:
+    """Refuse (429) before any work a submit whose caller already has the most jobs queued
+    (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks again with its insert."""
+    queue.check_room(session, submitter(core.settings), core.settings.max_queued_jobs_per_key)
+
+
+def queue_job(session: Session, core: Core, payload: JobPayload) -> JobOut:
+    """Queue a job for the caller: refused (429, nothing stored) when it already has
+    ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY`` jobs queued; counted and inserted in one transaction."""
+    settings = core.settings
+    job = queue.enqueue(
+        session, core.runner, payload, submitter=submitter(settings), max_queued=settings.max_queued_jobs_per_key
+    )
+    return job_out(job)
+
+
+def time_limit(settings: Settings, requested: float | None) -> float | None:
+    """The request's ``max_seconds``, checked against the server's ``LABELSERVE_MAX_JOB_SECONDS``.
+
+    A larger one is refused rather than clamped: a client that asked for an hour and silently got
+    ten minutes would read the failed job as its own fault.
+    """
+    server = settings.max_job_seconds
+    if requested is not None and server is not None and requested > server:
+        raise InvalidInput(
+            f"{requested:g} s exceeds the server's job time limit of {server:g} s (LABELSERVE_MAX_JOB_SECONDS); "
+            f"give at most {server:g}, or omit it",
+            loc=("body", "max_seconds"),
+        )
+    return requested
 
 
 def _seed(request: dict[str, Any]) -> int | None:
@@ -83,6 +130,18 @@ def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
 
 async def await_job(core: Core, job_id: str, timeout: float) -> JobOut:
     """The job once it has ended, or as it is when ``timeout`` seconds have passed (0: at once).
+
+    A request that waits takes one of the process's ``LABELSERVE_MAX_WAITERS`` places (429 when
+    none is free); one answered at once parks nothing and needs none.
+    """
+    if timeout <= 0:
+        return await job_when_ended(core, job_id, 0)
+    with core.runner.events.admitted():
+        return await job_when_ended(core, job_id, timeout)
+
+
+async def job_when_ended(core: Core, job_id: str, timeout: float) -> JobOut:
+    """``await_job`` for a caller that holds its waiting place already (``POST /train?wait=true``).
 
     The end is learnt from the runner's notification as soon as it is committed (see
     ``app.jobs.events``), not from polling.

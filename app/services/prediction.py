@@ -25,7 +25,6 @@ from sqlalchemy.orm import Session
 from app.core import Core
 from app.errors import InvalidInput, NotFound, PayloadTooLarge
 from app.jobs.payloads import BatchPredictPayload
-from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.orm import Dataset
 from app.prediction import (
@@ -39,7 +38,7 @@ from app.prediction import (
 from app.registry import Served
 from app.schemas import JobOut, PredictRequest
 from app.services.datasets import dataset_with_features
-from app.services.jobs import job_out
+from app.services.jobs import queue_job
 from app.services.registry import load_served, method_of, resolve_version_key
 
 #: a ``PredictResponse`` as plain JSON values, built directly: validating and serialising the
@@ -209,7 +208,7 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
                 format=body.format,
             )
             with core.database.session() as session:
-                return job_out(enqueue(session, core.runner, payload))
+                return queue_job(session, core, payload)
         X, _ = core.store.load_dataset(dataset.sha256)
     elif body.instances is not None:
         check_answer(len(body.instances), labels, output, body.top_k, limit)

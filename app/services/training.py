@@ -13,6 +13,7 @@ leaves nothing behind.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from dataclasses import dataclass
@@ -26,7 +27,6 @@ from app.core import Core
 from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.formats import DatasetLimits
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.jobs.queue import enqueue
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
@@ -34,7 +34,7 @@ from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
-from app.services.jobs import job_out
+from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
 from app.services.registry import resolve_version
 from app.store import Store
 from app.suggest import did_you_mean
@@ -53,10 +53,25 @@ class Prepared:
 
 def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
     """Check the request and queue its training job (inline data must fit in the dataset limits,
-    the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``)."""
+    the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``, the caller's queued jobs in
+    ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``: checked first, as inline data are stored before the
+    job is queued)."""
     budget = memory.budget_of(core.settings)
+    max_seconds = time_limit(core.settings, body.max_seconds)
+    check_room(session, core)
     plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
-    return job_out(enqueue(session, core.runner, plan))
+    return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}))
+
+
+async def submit_and_wait(session: Session, core: Core, body: TrainRequest, timeout: float) -> JobOut:
+    """``POST /train?wait=true``: queue the training and answer once it ended (or ``timeout`` passed).
+
+    The waiting place (``LABELSERVE_MAX_WAITERS``) is taken before the job is queued: refused
+    then (429), the request queued nothing and can be sent again as it is.
+    """
+    with core.runner.events.admitted():
+        job = await asyncio.to_thread(submit, session, core, body)
+        return await job_when_ended(core, job.id, timeout)
 
 
 def prepare(

@@ -300,3 +300,22 @@ def test_version_records_its_memory_estimate_beside_the_measured_peak_and_artifa
     assert abs(memory["artifact"] - size_mb) <= 0.05 + 1e-9
     if "measured_peak" in memory:  # Linux: the resident high-water mark of the fit
         assert memory["resident_peak"] >= memory["measured_peak"]
+
+
+def test_every_route_that_queues_a_job_answers_the_same_202(settings):
+    # /train answered {job_id, status, status_url, random_state} and /compare the job record (no job_id)
+    with TestClient(create_app(settings.model_copy(update={"batch_job_rows": 10}))) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        train(client, "mlknn", dataset["id"], "clf", k=3)
+        answers = {
+            "train": client.post("/train", json={"method": "br", "dataset_id": dataset["id"], "model_name": "b"}),
+            "compare": client.post("/compare", json={"dataset_id": dataset["id"], "methods": ["br"], "cv": 2}),
+            "predict": client.post("/predict", json={"model": "clf", "dataset_id": dataset["id"]}),  # 30 rows: a job
+        }
+        for kind, r in answers.items():
+            assert r.status_code == 202, (kind, r.text)
+            body = r.json()
+            assert body["job_id"] == body["id"] and body["status_url"] == f"/jobs/{body['job_id']}", body
+            assert body["kind"] == kind and body["status"] == "queued" and "random_state" in body, body
+            assert wait_status(client, body["job_id"], ("succeeded", "failed"))["status"] == "succeeded"

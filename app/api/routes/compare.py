@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 
+from app.api import examples
 from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
-from app.schemas import CompareRequest, JobOut
+from app.schemas import CompareRequest, JobAccepted
 from app.services import comparison
 
 router = APIRouter(tags=["comparison"])
 
 
-@router.post("/compare", status_code=202, response_model=JobOut, responses=responses(404, 400, 413, 422))
-async def compare(body: CompareRequest, session: SessionDep, core: CoreDep) -> JobOut:
+@router.post(
+    "/compare",
+    status_code=202,
+    response_model=JobAccepted,
+    responses=responses(
+        404,
+        400,
+        413,
+        422,
+        429,
+        success={202: examples.accepted("the compare job, queued: poll status_url until its status is final")},
+    ),
+)
+async def compare(
+    body: Annotated[CompareRequest, Body(openapi_examples=examples.COMPARE)], session: SessionDep, core: CoreDep
+) -> JobAccepted:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
-    return await run_in_threadpool(comparison.submit, session, core, body)
+    return JobAccepted.of(await run_in_threadpool(comparison.submit, session, core, body))

@@ -22,7 +22,7 @@ def list_jobs(session: ReadingDep, page: PageDep, status: JobStatus | None = Non
     return jobs.list_jobs(session, page, status)
 
 
-@router.get("/{job_id}", response_model=JobOut, responses=responses(404))
+@router.get("/{job_id}", response_model=JobOut, responses=responses(404, 429))
 async def get_job(
     job_id: JobId,
     core: CoreDep,

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from app.api import examples
 from app.api.errors import responses
 from app.core import Core
-from app.schemas import JobOut, PredictRequest, PredictResponse
+from app.schemas import JobAccepted, JobOut, PredictRequest, PredictResponse
 from app.services import prediction
 
 router = APIRouter(tags=["prediction"])
@@ -23,7 +23,13 @@ router = APIRouter(tags=["prediction"])
     response_model=PredictResponse,
     response_model_exclude_none=True,
     responses=responses(
-        404, 409, 400, 413, 422, success={202: {"model": JobOut, "description": "a large dataset, predicted as a job"}}
+        404,
+        409,
+        400,
+        413,
+        422,
+        429,
+        success={202: {"model": JobAccepted, **examples.accepted("a large dataset, predicted as a job")}},
     ),
 )
 async def predict(
@@ -39,7 +45,7 @@ async def predict(
     # them); this path resolves, reads stored datasets and shapes every error, in a worker thread.
     answer = await run_in_threadpool(_predict, body, request.app.state.core)
     if isinstance(answer, JobOut):
-        return JSONResponse(answer.model_dump(mode="json"), status_code=202)
+        return JSONResponse(JobAccepted.of(answer).model_dump(mode="json"), status_code=202)
     # the service builds the response document from checked values: serialised once, by orjson
     return Response(orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from app.api import examples
 from app.api.deps import CoreDep, SessionDep
 from app.api.errors import responses
-from app.schemas import JobOut, TrainAccepted, TrainRequest
-from app.services import jobs, training
+from app.schemas import JobAccepted, JobOut, TrainRequest
+from app.services import training
 
 router = APIRouter(tags=["training"])
 
@@ -20,9 +20,18 @@ router = APIRouter(tags=["training"])
 @router.post(
     "/train",
     status_code=202,
-    response_model=TrainAccepted,
+    response_model=JobAccepted,
     responses=responses(
-        404, 409, 400, 413, 422, success={200: {"model": JobOut, "description": "?wait=true: the job once it ended"}}
+        404,
+        409,
+        400,
+        413,
+        422,
+        429,
+        success={
+            202: examples.accepted("the job, queued: poll status_url until its status is final"),
+            200: {"model": JobOut, "description": "?wait=true: the job once it ended"},
+        },
     ),
 )
 async def train(
@@ -33,10 +42,8 @@ async def train(
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
+    if wait:
+        finished = await training.submit_and_wait(session, core, body, timeout)
+        return JSONResponse(finished.model_dump(mode="json"), status_code=200)
     job = await run_in_threadpool(training.submit, session, core, body)
-    if not wait:
-        return TrainAccepted(
-            job_id=job.id, status=job.status, status_url=f"/jobs/{job.id}", random_state=job.random_state
-        )
-    finished = await jobs.await_job(core, job.id, timeout)
-    return JSONResponse(finished.model_dump(mode="json"), status_code=200)
+    return JobAccepted.of(job)
