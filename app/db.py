@@ -27,21 +27,28 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db_errors import is_disk_full_error
+from app.errors import InsufficientStorage
 from app.migration_lock import migration_lock
+from app.spare_space import SpareSpace
+
+T = TypeVar("T")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -51,6 +58,15 @@ class SchemaNotCurrent(RuntimeError):
 
 
 READONLY = "labelserve_readonly"  # execution option of the connections of read-only sessions
+SPARE = "labelserve_spare"  # the key of a write session's ``info`` holding the database's ``SpareSpace``
+
+#: the 507 of a deletion that could not be recorded: deleting something else fails the same way
+NO_ROOM_TO_DELETE = (
+    "the disk holding the database is full, and this deletion could not be recorded even after "
+    "giving up the service's spare space; deleting other datasets or models would fail the same way. "
+    "Free space on that disk by other means (remove files that are not the service's, or enlarge the "
+    "volume), then retry"
+)
 
 
 class _WriteLocks:
@@ -126,12 +142,15 @@ class Database:
     when it begins), ``reading()`` for work that only reads (a snapshot that neither takes nor
     waits for the write lock). Neither should stay open across a computation: read what the
     work needs, close the session, compute, then open another one to record the result.
+    ``spare``: the spare space a deletion gives up on a full disk (SQLite files only; its write
+    sessions carry it in ``info``, for ``commit_deletion``).
     """
 
     def __init__(self, url: str) -> None:
         self._url = url
         engine = get_engine(url)
-        self._writer = sessionmaker(engine, expire_on_commit=False)
+        self.spare = _spare_of(url)
+        self._writer = sessionmaker(engine, expire_on_commit=False, info={SPARE: self.spare})
         self._reader = sessionmaker(engine.execution_options(**{READONLY: True}), expire_on_commit=False)
 
     @property
@@ -145,6 +164,55 @@ class Database:
     def reading(self) -> AbstractContextManager[Session]:
         """A read-only session: on SQLite a snapshot that does not take (or wait for) the write lock."""
         return _scope(self._reader)
+
+
+def _spare_of(url: str) -> SpareSpace | None:
+    """The spare file of a SQLite database file (``app.spare_space``); None for other databases,
+    whose disk is their server's to manage, and for in-memory SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database)
+    return SpareSpace(path.with_name(f"{path.name}.spare"))
+
+
+def commit_deletion(session: Session, stage: Callable[[], T], *, free_first: Callable[[T], None] | None = None) -> T:
+    """Stage a deletion (``stage()``, which may be run again) and commit it, even on a full disk.
+
+    A commit that finds the disk full is rolled back, the database's spare space is given up and
+    the deletion staged and committed again; failing that, ``free_first(staged)`` (removing the
+    deleted thing's own files, for a state the service already answers) frees what it can before a last
+    attempt. ``InsufficientStorage`` (``NO_ROOM_TO_DELETE``) when nothing made room. A cancelled
+    job is committed this way too: stopping a job is also how room is made.
+    """
+    spare = session.info.get(SPARE)
+    ways: list[Callable[[T], object]] = []
+    if isinstance(spare, SpareSpace) and spare.present():
+        ways.append(lambda _staged: spare.release())
+    if free_first is not None:
+        ways.append(free_first)
+    result = stage()
+    for make_room in [*ways, None]:
+        try:
+            session.commit()
+            return result
+        except OperationalError as exc:
+            if not is_disk_full_error(exc):
+                raise
+            session.rollback()
+        if make_room is None:
+            break
+        make_room(result)
+        result = stage()
+    raise InsufficientStorage(NO_ROOM_TO_DELETE)
+
+
+def keep_spare(session: Session) -> None:
+    """Make the database's spare again if a deletion gave it up (best effort: only when there is
+    room; the store sweep tries again)."""
+    spare = session.info.get(SPARE)
+    if isinstance(spare, SpareSpace):
+        spare.keep()
 
 
 @contextmanager

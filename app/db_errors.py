@@ -10,6 +10,7 @@ a job retries the transition that met one (``retry_transient``) instead of faili
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -40,6 +41,16 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(sqlstate, str) and sqlstate.startswith(_TRANSIENT_STATES):
         return True
     return isinstance(exc, OperationalError) and any(text in str(exc.orig).lower() for text in _SQLITE_BUSY)
+
+
+def is_disk_full_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database finding its disk full (SQLite's "database or disk is
+    full", or the driver's own ``ENOSPC``/``EDQUOT``)."""
+    original = getattr(exc, "orig", None)  # the DBAPI error inside SQLAlchemy's wrapper
+    if isinstance(original, OSError) and original.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(original or "").lower()
+    return "disk is full" in text or "no space left" in text
 
 
 def retry_transient(work: Callable[[], T], *, attempts: int = 4, pause: float = 0.5, what: str = "") -> T:

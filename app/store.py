@@ -205,6 +205,21 @@ class Store:
         if not path.exists():
             atomic_write(path, lambda fh: dataset_files.write(fh, X, Y))
 
+    def restore_dataset(self, sha256: str, X: np.ndarray | sp.csr_matrix, Y: np.ndarray) -> str | None:
+        """Write a stored dataset's arrays again when its file is missing or corrupt; what was
+        wrong with it (the ``DatasetUnavailable`` message), or None when it was sound.
+
+        The same upload again is the one way a user can hand the arrays back, so its duplicate
+        path checks the file (from ``VERIFIED`` when this process read it unchanged before; else
+        one read and hash, cheaper than the parse that came first) instead of trusting it.
+        """
+        try:
+            self._verified(sha256)
+        except DatasetUnavailable as exc:
+            atomic_write(self.dataset_path(sha256), lambda fh: dataset_files.write(fh, X, Y))
+            return exc.message
+        return None
+
     def load_stored(self, sha256: str) -> StoredArrays:
         """The arrays of a stored dataset as stored (CSR or dense features, uint8 or float64
         labels), verified; ``DatasetUnavailable`` when missing or corrupt. Each call gets its

@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from app.db_errors import RETRY_AFTER_SECONDS, is_transient
+from app.db_errors import RETRY_AFTER_SECONDS, is_disk_full_error, is_transient
 from app.errors import DomainError, InvalidFields, InvalidInput, TooManyRequests, tidy_pydantic
 from app.store import DISK_FULL, is_disk_full
 
@@ -146,7 +146,7 @@ async def storage_error(request: Request, exc: Exception) -> JSONResponse:
     """A full disk under the database or the store is a 507 saying so; a transient database
     error (``app.db_errors``) a 503 with ``Retry-After``; any other failure of the database or
     the file system stays a 500 without its internals (SQL, paths) in the body."""
-    if _disk_full(exc):
+    if is_disk_full(exc) or is_disk_full_error(exc):
         return JSONResponse({"detail": DISK_FULL}, status_code=507)
     if is_transient(exc):  # a dropped connection, a lock timeout: the same request succeeds soon
         log.warning("transient database error", exc_info=(type(exc), exc, exc.__traceback__))
@@ -157,14 +157,6 @@ async def storage_error(request: Request, exc: Exception) -> JSONResponse:
         )
     log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
     return JSONResponse({"detail": "internal error; the server log has the details"}, status_code=500)
-
-
-def _disk_full(exc: BaseException) -> bool:
-    if is_disk_full(exc):
-        return True
-    original = getattr(exc, "orig", None)  # the DBAPI error inside SQLAlchemy's wrapper
-    text = str(original or "").lower()
-    return (original is not None and is_disk_full(original)) or "disk is full" in text or "no space left" in text
 
 
 def install(api: FastAPI) -> None:

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.db import Database
+from app.db import Database, commit_deletion
 from app.errors import TooManyRequests
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
@@ -66,9 +66,10 @@ def enqueue(
 
 
 def cancel(session: Session, runner: JobRunner, job_id: str) -> bool:
-    """Mark a queued or running job cancelled and stop it; False when it had already ended."""
-    changed = transitions.cancel(session, job_id)
-    session.commit()
+    """Mark a queued or running job cancelled and stop it; False when it had already ended.
+
+    Committed even on a full disk (``commit_deletion``): stopping a job is one way to make room."""
+    changed = commit_deletion(session, lambda: transitions.cancel(session, job_id))
     if changed:
         runner.cancel(job_id)
         runner.ended(job_id)

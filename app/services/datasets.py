@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from app.config import Settings
+from app.db import commit_deletion, keep_spare
 from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
 from app.formats import (
     ConflictingOptions,
@@ -36,7 +37,7 @@ from app.jobs.base import ACTIVE
 from app.orm import Dataset, Job, ModelVersion
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
-from app.store import Store, is_disk_full
+from app.store import Store
 from app.suggest import did_you_mean
 
 # how many ids an ambiguous dataset name lists
@@ -115,8 +116,10 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
         raise
     name = request.name or _printable(request.filename or "") or "dataset"
     fmt = _format_name(request.content, request.filename, options.format)
-    row, created = store_dataset(session, store, parsed, sha256, name, fmt)
+    stored = store_dataset(session, store, parsed, sha256, name, fmt)
+    row, created = stored.row, stored.created
     out = dataset_out(row, store)
+    out.warnings = [*out.warnings, *stored.warnings()]
     if not created and row.name != name:  # the answer is the stored dataset, under its stored name
         out.warnings = [
             *out.warnings,
@@ -139,6 +142,22 @@ def _format_name(content: bytes, filename: str | None, requested: str) -> str:
     return extension if extension in _KNOWN_EXTENSIONS else detect_format(content, filename)
 
 
+@dataclass(frozen=True)
+class StoredDataset:
+    """What ``store_dataset`` did: the row, whether it was created now (False: it existed), and,
+    for one that existed, what was wrong with its stored arrays when they had to be written again."""
+
+    row: Dataset
+    created: bool
+    restored: str | None = None
+
+    def warnings(self) -> list[str]:
+        """The answer's warning about arrays written again (none for an ordinary duplicate)."""
+        if self.restored is None:
+            return []
+        return [f"{self.restored}; they have been written again, and the dataset can be used again"]
+
+
 def store_dataset(
     session: Session,
     store: Store,
@@ -148,14 +167,15 @@ def store_dataset(
     fmt: str,
     *,
     lineage: tuple[str, dict[str, Any]] | None = None,
-) -> tuple[Dataset, bool]:
-    """The dataset row for ``sha256`` and whether it was created now (False: it existed).
+) -> StoredDataset:
+    """The dataset row for ``sha256``, created now or found; a row found whose stored arrays are
+    missing or corrupt gets them written again from ``parsed`` (the same upload: the same arrays).
 
     ``lineage``: the parent's id and how this dataset was split from it (a part of a split).
     """
     existing = session.get(Dataset, dataset_id(sha256))
     if existing is not None:
-        return existing, False
+        return StoredDataset(existing, False, store.restore_dataset(sha256, parsed.X, parsed.Y))
     store.save_dataset(sha256, parsed.X, parsed.Y)
     row = Dataset(
         id=dataset_id(sha256),
@@ -176,9 +196,9 @@ def store_dataset(
         with session.begin_nested():
             session.add(row)
     except IntegrityError:  # the same upload, stored concurrently
-        return session.get_one(Dataset, dataset_id(sha256)), False
+        return StoredDataset(session.get_one(Dataset, dataset_id(sha256)), False)
     session.commit()
-    return row, True
+    return StoredDataset(row, True)
 
 
 def parse_inline(limits: DatasetLimits, data: InlineData) -> ParsedDataset:
@@ -209,8 +229,7 @@ def store_inline(session: Session, store: Store, parsed: ParsedDataset, data: In
     """Store checked inline data as a dataset, so models keep their lineage (only once the whole
     training request has been accepted: a rejected request stores nothing)."""
     digest = hashlib.sha256(data.model_dump_json().encode()).hexdigest()
-    row, _ = store_dataset(session, store, parsed, digest, "inline", "inline")
-    return row
+    return store_dataset(session, store, parsed, digest, "inline", "inline").row
 
 
 def get_dataset(session: Session, ref: str, *, loc: tuple[str, ...] = ("path", "dataset_id")) -> Dataset:
@@ -281,30 +300,24 @@ def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bo
     that reproduces them, which must be a deliberate choice. Forced or not, the versions keep its
     id and sha256 (lineage) and need nothing else from it to be read or served.
     """
-    row = get_dataset(session, dataset_id)
-    busy = session.scalars(
-        select(Job.id).where(Job.dataset_id == row.id, Job.status.in_([s.value for s in ACTIVE]))
-    ).first()
-    if busy is not None:
-        raise Conflict(f"dataset '{row.id}' is in use by job '{busy}'")
-    if not force:
-        check_no_dependents(session, row.id)
-    sha256 = row.sha256
-    session.delete(row)
-    try:
-        session.commit()
-    except OperationalError as exc:
-        if "disk is full" not in str(exc.orig) and not (exc.orig is not None and is_disk_full(exc.orig)):
-            raise
-        # On a full disk the database cannot journal the deletion (the 507 then told the user to
-        # delete things, which failed the same way): free the dataset's own bytes first, then
-        # record it. Should that fail too, the row stays, reported without storage.
-        session.rollback()
-        store.delete_dataset(sha256)
+
+    def stage() -> str:
+        row = get_dataset(session, dataset_id)
+        busy = session.scalars(
+            select(Job.id).where(Job.dataset_id == row.id, Job.status.in_([s.value for s in ACTIVE]))
+        ).first()
+        if busy is not None:
+            raise Conflict(f"dataset '{row.id}' is in use by job '{busy}'")
+        if not force:
+            check_no_dependents(session, row.id)
         session.delete(row)
-        session.commit()
-        return
+        return row.sha256
+
+    # Should even the spare not make room, the dataset's own file goes first: a row whose arrays
+    # are missing answers 409 where it is used, and uploading the same file again restores them.
+    sha256 = commit_deletion(session, stage, free_first=store.delete_dataset)
     store.delete_dataset(sha256)
+    keep_spare(session)
 
 
 def check_no_dependents(session: Session, dataset_id: str) -> None:

@@ -21,11 +21,14 @@ log = logging.getLogger("labelserve.store")
 
 
 def sweep_store(core: Core) -> int:
-    """Remove orphaned store files older than the grace period; how many were removed."""
+    """Remove orphaned store files older than the grace period; how many were removed. Also makes
+    the database's spare space (``app.spare_space``) when it is missing and there is room."""
     with core.database.reading() as session:
         datasets = set(session.scalars(select(Dataset.sha256)).all())
         artifacts = set(session.scalars(select(ModelVersion.artifact_sha256)).all())
     removed = core.store.sweep(datasets, artifacts, core.settings.sweep_grace_seconds)
+    if core.database.spare is not None:
+        core.database.spare.keep()
     if removed:
         log.info("store swept", extra={"removed": [p.name for p in removed]})
     return len(removed)

@@ -7,9 +7,12 @@ Versions are immutable: nothing here changes a version row; evaluations are stor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
+from app.db import commit_deletion, keep_spare
 from app.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.jobs.base import ACTIVE
 from app.jobs.payloads import TrainPayload
@@ -215,23 +218,36 @@ def show_version(session: Session, name: str, version: int) -> VersionOut:
 
 def delete_version(session: Session, store: Store, name: str, version: int) -> None:
     """Delete one version and the aliases pointing to it (the model and its other versions stay)."""
-    row = _version(session, name, version)
-    sha256 = row.artifact_sha256
-    session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))
-    session.delete(row)
-    notify_on_commit(session, store)
-    session.commit()
-    drop_unused_artifacts(session, store, {sha256})
+
+    def stage() -> set[str]:
+        row = _version(session, name, version)
+        session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))
+        session.delete(row)
+        return {row.artifact_sha256}
+
+    _delete(session, store, stage)
 
 
 def delete_model(session: Session, store: Store, name: str) -> None:
     """Delete a model with every version and alias."""
-    model = _model(session, name)
-    hashes = {v.artifact_sha256 for v in model.versions}
-    session.delete(model)
+
+    def stage() -> set[str]:
+        model = _model(session, name)
+        hashes = {v.artifact_sha256 for v in model.versions}
+        session.delete(model)
+        return hashes
+
+    _delete(session, store, stage)
+
+
+def _delete(session: Session, store: Store, stage: Callable[[], set[str]]) -> None:
+    """Commit a staged deletion of versions (on a full disk too: ``commit_deletion``), then drop
+    the artifacts no version uses any more. The artifacts never go first: a version left without
+    its artifact could not be served, and nothing would bring it back."""
     notify_on_commit(session, store)
-    session.commit()
+    hashes = commit_deletion(session, stage)
     drop_unused_artifacts(session, store, hashes)
+    keep_spare(session)
 
 
 def set_alias(session: Session, store: Store, name: str, alias: str, version: int) -> ModelOut:
@@ -256,12 +272,16 @@ def set_alias(session: Session, store: Store, name: str, alias: str, version: in
 
 
 def delete_alias(session: Session, store: Store, name: str, alias: str) -> None:
-    row = session.get(Alias, (name, alias))
-    if row is None:
-        raise NotFound(f"model '{name}' has no alias '{alias}'", loc=("path", "alias"))
-    session.delete(row)
+    """Remove an alias (on a full disk too: ``commit_deletion``)."""
+
+    def stage() -> None:
+        row = session.get(Alias, (name, alias))
+        if row is None:
+            raise NotFound(f"model '{name}' has no alias '{alias}'", loc=("path", "alias"))
+        session.delete(row)
+
     notify_on_commit(session, store)
-    session.commit()
+    commit_deletion(session, stage)
 
 
 def versions_trained_on(session: Session, dataset_id: str, limit: int) -> list[VersionOut]:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.formats import ParsedDataset
 from app.orm import Dataset
-from app.schemas import SplitOut, SplitRequest
+from app.schemas import DatasetOut, SplitOut, SplitRequest
 from app.services.datasets import dataset_out, get_dataset, store_dataset
 from app.splitting import split_problem, train_test_rows
 from app.store import Store
@@ -36,7 +36,7 @@ def split_dataset(session: Session, store: Store, dataset_ref: str, body: SplitR
     arrays = store.load_stored(parent.sha256)
     train, test = train_test_rows(np.asarray(arrays.Y), parent.kind, body.test_fraction, body.random_state)
     method = "iterative stratification" if parent.kind == "multilabel" else "shuffled"
-    parts: dict[str, Dataset] = {}
+    parts: dict[str, DatasetOut] = {}
     created = False
     for part, rows, name in (("train", train, body.train_name), ("test", test, body.test_name)):
         how = {"part": part, "test_fraction": body.test_fraction, "random_state": body.random_state, "method": method}
@@ -49,12 +49,14 @@ def split_dataset(session: Session, store: Store, dataset_ref: str, body: SplitR
             warnings=_missing_labels(arrays.Y[rows], parent, part),
         )
         sha256 = _part_digest(parent.sha256, how)
-        row, new = store_dataset(
+        stored = store_dataset(
             session, store, parsed, sha256, name or f"{parent.name}-{part}", parent.format, lineage=(parent.id, how)
         )
-        parts[part] = row
-        created = created or new
-    return SplitOut(train=dataset_out(parts["train"], store), test=dataset_out(parts["test"], store)), created
+        out = dataset_out(stored.row, store)
+        out.warnings = [*out.warnings, *stored.warnings()]
+        parts[part] = out
+        created = created or stored.created
+    return SplitOut(train=parts["train"], test=parts["test"]), created
 
 
 def _part_digest(parent_sha256: str, how: dict[str, Any]) -> str:

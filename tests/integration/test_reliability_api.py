@@ -492,3 +492,33 @@ def test_control_characters_in_names_are_422_on_every_database(client: TestClien
     response = client.post("/datasets", files={"file": ("d\x00.csv", b"a,l\n1,0\n2,1\n")}, data={"label_count": "1"})
     assert response.status_code in (201, 422), response.text
     assert all("\x00" not in item["name"] for item in client.get("/datasets").json()["items"])
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_uploading_the_same_file_again_restores_lost_or_corrupt_arrays(
+    client: TestClient, settings: Settings, damage: str
+) -> None:
+    # the duplicate upload answered the stored dataset (200) and left its file missing or corrupt:
+    # the dataset stayed unusable (409 on every use) with no way to hand its arrays back
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y, "lost")
+    path = Store(settings.model_dir).dataset_path(dataset["sha256"])
+    if damage == "missing":
+        path.unlink()
+    else:
+        corrupt = bytearray(path.read_bytes())
+        corrupt[len(corrupt) // 2] ^= 0xFF
+        path.write_bytes(bytes(corrupt))
+    again = client.post(
+        "/datasets",
+        files={"file": ("lost.csv", csv_bytes(X, Y), "text/csv")},
+        data={"label_count": str(Y.shape[1]), "name": "lost"},
+    )
+    assert again.status_code == 200 and again.json()["id"] == dataset["id"], again.text
+    assert any(f"stored arrays are {damage}" in w and "written again" in w for w in again.json()["warnings"])
+    assert client.get(f"/datasets/{dataset['id']}").json()["stored_bytes"] > 0
+    train(client, "mlknn", dataset["id"], "m", k=3)
+    assert client.post("/evaluate", json={"model": "m", "dataset_id": dataset["id"]}).status_code == 200
+    # an ordinary duplicate says nothing of the kind
+    ordinary = upload_csv(client, X, Y, "lost")
+    assert not any("written again" in w for w in ordinary["warnings"])

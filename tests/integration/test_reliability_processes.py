@@ -3,6 +3,7 @@ clean stops and kill -9 (``labelserve serve`` subprocesses; see ``tests.helpers.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -316,6 +317,72 @@ def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: P
             deleted = client.delete(f"/datasets/{item['id']}")
             assert deleted.status_code == 204, deleted.text
         assert client.get("/ready").status_code == 200
+    assert server.stop() in CLEAN_EXIT
+
+
+def fill(path: Path) -> int:
+    """Write ``path`` until its file system refuses every write down to one byte; the bytes left free."""
+    with open(path, "ab", buffering=0) as fh:
+        for size in (1 << 20, 4096, 1):
+            while True:
+                try:
+                    fh.write(b"\0" * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    status = os.statvfs(path)
+    return status.f_bavail * status.f_frsize
+
+
+def train_now(client: httpx.Client, dataset_id: str, name: str) -> None:
+    response = client.post(
+        "/train?wait=true", json={"method": "mlknn", "dataset_id": dataset_id, "model_name": name, "params": {"k": 3}}
+    )
+    assert response.status_code == 200 and response.json()["status"] == "succeeded", response.text
+
+
+def test_deletes_work_on_a_full_disk(servers: list[LiveServer], tmp_path: Path, small_disk: Path) -> None:
+    # at 0 bytes free every DELETE answered 507 "free some space (or delete unused datasets and
+    # models)": SQLite's commit of the deletion needed room in its WAL, even after the dataset's file went
+    server = LiveServer(
+        tmp_path,
+        {
+            "LABELSERVE_MODEL_DIR": str(small_disk / "store"),
+            "LABELSERVE_DATABASE_URL": f"sqlite:///{small_disk / 'registry.db'}",
+            "LABELSERVE_MIN_FREE_MB": "2",
+        },
+    )
+    servers.append(server)
+    server.start()
+    spare = small_disk / "registry.db.spare"
+    with server.client() as client:
+        trained_on, other = upload(client, 60), upload(client, 61)
+        for name in ("m", "m", "n"):
+            train_now(client, trained_on, name)
+        job_id = start_long_job(client, trained_on)
+        deadline = time.monotonic() + 30
+        while not spare.exists():  # made by the start-up sweep
+            assert time.monotonic() < deadline, "no spare space was made"
+            time.sleep(0.1)
+        assert fill(small_disk / "filler") == 0
+        cancelled = client.delete(f"/jobs/{job_id}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
+        for url in (f"/datasets/{other}", "/models/m/versions/1", "/models/n"):
+            deleted = client.delete(url)
+            assert deleted.status_code == 204, (url, deleted.text)
+        assert [v["version"] for v in client.get("/models/m").json()["versions"]] == [2]
+        assert client.get("/models/n").status_code == 404 and client.get(f"/datasets/{other}").status_code == 404
+        # the spare given up and the disk filled again: a deletion that cannot be recorded says
+        # what to do instead of sending the user to delete something else
+        assert not spare.exists()
+        fill(small_disk / "filler")
+        refused = client.delete("/models/m/versions/2")
+        assert refused.status_code == 507, refused.text
+        detail = refused.json()["detail"]
+        assert "by other means" in detail and "delete unused" not in detail
+        (small_disk / "filler").unlink()
+        assert client.delete("/models/m/versions/2").status_code == 204
+        assert spare.exists()  # made again once there was room
     assert server.stop() in CLEAN_EXIT
 
 

@@ -58,7 +58,16 @@ def _with_option_fields(route: Route) -> Route:
     status_code=201,
     response_model=DatasetOut,
     responses=responses(
-        400, 413, 422, success={200: {"model": DatasetOut, "description": "the same upload was stored before"}}
+        400,
+        413,
+        422,
+        success={
+            200: {
+                "model": DatasetOut,
+                "description": "the same upload was stored before (its arrays written again, with a warning, "
+                "if the store had lost them or they were corrupt)",
+            }
+        },
     ),
 )
 @_with_option_fields
@@ -73,7 +82,8 @@ def upload_dataset(
     ] = None,
     **options: Any,
 ) -> DatasetOut:
-    """Upload one dataset (multipart); the same content again answers the stored dataset (200)."""
+    """Upload one dataset (multipart); the same content again answers the stored dataset (200),
+    and writes its arrays again if they were missing or corrupt in the store (saying so in ``warnings``)."""
     # A sync route: parsing is CPU-bound and runs in the threadpool, off the event loop.
     # ``options`` are the form fields of app.upload_options (see _with_option_fields).
     upload = Upload(
@@ -118,7 +128,7 @@ def split_dataset(
     return parts
 
 
-@router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409))
+@router.delete("/{dataset_id}", status_code=204, responses=responses(404, 409, 507))
 def delete_dataset(
     dataset_id: DatasetId,
     session: SessionDep,

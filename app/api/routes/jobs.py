@@ -40,7 +40,7 @@ async def get_job(
     return await jobs.await_job(core, job_id, wait)
 
 
-@router.delete("/{job_id}", response_model=JobOut, responses=responses(404, 409))
+@router.delete("/{job_id}", response_model=JobOut, responses=responses(404, 409, 507))
 def cancel_job(job_id: JobId, session: SessionDep, core: CoreDep) -> JobOut:
     return jobs.cancel_job(session, core.runner, job_id)
 

@@ -93,13 +93,13 @@ def version_artifact(name: ModelName, version: VersionNumber, session: ReadingDe
     )
 
 
-@router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404))
+@router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404, 507))
 def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, core: CoreDep) -> Response:
     registry.delete_version(session, core.store, name, version)
     return Response(status_code=204)
 
 
-@router.delete("/{name}", status_code=204, responses=responses(404))
+@router.delete("/{name}", status_code=204, responses=responses(404, 507))
 def delete_model(name: ModelName, session: SessionDep, core: CoreDep) -> Response:
     registry.delete_model(session, core.store, name)
     return Response(status_code=204)
@@ -110,7 +110,7 @@ def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: Session
     return registry.set_alias(session, core.store, name, alias, body.version)
 
 
-@router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404))
+@router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404, 507))
 def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, core: CoreDep) -> Response:
     registry.delete_alias(session, core.store, name, alias)
     return Response(status_code=204)
