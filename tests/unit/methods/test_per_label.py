@@ -55,7 +55,7 @@ def test_a_workers_convergence_warning_reaches_the_caller() -> None:
 
 
 def test_progress_comes_back_per_chunk_and_a_cancel_stops_the_fits() -> None:
-    problems, seen = _problems(40), []
+    problems, seen = _problems(3 * per_label.CHUNKS_PER_PROCESS), []
     _fit(problems, 2, report=seen.append)
     assert (
         seen == sorted(seen) and seen[-1] == 1.0 and 1 < len(seen) <= 2 * per_label.CHUNKS_PER_PROCESS
