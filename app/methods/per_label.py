@@ -8,8 +8,9 @@ data is short (bibtex: 159 labels of about 10 ms each) and most of it is Python-
 holding the GIL (scipy's L-BFGS driver, scikit-learn's checks and loss wrappers), so two threads
 mostly took turns: 1.03-1.30x on two free cores, against 1.6-1.9x for two processes
 (``docs/scaling.md``). The workers are forked, so they start in milliseconds and read the
-design matrix copy-on-write, without pickling it. Where a fork is not available (no ``fork``
-start method, or a process that may not have children) the fits run in threads instead.
+design matrix copy-on-write, without pickling it. Small work (``PROCESS_MIN_WORK``), or a
+process that cannot fork workers (no ``fork`` start method, or one that may not have children),
+runs the fits in threads instead.
 
 Sparse input. The design matrix is a CSR copy of ``X`` when at most ``SPARSE_DENSITY`` of its
 entries are non-zero: the same L-BFGS then costs matrix products over the non-zeros only. On
@@ -49,6 +50,12 @@ SPARSE_DENSITY = 0.1
 #: uneven fits (iterations differ from label to label) even out over many small chunks (bibtex,
 #: two workers: 1.71-1.99x over one process with 32, 1.72-1.85x with 8)
 CHUNKS_PER_PROCESS = 32
+
+#: least work (non-zero design entries x problems) for which the fits go to worker processes:
+#: each call's pool costs about 20 ms to fork and join, and bibtex's fits take about 7e-8 s per
+#: non-zero and problem, so below about a third of a second of fits the pool is overhead
+#: (an ECC of 10 chains on 80 rows: 1.17 s with processes against 0.29 s in one thread)
+PROCESS_MIN_WORK = 5_000_000
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +122,16 @@ def _fit_in_processes(
     class_weight: Literal["balanced"] | None,
     report: Callable[[float], None],
 ) -> list[Fitted] | None:
-    """The fits in ``jobs`` forked processes, or None where this process cannot fork workers.
+    """The fits in ``jobs`` forked processes, or None where that would not pay
+    (``PROCESS_MIN_WORK``) or this process cannot fork workers.
 
     A worker killed meanwhile (out of memory) fails the call with ``BrokenProcessPool``, never a
     wait without end; leaving early (a ``JobCancelled`` from ``report``) drops the chunks not
     started and waits for the running ones, at most one chunk each.
     """
-    if "fork" not in multiprocessing.get_all_start_methods():
+    design = problems[0].design
+    work = (design.nnz if isinstance(design, sparse.csr_matrix) else design.size) * len(problems)
+    if work < PROCESS_MIN_WORK or "fork" not in multiprocessing.get_all_start_methods():
         return None
     call = next(_call_ids)
     _CALLS[call] = (problems, C, max_iter, class_weight)

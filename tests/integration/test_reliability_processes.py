@@ -284,8 +284,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
-def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: Path, small_disk: Path) -> None:
-    # uploads, trainings and aliases answered 500 on a full disk while /ready said ready
+def _server_on(small_disk: Path, servers: list[LiveServer], tmp_path: Path) -> LiveServer:
+    """A started server whose store and SQLite database are on the small disk."""
     server = LiveServer(
         tmp_path,
         {
@@ -296,6 +296,12 @@ def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: P
     )
     servers.append(server)
     server.start()
+    return server
+
+
+def test_a_full_disk_is_507_and_not_ready(servers: list[LiveServer], tmp_path: Path, small_disk: Path) -> None:
+    # uploads, trainings and aliases answered 500 on a full disk while /ready said ready
+    server = _server_on(small_disk, servers, tmp_path)
     statuses = []
     rng = np.random.default_rng(0)
     with server.client() as client:
@@ -344,16 +350,7 @@ def train_now(client: httpx.Client, dataset_id: str, name: str) -> None:
 def test_deletes_work_on_a_full_disk(servers: list[LiveServer], tmp_path: Path, small_disk: Path) -> None:
     # at 0 bytes free every DELETE answered 507 "free some space (or delete unused datasets and
     # models)": SQLite's commit of the deletion needed room in its WAL, even after the dataset's file went
-    server = LiveServer(
-        tmp_path,
-        {
-            "LABELSERVE_MODEL_DIR": str(small_disk / "store"),
-            "LABELSERVE_DATABASE_URL": f"sqlite:///{small_disk / 'registry.db'}",
-            "LABELSERVE_MIN_FREE_MB": "2",
-        },
-    )
-    servers.append(server)
-    server.start()
+    server = _server_on(small_disk, servers, tmp_path)
     spare = small_disk / "registry.db.spare"
     with server.client() as client:
         trained_on, other = upload(client, 60), upload(client, 61)
