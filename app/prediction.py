@@ -57,7 +57,9 @@ def instances_to_matrix(
     if unbounded is not None:
         i, j = unbounded
         where = feature_names[j] if isinstance(instances[i], Mapping) else j
-        raise InvalidInput(f"feature {feature_names[j]} is {_show(X[i, j])}; {FEATURE_RULE}", loc=(*LOC, i, where))
+        raise InvalidInput(
+            f"feature {feature_names[j]} is {shown_value(X[i, j])}; {FEATURE_RULE}", loc=(*LOC, i, where)
+        )
     return X
 
 
@@ -74,7 +76,8 @@ def first_unbounded(X: np.ndarray) -> tuple[int, int] | None:
     return int(i), int(j)
 
 
-def _show(value: float) -> str:
+def shown_value(value: float) -> str:
+    """A refused feature value as an error message shows it."""
     return repr(float(value)) if np.isfinite(value) else "not a finite number"
 
 
@@ -101,7 +104,7 @@ def csr_to_matrix(indptr: Sequence[int], indices: Sequence[int], values: Sequenc
     unbounded = first_unbounded(data.reshape(1, -1))
     if unbounded is not None:
         k = unbounded[1]
-        raise InvalidInput(f"value {k} is {_show(data[k])}; {FEATURE_RULE}", loc=(*loc, "values", k))
+        raise InvalidInput(f"value {k} is {shown_value(data[k])}; {FEATURE_RULE}", loc=(*loc, "values", k))
     X = sp.csr_matrix((data, columns.astype(np.int32), offsets.astype(np.int32)), shape=(n, d))
     X.sum_duplicates()
     return X

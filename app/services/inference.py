@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput, NotFound
 from app.methods.base import Task
 from app.orm import ModelVersion
-from app.prediction import FEATURE_RULE, first_unbounded, label_matrix
+from app.prediction import FEATURE_RULE, first_unbounded, label_matrix, shown_value
 from app.registry import ModelRef, Served, is_version_number
 from app.schemas_v2 import (
     INPUT_NAME,
@@ -173,6 +173,5 @@ def _matrix(inputs: list[InputTensor], d: int, binary: Sequence[bytes | None]) -
     unbounded = first_unbounded(X)  # before an FP32 rounding, which would make 1e300 infinite
     if unbounded is not None:
         i, j = unbounded
-        shown = repr(float(X[i, j])) if np.isfinite(X[i, j]) else "not a finite number"
-        raise InvalidInput(f"input '{INPUT_NAME}': the value at [{i}, {j}] is {shown}; {FEATURE_RULE}")
+        raise InvalidInput(f"input '{INPUT_NAME}': the value at [{i}, {j}] is {shown_value(X[i, j])}; {FEATURE_RULE}")
     return X if raw is not None or dtype == np.float64 else X.astype(dtype).astype(np.float64)
