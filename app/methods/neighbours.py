@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -809,6 +809,18 @@ class GraphCache:
             while len(self._graphs) > 1 and sum(_nbytes(g) for g in self._graphs.values()) > self.max_bytes:
                 self._graphs.popitem(last=False)
             return graph
+
+    def keys(self) -> frozenset[Any]:
+        """The keys of the graphs held now."""
+        with self._lock:
+            return frozenset(self._graphs)
+
+    def retain(self, keys: Collection[Any]) -> None:
+        """Forget every graph but those of ``keys`` (a pilot's repeated run builds its own
+        graphs again, as each fold of the cross-validation does)."""
+        with self._lock:
+            for key in [key for key in self._graphs if key not in keys]:
+                del self._graphs[key]
 
 
 def _nbytes(graph: NeighbourGraph) -> int:

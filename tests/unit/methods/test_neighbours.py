@@ -266,6 +266,29 @@ def test_sharing_the_graph_gives_the_same_leaderboard(monkeypatch, search):
         np.testing.assert_array_equal(a.oof_scores, b.oof_scores)
 
 
+def test_pilots_share_graphs_as_their_folds_will(monkeypatch):
+    """The second kNN method's pilot reuses the first one's graph (its folds will), while every
+    repeated run of a pilot builds its own, as every fold does (else the repeats' fastest run
+    would price the first method without its graph)."""
+    rng = np.random.default_rng(13)
+    X, Y = clustered(rng, 700, 6, 4)
+    builds: list[str] = []
+    real = neighbours._build
+
+    def counted(*args: object, **kwargs: object) -> neighbours.NeighbourGraph:
+        builds.append("build")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(neighbours, "_build", counted)
+    monkeypatch.setattr(selection, "PILOT_REPEAT_SECONDS", 1e9)  # always PILOT_RUNS runs
+    costs = selection.pilot_costs(X, Y, [("dmknn", {}), ("mlknn", {})], cv=5)
+    assert len(builds) == selection.PILOT_RUNS  # dmknn's runs built it; mlknn's reused the last
+    assert set(costs) == {"dmknn", "mlknn"}
+    builds.clear()
+    selection.pilot_costs(X, Y, [("mlknn", {})], cv=5)
+    assert len(builds) == selection.PILOT_RUNS  # alone: nothing to share, every run builds
+
+
 def test_sharing_is_keyed_by_content_and_k():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(200, 5))
