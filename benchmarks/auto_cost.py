@@ -11,19 +11,28 @@ Issue 23, item 3. Two studies:
   selection plus the winner's fit, its test average precision), then ``br``, ``rf`` and
   ``mlknn`` alone at their defaults (fit seconds, test average precision).
 
+* ``--pilot-growth``: the growth exponents the kNN methods' pilots extrapolate with
+  (``selection.GROWTH``, ``GRAPH_REUSE_GROWTH``), measured where they are used: on each Yahoo
+  set's training split and bibtex's, 3 pilots of ``dmknn`` then ``mlknn`` (the second reusing
+  the first's neighbour graph, as in a selection) and one 5-fold cross-validation of the two;
+  per method ``log(median fold s / median pilot s) / log(fold rows / pilot rows)``.
+
 Wall seconds on a shared machine: the load average is printed with every row, and the
 prediction is meant to hold under the load it was measured at (the pilot runs minutes before
 the folds). ``--n-jobs`` is what a job on this machine passes (its CPUs).
 
-Run: ``.venv/bin/python -m benchmarks.auto_cost [--yahoo Arts ...] [--bibtex] [--n-jobs 2]``.
+Run: ``.venv/bin/python -m benchmarks.auto_cost [--yahoo Arts ...] [--bibtex] [--pilot-growth] [--n-jobs 2]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import statistics
 import time
 import warnings
+from typing import Any
 
 from app import metrics, selection
 from app.methods.catalog import get_method
@@ -56,6 +65,37 @@ def yahoo_table(names: list[str], n_jobs: int | None) -> None:
                 f"{load:.1f} |",
                 flush=True,
             )
+
+
+def pilot_growth(names: list[str]) -> None:
+    entries: list[tuple[str, dict[str, Any]]] = [("dmknn", {}), ("mlknn", {})]
+    exponents: dict[str, list[float]] = {method: [] for method, _ in entries}
+    print("| set | method | pilot ms (rows) | fold ms (rows) | exponent | load |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        X, Y = bibtex("train") if name == "bibtex" else _yahoo(name)
+        load = os.getloadavg()[0]
+        pilots = [selection.pilot_costs(X, Y, entries, cv=5) for _ in range(3)]
+        n = X.shape[0]
+        fold_rows = n - -(-n // 5)
+        for entry in selection.cross_validate(X, Y, "multilabel", entries, cv=5):
+            pilot = statistics.median(p[entry.method].pilot_seconds for p in pilots)
+            rows = pilots[0][entry.method].pilot_rows
+            fold = statistics.median(entry.fold_seconds)
+            growth = math.log(fold / pilot) / math.log(fold_rows / rows)
+            exponents[entry.method].append(growth)
+            print(
+                f"| {name} | {entry.method} | {1000 * pilot:.1f} ({rows}) | {1000 * fold:.0f} ({fold_rows}) | "
+                f"{growth:.2f} | {load:.1f} |",
+                flush=True,
+            )
+    for method, values in exponents.items():
+        print(f"| mean | {method} | | | {statistics.mean(values):.2f} | |")
+
+
+def _yahoo(name: str) -> tuple[Any, Any]:
+    ds = load_yahoo(name, "train")
+    return ds.X, ds.Y
 
 
 def bibtex_study(n_jobs: int | None) -> None:
@@ -98,12 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--yahoo", nargs="*", help="Yahoo sets (default: all 7)")
     parser.add_argument("--bibtex", action="store_true")
+    parser.add_argument("--pilot-growth", action="store_true", help="the kNN methods' in-place growth exponents")
     parser.add_argument("--n-jobs", type=int, default=None)
     args = parser.parse_args(argv)
     if data_dir() is None:
         print("benchmark data not found (../shared/data): skipped")
         return 0
     warnings.simplefilter("ignore")
+    if args.pilot_growth:
+        pilot_growth([*(args.yahoo or YAHOO_SETS), "bibtex"])
+        return 0
     if args.yahoo is not None or not args.bibtex:
         yahoo_table(args.yahoo or list(YAHOO_SETS), args.n_jobs)
     if args.bibtex:

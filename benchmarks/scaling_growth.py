@@ -116,16 +116,21 @@ def measure(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray) -
     return dict(result)
 
 
-def fold_growth(methods: list[str], sizes: list[int], n_jobs: int | None, data: str = "tmc2007") -> None:
+def fold_growth(
+    methods: list[str], sizes: list[int], n_jobs: int | None, data: str = "tmc2007", after: str | None = None
+) -> None:
     """What ``app.selection.GROWTH`` declares: the growth of one cross-validation fold's seconds
     (fit on n rows, score n / 4 held-out rows, as a 5-fold split has them) on the first rows of
     ``data`` (tmc2007, bibtex or a Yahoo set's training split), timed by
     ``selection._fit_and_score`` as the pilots and the folds of ``auto`` are: BLAS on one thread,
     the fastest of ``FOLD_RUNS`` runs (a pilot's rule: the first run of a process pays one-off
-    costs, which had made ML-kNN's 500-row point slower than its 1,000-row one)."""
+    costs, which had made ML-kNN's 500-row point slower than its 1,000-row one). ``after``: each
+    timed fold runs after that method's (untimed) fold on the same rows in one graph cache, as
+    the second kNN method of a selection does (``selection.GRAPH_REUSE_GROWTH``)."""
     from threadpoolctl import threadpool_limits
 
     from app import selection
+    from app.methods.neighbours import sharing_graphs
 
     X, Y = _rows(data)
     print(f"{data}: {X.shape[0]} rows")
@@ -141,12 +146,17 @@ def fold_growth(methods: list[str], sizes: list[int], n_jobs: int | None, data: 
             load = os.getloadavg()[0]
             runs = []
             for _ in range(FOLD_RUNS):
-                entry = selection._entry(spec, method, params, Y, 1)
-                wall, cpu = time.perf_counter(), time.process_time()
-                with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+                with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"), sharing_graphs():
                     warnings.simplefilter("ignore")
+                    if after is not None:
+                        first = get_method(after)
+                        assert first is not None
+                        first_entry = selection._entry(first, after, {}, Y, 1)
+                        selection._fit_and_score(first, first_entry, X, Y, tr, te, lambda stage, fraction: None)
+                    entry = selection._entry(spec, method, params, Y, 1)
+                    wall, cpu = time.perf_counter(), time.process_time()
                     selection._fit_and_score(spec, entry, X, Y, tr, te, lambda stage, fraction: None)
-                runs.append((time.perf_counter() - wall, time.process_time() - cpu))
+                    runs.append((time.perf_counter() - wall, time.process_time() - cpu))
             wall, cpu = min(runs)
             walls.append(wall)
             print(f"| {method} | {size} | {wall:.3f} | {cpu:.3f} | {load:.1f} |", flush=True)
@@ -177,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--q-growth", nargs="*", type=int, help="bibtex label counts instead of tmc2007 rows")
     parser.add_argument("--folds", action="store_true", help="fold-time growth (GROWTH), 500-4,000 rows")
     parser.add_argument("--data", default="tmc2007", help="--folds: tmc2007, bibtex or a Yahoo set (Arts, ...)")
+    parser.add_argument("--after", help="--folds: time each fold after this method's on the same rows (graph shared)")
     parser.add_argument("--generated", action="store_true", help="one point: the generated 13,000 x 500 x 1,000 set")
     parser.add_argument("--fit-from", type=int, default=5000, help="smallest size the exponent is fitted from")
     parser.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the methods that take it")
@@ -185,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmark data not found (../shared/data): skipped")
         return 0
     if args.folds:
-        fold_growth(args.methods, FOLD_SIZES.get(args.data, YAHOO_FOLD_SIZES), args.n_jobs, args.data)
+        fold_growth(args.methods, FOLD_SIZES.get(args.data, YAHOO_FOLD_SIZES), args.n_jobs, args.data, args.after)
         return 0
     if args.generated:
         X, Y = generated()

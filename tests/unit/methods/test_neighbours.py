@@ -284,9 +284,12 @@ def test_pilots_share_graphs_as_their_folds_will(monkeypatch):
     costs = selection.pilot_costs(X, Y, [("dmknn", {}), ("mlknn", {})], cv=5)
     assert len(builds) == selection.PILOT_RUNS  # dmknn's runs built it; mlknn's reused the last
     assert set(costs) == {"dmknn", "mlknn"}
+    assert costs["dmknn"].growth == selection.GROWTH["dmknn"]
+    assert costs["mlknn"].growth == selection.GRAPH_REUSE_GROWTH  # its folds reuse the graph: the rest grows
     builds.clear()
-    selection.pilot_costs(X, Y, [("mlknn", {})], cv=5)
+    alone = selection.pilot_costs(X, Y, [("mlknn", {})], cv=5)
     assert len(builds) == selection.PILOT_RUNS  # alone: nothing to share, every run builds
+    assert alone["mlknn"].growth == selection.GROWTH["mlknn"]
 
 
 def test_sharing_is_keyed_by_content_and_k():
