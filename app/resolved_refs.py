@@ -16,6 +16,10 @@ from app.store import Store
 REFS_KEPT = 4096  # resolved references per process (each holds only a pointer to a cached model)
 RESOLVING = "resolving"  # the refusals of resolving a model reference (a prediction, a V2 route)
 MODEL_PAGE = "model page"  # the refusals of ``GET /models/{name}`` (the name alone, worded for a path)
+#: the memory the kept model pages of one process may take, and the largest page kept (a model
+#: of many versions and labels: its page is read from the database each time)
+PAGES_BYTES = 16 * 1024 * 1024
+PAGE_MAX_BYTES = 1024 * 1024
 
 
 class ResolvedRefs:
@@ -31,6 +35,13 @@ class ResolvedRefs:
     otherwise each read the registry, and queued behind its writers. Refusals are kept per
     ``kind`` of lookup, since each words its error its own way: ``RESOLVING`` (a prediction's or
     a V2 route's reference) and ``MODEL_PAGE`` (``GET /models/{name}``).
+
+    The answers of ``GET /models/{name}`` (its JSON, ``PAGES_BYTES`` of them at most) are kept
+    under the same rule, so that the route answers from memory on the event loop. A worker
+    thread's answer under a flood of other requests waited two turns of the busy loop and the
+    GIL: with 100 connections predicting an unknown model the page took a p50 of 111 ms, as
+    long as ``/health`` did (``benchmarks/faults.py``). Everything a page shows changes with a
+    registry change: versions, aliases and deletions, and evaluations, which announce one too.
     """
 
     def __init__(self, store: Store, size: int = REFS_KEPT) -> None:
@@ -40,6 +51,8 @@ class ResolvedRefs:
         self._token: bytes | None = None
         self._served: OrderedDict[str, Served] = OrderedDict()
         self._refused: OrderedDict[tuple[str, str], DomainError] = OrderedDict()
+        self._pages: OrderedDict[str, bytes] = OrderedDict()
+        self._page_bytes = 0
 
     def token(self) -> bytes:
         """The registry token now; every entry kept under an older one is dropped."""
@@ -52,6 +65,8 @@ class ResolvedRefs:
         if token != self._token:
             self._served.clear()
             self._refused.clear()
+            self._pages.clear()
+            self._page_bytes = 0
             self._token = token
 
     def get(self, ref: str) -> tuple[bytes, Served | None]:
@@ -99,6 +114,31 @@ class ResolvedRefs:
             self._refused.move_to_end(key)
             while len(self._refused) > self._size:
                 self._refused.popitem(last=False)
+
+    def page(self, name: str) -> bytes | None:
+        """The ``GET /models/{name}`` answer kept since the registry last changed, if any."""
+        token = self._store.registry_token()
+        with self._lock:
+            self._drop_if_changed(token)
+            page = self._pages.get(name)
+            if page is not None:
+                self._pages.move_to_end(name)
+            return page
+
+    def keep_page(self, token: bytes, name: str, page: bytes) -> None:
+        """Keep the answer of ``GET /models/{name}`` read after ``token``; ignored if the registry
+        changed since, or if it is larger than ``PAGE_MAX_BYTES``."""
+        if len(page) > PAGE_MAX_BYTES:
+            return
+        with self._lock:
+            if token != self._token:
+                return
+            old = self._pages.pop(name, None)
+            self._page_bytes += len(page) - (len(old) if old is not None else 0)
+            self._pages[name] = page
+            while self._page_bytes > PAGES_BYTES:
+                _, dropped = self._pages.popitem(last=False)
+                self._page_bytes -= len(dropped)
 
     def forget(self, served: Served) -> None:
         """Drop the references resolved to ``served`` (the model cache let go of it: holding it

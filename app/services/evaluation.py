@@ -18,6 +18,7 @@ from app.errors import InvalidInput, NotFound
 from app.methods.mlknn import MLkNN
 from app.orm import Dataset, Evaluation, ModelVersion
 from app.pipeline import top_features
+from app.registry import notify_on_commit
 from app.schemas import EvaluateRequest, EvaluateResponse, ModelInfo
 from app.services.datasets import dataset_with_features
 from app.services.registry import load_served, method_of, resolve_version
@@ -59,6 +60,7 @@ def evaluate(core: Core, body: EvaluateRequest) -> EvaluateResponse:
     # a metric that no sample defines (e.g. ranking loss when every label set is empty) is null
     finite = {name: float(value) if math.isfinite(value) else None for name, value in scores.items()}
     with core.database.session() as session:
+        notify_on_commit(session, core.store)  # the version's page shows its evaluations
         session.add(
             Evaluation(
                 version_id=version.id,

@@ -212,6 +212,24 @@ def show_model(session: Session, refs: ResolvedRefs, name: str) -> ModelOut:
     return model_out(model)
 
 
+def kept_model_page(refs: ResolvedRefs, name: str) -> bytes | None:
+    """``GET /models/{name}``'s answer from memory (no session): the page kept since the registry
+    last changed, or its kept 404 raised again; None when the database must be read."""
+    refused = refs.refusal(name, MODEL_PAGE)
+    if refused is not None:
+        raise refused
+    return refs.page(name)
+
+
+def model_page(session: Session, refs: ResolvedRefs, name: str) -> bytes:
+    """``GET /models/{name}``'s answer (the JSON of ``ModelOut``), kept in ``refs`` until the next
+    registry change; its 404 is kept as ``show_model`` keeps it."""
+    token = refs.token()
+    page = show_model(session, refs, name).model_dump_json().encode()
+    refs.keep_page(token, name, page)
+    return page
+
+
 def show_version(session: Session, name: str, version: int) -> VersionOut:
     return version_out(_version(session, name, version))
 

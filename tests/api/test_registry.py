@@ -75,10 +75,12 @@ def test_evaluations_are_stored_beside_the_immutable_version(client, multilabel_
     assert client.get("/models/m").json()["versions"][0]["evaluations"] == []
 
 
-def test_a_model_page_takes_one_worker_thread_hop(client, multilabel_dataset, monkeypatch):
+def test_a_model_page_is_read_once_per_registry_change(client, multilabel_dataset, monkeypatch):
     """Under a flood of other requests each hop to the thread pool waits a turn of the busy event
     loop (issue 24: ``GET /models/{name}`` behind 100 connections predicting an unknown model):
-    the page, found or not, is read in one hop, not four (session in, handler, response, session out)."""
+    a page, found or not, is read in one hop (not four: session in, handler, response, session
+    out), then answered from memory on the loop until the registry changes; every change the
+    page shows (an alias, an evaluation, a version, another process's change) reads it again."""
     import anyio.to_thread
 
     train(client, "mlknn", multilabel_dataset["id"], "m", k=3)
@@ -89,9 +91,33 @@ def test_a_model_page_takes_one_worker_thread_hop(client, multilabel_dataset, mo
         hops.append(func)
         return await run_sync(func, *args, **kwargs)
 
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
-    for name, status in (("m", 200), ("mm", 404), ("mm", 404)):
+    def page(name: str, status: int, expected_hops: int) -> dict:
         hops.clear()
         response = client.get(f"/models/{name}")
-        assert response.status_code == status and len(hops) == 1, (name, hops)
-    assert response.json() == {"detail": "model 'mm' not found (did you mean 'm'?)"}
+        assert response.status_code == status and len(hops) == expected_hops, (name, hops)
+        assert response.headers["content-type"] == "application/json"
+        return response.json()
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    first = page("m", 200, 1)
+    assert page("m", 200, 0) == first and first["latest_version"] == 1
+    monkeypatch.undo()
+    assert first["versions"] == [client.get("/models/m/versions/1").json()]  # as FastAPI encodes a version
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    assert page("mm", 404, 1) == {"detail": "model 'mm' not found (did you mean 'm'?)"}
+    assert page("mm", 404, 0) == {"detail": "model 'mm' not found (did you mean 'm'?)"}
+    monkeypatch.undo()
+    client.put("/models/m/aliases/prod", json={"version": 1})
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    assert page("m", 200, 1)["aliases"] == {"prod": 1}
+    monkeypatch.undo()
+    client.post("/evaluate", json={"model": "m", "dataset_id": multilabel_dataset["id"]})
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    evaluated = page("m", 200, 1)
+    assert [len(v["evaluations"]) for v in evaluated["versions"]] == [1]
+    assert evaluated["versions"][0]["metrics"] is not None
+    client.app.state.core.store.registry_changed()  # what another process's change does
+    assert page("m", 200, 1) == evaluated
+    monkeypatch.undo()
+    train(client, "mlknn", multilabel_dataset["id"], "mm", k=3)
+    assert client.get("/models/mm").json()["latest_version"] == 1

@@ -25,18 +25,19 @@ def list_models(session: ReadingDep, page: PageDep) -> Page[ModelOut]:
 
 
 @router.get("/{name}", response_model=ModelOut, responses=responses(404))
-async def get_model(name: ModelName, core: CoreDep) -> ModelOut:
-    # One hop to the thread pool for the whole read (no docstring: it would become the OpenAPI
-    # description). A plain ``def`` route with ``ReadingDep`` makes four (the session's opening
-    # and closing, the handler, the response's validation), and under a flood of other requests
-    # each hop waits a turn of the busy event loop: with 100 connections predicting an unknown
-    # model, the probe's p50 halved (``benchmarks/faults.py``).
-    return await run_in_threadpool(_show_model, core, name)
+async def get_model(name: ModelName, core: CoreDep) -> Response:
+    # From memory on the event loop when this process has read the page since the registry last
+    # changed; else one hop to the thread pool for the whole read (a plain ``def`` route with
+    # ``ReadingDep`` makes four). No docstring: it would become the OpenAPI description.
+    page = registry.kept_model_page(core.refs, name)
+    if page is None:
+        page = await run_in_threadpool(_model_page, core, name)
+    return Response(page, media_type="application/json")
 
 
-def _show_model(core: Core, name: str) -> ModelOut:
+def _model_page(core: Core, name: str) -> bytes:
     with core.database.reading() as session:
-        return registry.show_model(session, core.refs, name)
+        return registry.model_page(session, core.refs, name)
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
