@@ -104,6 +104,27 @@ def test_metadata_and_readiness(client, models):
     assert client.get("/v2/health/ready").json() == {"ready": True}
 
 
+def test_readiness_of_a_loaded_reference_takes_no_worker_thread(client, models, monkeypatch):
+    """Orchestrators poll readiness while the process serves: a reference this process holds
+    resolved and loaded is answered on the event loop; a registry change makes it look again."""
+    import anyio.to_thread
+
+    client.post("/predict", json={"model": "clf", "instances": models["ml"][:1].tolist()})  # resolved here
+    hops: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(func, *args, **kwargs):
+        hops.append(func)
+        return await run_sync(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    assert client.get("/v2/models/clf/ready").json() == {"name": "clf", "ready": True}
+    assert hops == []
+    client.app.state.core.store.registry_changed()  # another process's change
+    assert client.get("/v2/models/clf/ready").status_code == 200 and len(hops) == 1
+    assert client.get("/v2/models/nope/ready").status_code == 404
+
+
 @pytest.mark.parametrize(
     "path,body,status,words",
     [

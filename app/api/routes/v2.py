@@ -132,9 +132,15 @@ async def _model_metadata(request: Request, name: str, version: str | None) -> R
 
 
 async def _model_ready(request: Request, name: str, version: str | None) -> Response:
+    # A reference this process holds resolved and loaded is ready: answered on the event loop, as
+    # orchestrators poll readiness while the process serves (a worker thread's answer waits for
+    # turns of a busy loop: issue 24's unknown-model flood).
     try:
         ref = inference.reference(name, version)
-        served = await _in_thread(request, ref, lookup)
+        core: Core = request.app.state.core
+        _, served = core.refs.get(ref)
+        if served is None:
+            served = await _in_thread(request, ref, lookup)
     except DomainError as exc:
         return _error(exc)
     return Response(ModelReady(name=served.name, ready=True).model_dump_json(), media_type="application/json")
