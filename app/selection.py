@@ -103,7 +103,8 @@ EXPENSIVE = frozenset({"trans-ovk", "ghc-dr"})
 #: for the second of them in a selection, which reuses the first one's graph): what the pilots
 #: themselves extrapolate over, the median fold of a 5-fold cross-validation against the median
 #: of 3 pilots on bibtex and the 7 Yahoo sets' training splits (``benchmarks/auto_cost.py
-#: --pilot-growth``: the graph's builder 1.09-1.82, mean 1.51; the reuser 1.12-1.60, mean 1.36).
+#: --pilot-growth``, two runs: the graph's builder 1.09-1.82, means 1.51 and 1.50; the reuser
+#: 1.07-1.60, means 1.36 and 1.27; docs/scaling.md).
 #: They replaced tmc2007's 1.25 / 1.45, whose 500-row point paid the process's one-off costs: on
 #: the Yahoo sets those priced ``dmknn`` 1.0-2.0x low. The LDL methods and selectors are not measured yet: their
 #: exponents are those of the cost models they had before (quadratic neighbour and kernel
