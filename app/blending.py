@@ -17,8 +17,9 @@ that fold, then scored on the fold, the same folds as every candidate. ``auto`` 
 only when that mean beats the best single candidate's.
 
 Label sets of a classifier blend: blended score > ``threshold``, the value of ``THRESHOLDS``
-maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5; the rule of
-``app.methods.thresholds``, which the single baselines learn on their inner folds).
+maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5), and a row left
+empty given its top-scored label (``fill_empty``) where that raised micro-F1 there: the rule of
+``app.methods.thresholds``, which the single baselines learn on their inner folds.
 
 Only ranking-type metrics (``average_precision``, ``ranking_loss``, ``one_error``, ``coverage``)
 and the label distribution metrics are blended; a selection by a label-set metric (F1, Hamming
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from app import metrics
-from app.methods.thresholds import micro_f1_threshold
+from app.methods.thresholds import choose_rule, label_sets
 
 #: greedy rounds per bag
 ROUNDS = 10
@@ -96,10 +97,12 @@ def blend(predictions: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
 
 @dataclass
 class BlendChoice:
-    """Weights (counts, one per candidate) and, for classifiers, the label-set threshold."""
+    """Weights (counts, one per candidate) and, for classifiers, the label-set rule."""
 
     counts: np.ndarray
     threshold: float | None
+    #: classifiers: a row left empty gets its top-scored label
+    fill_empty: bool = False
 
 
 def _pooled(oof: Sequence[np.ndarray], Y: np.ndarray, rows: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -125,8 +128,8 @@ def choose(
     in cross-validation takes most of the weight), so, as Caruana et al. propose, it runs on
     ``bags`` bootstrap samples of the samples (a fixed seed: the same data give the same blend)
     and the weights are summed over the bags; members under ``min_share`` of the total are
-    dropped. ``bags=0`` is plain ensemble selection on every row. The threshold is chosen on
-    every row with the final weights."""
+    dropped. ``bags=0`` is plain ensemble selection on every row. The label-set rule (threshold
+    and ``fill_empty``) is chosen on every row with the final weights."""
     samples = np.arange(Y.shape[0]) if rows is None else np.asarray(rows)
     rng = np.random.default_rng(0)
     counts = np.zeros(len(oof), dtype=np.int64)
@@ -136,11 +139,11 @@ def choose(
     if not bags:
         counts = greedy_weights(*_pooled(oof, Y, samples), metric)
     counts[counts < min_share * counts.sum()] = 0
-    threshold = None
-    if task == "multilabel":
-        stacked, target = _pooled(oof, Y, samples)
-        threshold = micro_f1_threshold(target, blend(stacked, counts))
-    return BlendChoice(counts, threshold)
+    if task != "multilabel":
+        return BlendChoice(counts, None)
+    stacked, target = _pooled(oof, Y, samples)
+    threshold, fill = choose_rule(target, blend(stacked, counts))
+    return BlendChoice(counts, threshold, fill)
 
 
 def fold_scores(
@@ -152,7 +155,7 @@ def fold_scores(
     task: str,
     **options: Any,
 ) -> list[dict[str, float]]:
-    """The cross-fitted metrics of the blend on every fold: weights and threshold chosen on the
+    """The cross-fitted metrics of the blend on every fold: weights and label-set rule chosen on the
     samples outside the fold, scored on the fold (split s belongs to repeat ``s // cv``)."""
     n = Y.shape[0]
     out = []
@@ -165,5 +168,6 @@ def fold_scores(
             out.append(metrics.ldl_metrics(Y[te], P))
         else:
             assert choice.threshold is not None
-            out.append(metrics.multilabel_metrics(Y[te], (P > choice.threshold).astype(np.int8), P))
+            Yhat = label_sets(P, choice.threshold, choice.fill_empty).astype(np.int8)
+            out.append(metrics.multilabel_metrics(Y[te], Yhat, P))
     return out

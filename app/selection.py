@@ -65,7 +65,7 @@ from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import catalog, get_method
 from app.methods.mlknn import MLkNN
 from app.methods.neighbours import GraphCache, sharing_graphs
-from app.methods.thresholds import LearnedThresholdMixin
+from app.methods.thresholds import LearnedThresholdMixin, label_sets
 from app.suggest import did_you_mean
 
 log = logging.getLogger("labelserve.selection")
@@ -1018,13 +1018,14 @@ def blend_entry(
     params: dict[str, Any] = {"members": members}
     if task == "multilabel":
         params["threshold"] = final.threshold
+        params["fill_empty"] = final.fill_empty
     entry = Entry(method="blend" if task == "multilabel" else "blend-ldl", params=params)
     entry.fold_metrics = blending.fold_scores(oof, Y, splits, cv, metric, task)
     entry.fit_seconds = [sum(pool[i].fit_seconds[s] for i in order) for s in range(len(splits))]
     entry.oof_all = np.stack([blending.blend([pred[r] for pred in oof], final.counts) for r in range(oof[0].shape[0])])
     entry.oof_scores = entry.oof_all[-1]
     if task == "multilabel":
-        entry.oof_labels = (entry.oof_scores > params["threshold"]).astype(np.int8)
+        entry.oof_labels = label_sets(entry.oof_scores, params["threshold"], final.fill_empty).astype(np.int8)
     return entry
 
 

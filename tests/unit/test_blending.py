@@ -13,7 +13,7 @@ from app import blending, metrics, selection
 from app.methods.base import JobCancelled
 from app.methods.blend import Blend, BlendLDL
 from app.methods.catalog import get_method
-from app.methods.thresholds import THRESHOLDS
+from app.methods.thresholds import THRESHOLDS, label_sets, micro_f1_threshold
 from tests.helpers import make_distribution, make_mixed_multilabel
 
 mixed = make_mixed_multilabel
@@ -46,8 +46,8 @@ def test_lower_is_better_metrics_are_minimised() -> None:
 def test_threshold_maximises_micro_f1_on_the_grid() -> None:
     Y = np.array([[1, 0], [1, 0], [0, 1], [0, 0]], dtype=float)
     S = np.array([[0.32, 0.1], [0.31, 0.2], [0.2, 0.33], [0.1, 0.15]])
-    assert blending.micro_f1_threshold(Y, S) == pytest.approx(0.3)  # every relevant label and nothing else
-    assert blending.micro_f1_threshold(Y, np.full((4, 2), 0.5)) == 0.45  # ties: nearest 0.5
+    assert micro_f1_threshold(Y, S) == pytest.approx(0.3)  # every relevant label and nothing else
+    assert micro_f1_threshold(Y, np.full((4, 2), 0.5)) == 0.45  # ties: nearest 0.5
 
 
 def test_fold_scores_never_see_the_fold() -> None:
@@ -80,6 +80,25 @@ def test_bagged_choice_is_deterministic_and_drops_small_shares() -> None:
     assert one.threshold in THRESHOLDS
 
 
+def test_the_blend_fills_empty_sets_only_where_that_raised_micro_f1() -> None:
+    """Every row carries one label and the scores are low (a mean of probabilities rarely clears
+    0.5): giving an empty row its top label raises micro-F1, so the rule is learned on; where half
+    the rows are truly empty, filling them adds false positives and it stays off."""
+    rng = np.random.default_rng(4)
+    n, q = 300, 5
+    Y = np.zeros((n, q))
+    Y[np.arange(n), rng.integers(0, q, n)] = 1
+    S = np.clip(0.1 + 0.25 * Y + 0.08 * rng.standard_normal(Y.shape), 0, 1)
+    choice = blending.choose([S[None], S[None] * 0.9], Y, "average_precision", "multilabel", bags=0)
+    assert choice.fill_empty
+    Yhat = label_sets(blending.blend([S, 0.9 * S], choice.counts), choice.threshold, True)
+    assert Yhat.any(axis=1).all()
+    half = Y.copy()
+    half[: n // 2] = 0
+    S_half = np.clip(0.1 + 0.25 * half + 0.08 * rng.standard_normal(Y.shape), 0, 1)
+    assert not blending.choose([S_half[None], S_half[None]], half, "average_precision", "multilabel").fill_empty
+
+
 # ------------------------------------------------------------------------------- the estimators
 def test_blend_is_the_weighted_mean_of_its_members() -> None:
     X, Y = mixed()
@@ -98,6 +117,27 @@ def test_blend_is_the_weighted_mean_of_its_members() -> None:
     assert model.methods_ == ["br", "rf"] and model.members == members  # parameters stored unchanged
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(again.decision_function(X[:3]), model.decision_function(X[:3]))
+
+
+def test_a_filling_blend_never_predicts_an_empty_set_unless_the_caller_names_a_threshold() -> None:
+    X, Y = mixed()
+    model = Blend(threshold=0.95, fill_empty=True).fit(X, Y)
+    S = model.decision_function(X)
+    P = model.predict(X)
+    assert P.any(axis=1).all()
+    np.testing.assert_array_equal(P, label_sets(S, 0.95, True))
+    np.testing.assert_array_equal(model.predict(X, threshold=0.95), (S > 0.95).astype(int))  # the plain rule
+
+
+def test_blends_pickled_before_fill_empty_keep_the_plain_rule() -> None:
+    X, Y = mixed()
+    model = Blend(threshold=0.95).fit(X, Y)
+    state = model.__getstate__()
+    del state["fill_empty"]
+    old = Blend.__new__(Blend)
+    old.__setstate__(state)
+    assert old.fill_empty is False
+    np.testing.assert_array_equal(old.predict(X), (model.decision_function(X) > 0.95).astype(int))
 
 
 def test_ldl_blend_predicts_distributions() -> None:
