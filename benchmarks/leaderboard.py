@@ -20,6 +20,7 @@ scales with labels x features; the binned ``mi-filter`` runs everywhere).
     nice .venv/bin/python -m benchmarks.leaderboard --sets emotions SJAFFE
     nice .venv/bin/python -m benchmarks.leaderboard --tables-only   # rewrite the tables
     nice .venv/bin/python -m benchmarks.leaderboard --auto-only     # re-run auto only (see below)
+    nice .venv/bin/python -m benchmarks.leaderboard --paired emotions rf  # is auto's gap test noise?
 
 Raw results (one JSON file per set and task) go to ``benchmarks/results/leaderboard/`` (not
 committed) and are reused on the next run; the summary tables go to ``benchmarks/leaderboard.md``.
@@ -592,6 +593,33 @@ def write_tables() -> str:
     return text
 
 
+def paired_gap(name: str, method: str, boots: int = 2000) -> str:
+    """``auto``'s average precision minus ``method``'s on the test rows of ``name``, with its noise:
+    the standard error of the per-row differences and a bootstrap 95% interval of their mean
+    (rows with no relevant label have no average precision and are left out, as ``metrics`` does).
+    ``auto``'s model is refitted from the picked parameters of the set's raw result."""
+    raw = json.loads((RAW / f"classification-{name}.json").read_text())
+    picked = raw["auto"]["picked_params"]
+    Xtr, Ytr, Xte, Yte = _split(name)
+    auto = get_method("blend" if "members" in picked else raw["auto"]["picked"]).build(picked).fit(Xtr, Ytr)  # type: ignore[union-attr]
+    single = _build(method).fit(Xtr, Ytr)
+    rows = np.flatnonzero((Yte > 0).any(axis=1))
+
+    def per_row(model: Any) -> np.ndarray:
+        S = model.decision_function(Xte[rows])
+        return np.array([metrics.average_precision(Yte[rows][i : i + 1], S[i : i + 1]) for i in range(rows.size)])
+
+    gaps = per_row(auto) - per_row(single)
+    rng = np.random.default_rng(0)
+    means = [gaps[rng.integers(0, gaps.size, gaps.size)].mean() for _ in range(boots)]
+    low, high = np.percentile(means, [2.5, 97.5])
+    se = gaps.std(ddof=1) / math.sqrt(gaps.size)
+    return (
+        f"{name}: auto - {method} = {gaps.mean():+.4f} over {gaps.size} test rows, "
+        f"standard error {se:.4f}, bootstrap 95% interval [{low:+.4f}, {high:+.4f}]"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="*", help="only these sets")
@@ -601,9 +629,18 @@ def main() -> None:
     parser.add_argument(
         "--auto-only", action="store_true", help="re-run auto alone; single methods from the committed tables"
     )
+    parser.add_argument(
+        "--paired",
+        nargs=2,
+        metavar=("SET", "METHOD"),
+        help="auto's AP gap to METHOD on SET's test rows, with its noise",
+    )
     args = parser.parse_args()
     if datasets.data_dir() is None:
         raise SystemExit("benchmark data not found: set LABELSERVE_DATA_DIR")
+    if args.paired:
+        print(paired_gap(*args.paired))
+        return
     if args.auto_only:
         run_auto_only(args.sets, args.tasks)
     elif args.refresh:
