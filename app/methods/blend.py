@@ -230,7 +230,8 @@ SPEC = MethodSpec(
     params=BlendParams,
     estimator=Blend,
     summary="Blend (what auto registers when a mix beats every single candidate): the weighted mean of its "
-    "members' label probabilities; labels with blended score > threshold.",
+    "members' label probabilities; labels with blended score > threshold (with fill_empty, an empty set gets its "
+    "top label).",
     paper="Ensemble selection. Caruana R., Niculescu-Mizil A., Crew G., Ksikes A. Ensemble selection from "
     "libraries of models. ICML 2004. doi:10.1145/1015330.1015432",
     stages=("members",),
