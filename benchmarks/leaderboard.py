@@ -22,6 +22,7 @@ scales with labels x features; the binned ``mi-filter`` runs everywhere).
     nice .venv/bin/python -m benchmarks.leaderboard --tables-only   # rewrite the tables
     nice .venv/bin/python -m benchmarks.leaderboard --auto-only     # re-run auto only (see below)
     nice .venv/bin/python -m benchmarks.leaderboard --paired emotions rf  # is auto's gap test noise?
+    nice .venv/bin/python -m benchmarks.leaderboard --paired-all    # that for every set: "its SE"
 
 Raw results (one JSON file per set and task) go to ``benchmarks/results/leaderboard/`` (not
 committed) and are reused on the next run; the summary tables go to ``benchmarks/leaderboard.md``.
@@ -417,14 +418,22 @@ def _seconds(auto: dict[str, Any]) -> str:
     return f"{auto['seconds']:.0f} / {auto['cpu_seconds']:.0f} (load {auto['load']:.1f})"
 
 
+def _noise(auto: dict[str, Any]) -> str:
+    """The standard error of ``auto - best`` over the test rows (``--paired-all``); ``0`` when auto
+    picked the best method itself, ``?`` when not measured."""
+    if "paired" not in auto:
+        return "?"
+    return "0" if auto["paired"] is None else f"{auto['paired']['se']:.3f}"
+
+
 def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "### Multi-label classification: average precision on the test split (higher is better)",
         "",
         "| set | n / d / q | "
         + " | ".join(CLASSIFIERS)
-        + " | auto (picked) | auto - best | folds | auto s wall / CPU |",
-        "|---|---|" + "---|" * len(CLASSIFIERS) + "---|---|---|---|",
+        + " | auto (picked) | auto - best | its SE | folds | auto s wall / CPU |",
+        "|---|---|" + "---|" * len(CLASSIFIERS) + "---|---|---|---|---|",
     ]
     for name, r in results.items():
         ap = {m: v["average_precision"] for m, v in r["methods"].items()}
@@ -438,7 +447,7 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
             f"| {name} | {r['n']} / {r['d']} / {r['q']} | "
             + " | ".join(cells)
             + f" | {auto['average_precision']:.3f} ({auto['picked']}) | {auto['average_precision'] - best_candidate:+.3f}"
-            f" | {auto['folds']} | {_seconds(auto)} |"
+            f" | {_noise(auto)} | {auto['folds']} | {_seconds(auto)} |"
         )
     lines += [
         "",
@@ -582,6 +591,8 @@ def write_tables() -> str:
         "(members and weight shares) when its cross-fitted CV beats every one. Bold = best of the row;",
         "`-` = not run (cost). `auto` seconds include the final fit, as wall / CPU seconds (CPU counts every",
         "thread) on a 2-core machine shared with other jobs, with the load average when `auto` started.",
+        "`its SE`: the standard error of `auto - best` over the test rows (paired, row by row; `--paired-all`),",
+        "so a gap smaller than about twice it is within what another test sample of the same size could move.",
         "",
     ]
     for task, table in (
@@ -600,7 +611,7 @@ def write_tables() -> str:
     return text
 
 
-def paired_gap(name: str, method: str, boots: int = 2000) -> str:
+def paired_gap(name: str, method: str, boots: int = 2000) -> dict[str, Any]:
     """``auto``'s average precision minus ``method``'s on the test rows of ``name``, with its noise:
     the standard error of the per-row differences and a bootstrap 95% interval of their mean
     (rows with no relevant label have no average precision and are left out, as ``metrics`` does).
@@ -608,7 +619,9 @@ def paired_gap(name: str, method: str, boots: int = 2000) -> str:
     raw = json.loads((RAW / f"classification-{name}.json").read_text())
     picked = raw["auto"]["picked_params"]
     Xtr, Ytr, Xte, Yte = _split(name)
-    auto = get_method("blend" if "members" in picked else raw["auto"]["picked"]).build(picked).fit(Xtr, Ytr)  # type: ignore[union-attr]
+    spec = get_method("blend" if "members" in picked else raw["auto"]["picked"])
+    assert spec is not None
+    auto = spec.build(picked).fit(Xtr, Ytr)
     single = _build(method).fit(Xtr, Ytr)
     rows = np.flatnonzero((Yte > 0).any(axis=1))
 
@@ -620,11 +633,44 @@ def paired_gap(name: str, method: str, boots: int = 2000) -> str:
     rng = np.random.default_rng(0)
     means = [gaps[rng.integers(0, gaps.size, gaps.size)].mean() for _ in range(boots)]
     low, high = np.percentile(means, [2.5, 97.5])
-    se = gaps.std(ddof=1) / math.sqrt(gaps.size)
+    se = float(gaps.std(ddof=1) / math.sqrt(gaps.size))
+    return {
+        "method": method,
+        "gap": float(gaps.mean()),
+        "se": se,
+        "low": float(low),
+        "high": float(high),
+        "rows": int(rows.size),
+    }
+
+
+def _paired_text(name: str, p: dict[str, Any]) -> str:
     return (
-        f"{name}: auto - {method} = {gaps.mean():+.4f} over {gaps.size} test rows, "
-        f"standard error {se:.4f}, bootstrap 95% interval [{low:+.4f}, {high:+.4f}]"
+        f"{name}: auto - {p['method']} = {p['gap']:+.4f} over {p['rows']} test rows, standard error "
+        f"{p['se']:.4f}, bootstrap 95% interval [{p['low']:+.4f}, {p['high']:+.4f}]"
     )
+
+
+def _best_candidate(r: dict[str, Any]) -> str:
+    """The single method of ``auto``'s candidates with the best test average precision (the table's ``best``)."""
+    ap = {m: v["average_precision"] for m, v in r["methods"].items()}
+    candidates = [m for m in r["auto"]["candidates"] if m in ap] or list(ap)
+    return max(candidates, key=lambda m: ap[m])
+
+
+def run_paired(sets: list[str] | None) -> None:
+    """``paired_gap`` of ``auto`` against the best single candidate on every classification set
+    with a raw result (or ``sets``), kept in the raw file for the table's noise column."""
+    for name, r in _load("classification").items():
+        if sets and name not in sets:
+            continue
+        best = _best_candidate(r)
+        if r["auto"]["picked"] == best:
+            r["auto"]["paired"] = None  # the same model: no gap
+        else:
+            r["auto"]["paired"] = paired_gap(name, best)
+            print(_paired_text(name, r["auto"]["paired"]), flush=True)
+        (RAW / f"classification-{name}.json").write_text(json.dumps(r, indent=1, default=float))
 
 
 def main() -> None:
@@ -637,6 +683,9 @@ def main() -> None:
         "--auto-only", action="store_true", help="re-run auto alone; single methods from the committed tables"
     )
     parser.add_argument(
+        "--paired-all", action="store_true", help="auto's gap to the best single method with its noise, every set"
+    )
+    parser.add_argument(
         "--paired",
         nargs=2,
         metavar=("SET", "METHOD"),
@@ -646,13 +695,15 @@ def main() -> None:
     if datasets.data_dir() is None:
         raise SystemExit("benchmark data not found: set LABELSERVE_DATA_DIR")
     if args.paired:
-        print(paired_gap(*args.paired))
+        print(_paired_text(args.paired[0], paired_gap(*args.paired)))
         return
+    if args.paired_all:
+        run_paired(args.sets)
     if args.auto_only:
         run_auto_only(args.sets, args.tasks)
     elif args.refresh:
         refresh(args.refresh, args.sets)
-    elif not args.tables_only:
+    elif not args.tables_only and not args.paired_all:
         run(args.sets, args.tasks)
     print(write_tables())
 
