@@ -16,7 +16,7 @@ probabilities is less extreme than its members and rarely clears 0.5 for a rare 
 ``fill_empty`` a row left empty gets its top-scored label: ``auto`` turns it on where that raised
 micro-F1 on the same out-of-fold scores, the rule of the single baselines
 (``app.methods.thresholds.choose_rule``; before it, ``auto``'s blends left 8-10% of the test
-rows of scene, medical and four Yahoo sets empty where the truth has no empty row).
+rows of scene, medical, Arts and Recreation empty where the truth has no empty row).
 
 Label distributions (``blend-ldl``). The prediction is the weighted mean of the members'
 distributions, again a distribution; any label distribution learner may be a member.
