@@ -438,8 +438,7 @@ def _classification_table(results: dict[str, dict[str, Any]]) -> list[str]:
     for name, r in results.items():
         ap = {m: v["average_precision"] for m, v in r["methods"].items()}
         top = max(ap.values())
-        cand = [ap[m] for m in r["auto"]["candidates"] if m in ap]
-        best_candidate = max(cand) if cand else top
+        best_candidate = ap[_best_candidate(r)]
         bold = r.get("bold", {}).get("average_precision")  # as printed, for figures read back from the table
         cells = [_fmt(ap.get(m), m in bold if bold is not None else ap.get(m) == top) for m in CLASSIFIERS]
         auto = r["auto"]
