@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.config import Settings
-from app.db import Database
-from app.observability import Metrics
-from app.page_cache import PageCache
-from app.registry import ModelCache
-from app.resolved_refs import ResolvedRefs
-from app.store import Store
+from app.evaluation.report_cache import PageCache
+from app.registry.model_cache import ModelCache
+from app.registry.resolved_refs import ResolvedRefs
+from app.runtime.observability import Metrics
+from app.storage.db import Database
+from app.storage.store import Store
 
 if TYPE_CHECKING:  # the runner's interface lives with the jobs, which import this module
     from app.jobs.base import JobRunner

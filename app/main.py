@@ -1,6 +1,6 @@
 """The ASGI application: ``app.main:app``.
 
-Start-up migrates the schema or checks that it is current (``app.db.prepare_schema``), opens
+Start-up migrates the schema or checks that it is current (``app.storage.db.prepare_schema``), opens
 the store, starts the job runner and settles jobs a previous process left unfinished. Every
 route but the operations ones and the docs sits behind the optional API key.
 """
@@ -17,22 +17,22 @@ from starlette.routing import Mount, Route
 
 import app as package
 from app import ui
-from app.allocator import keep_freed_memory
 from app.api import errors
 from app.api.fast_path import PredictFastPath
 from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
-from app.api.main import TAGS, api_router, routes
+from app.api.router import TAGS, api_router, routes
 from app.api.routes import ops
-from app.collector import freeze_startup_objects
 from app.config import Settings, get_settings
 from app.core import Core
-from app.db import prepare_schema
 from app.jobs.local import stop_process_helpers
 from app.jobs.queue import JobCounts
 from app.jobs.runner import make_runner
-from app.observability import Metrics, RequestMetrics, access_log, configure_logging
+from app.runtime.allocator import keep_freed_memory
+from app.runtime.gc_freeze import freeze_startup_objects
+from app.runtime.observability import Metrics, RequestMetrics, access_log, configure_logging
 from app.services.maintenance import Sweeper
 from app.services.warming import Warmer
+from app.storage.db import prepare_schema
 
 
 def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:

@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from app.formats.validation import MAX_ABS_FEATURE
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
-from app.registry import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
+from app.registry.refs import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
 from app.suggest import did_you_mean
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection import KFold, train_test_split
 
-from app import metrics
+from app import scoring
 from app.methods.aa_knn import AAKNN, LITERAL_DEFAULTS
 from benchmarks import datasets
 
@@ -47,12 +47,12 @@ def main() -> None:
         ds = datasets.load_ldl(name)
         Xtr, _, Dtr, _ = train_test_split(np.array(ds.X), np.array(ds.Y), test_size=0.2, random_state=0)
         folds = list(KFold(3 if name == "Movie" else 5, shuffle=True, random_state=0).split(Xtr))
-        mean = np.mean([metrics.chebyshev(Dtr[te], np.tile(Dtr[tr].mean(axis=0), (len(te), 1))) for tr, te in folds])
+        mean = np.mean([scoring.chebyshev(Dtr[te], np.tile(Dtr[tr].mean(axis=0), (len(te), 1))) for tr, te in folds])
         print(f"| {name} | training mean | {mean:.5f} | 0.0 | {os.getloadavg()[0]:.1f} |", flush=True)
         for label, point in POINTS.items():
             load, started = os.getloadavg()[0], time.process_time()
             cheb = [
-                metrics.chebyshev(Dtr[te], AAKNN(**point).fit(Xtr[tr], Dtr[tr]).predict(Xtr[te])) for tr, te in folds
+                scoring.chebyshev(Dtr[te], AAKNN(**point).fit(Xtr[tr], Dtr[tr]).predict(Xtr[te])) for tr, te in folds
             ]
             cpu = time.process_time() - started
             print(f"| {name} | {label} | {np.mean(cheb):.5f} | {cpu:.1f} | {load:.1f} |", flush=True)

@@ -41,7 +41,7 @@ def start_server(store: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = os.environ | {"LABELSERVE_MODEL_DIR": str(store), "LABELSERVE_LOG_LEVEL": "WARNING"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "app.client.cli", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

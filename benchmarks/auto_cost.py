@@ -2,7 +2,7 @@
 
 Issue 23, item 3. Two studies:
 
-* ``--yahoo`` (default): on each Yahoo set's training split (2,000 rows), ``selection.select``
+* ``--yahoo`` (default): on each Yahoo set's training split (2,000 rows), ``choice.select``
   with every default classifier named (so none is left out) and ``metric="micro_f1"`` (a
   label-set metric: no ranking twin is set aside and no blend is built, so every candidate is
   cross-validated and timed). Per candidate: the pilot's predicted seconds of its 5-fold
@@ -12,7 +12,7 @@ Issue 23, item 3. Two studies:
   ``mlknn`` alone at their defaults (fit seconds, test average precision).
 
 * ``--pilot-growth``: the growth exponents the kNN methods' pilots extrapolate with
-  (``selection.GROWTH``, ``GRAPH_REUSE_GROWTH``), measured where they are used: on each Yahoo
+  (``pricing.GROWTH``, ``GRAPH_REUSE_GROWTH``), measured where they are used: on each Yahoo
   set's training split and bibtex's, 3 pilots of ``dmknn`` then ``mlknn`` (the second reusing
   the first's neighbour graph, as in a selection) and one 5-fold cross-validation of the two;
   per method ``log(median fold s / median pilot s) / log(fold rows / pilot rows)``.
@@ -34,7 +34,8 @@ import time
 import warnings
 from typing import Any
 
-from app import metrics, selection
+from app import scoring
+from app.evaluation import choice, cross_validation, pool, pricing
 from app.methods.catalog import get_method
 from benchmarks.datasets import YAHOO_SETS, data_dir, load_yahoo
 from benchmarks.scaling_growth import bibtex
@@ -46,11 +47,11 @@ def yahoo_table(names: list[str], n_jobs: int | None) -> None:
     for name in names:
         ds = load_yahoo(name, "train")
         load = os.getloadavg()[0]
-        result = selection.select(
+        result = choice.select(
             ds.X,
             ds.Y,
             "multilabel",
-            candidates=selection.candidate_pool("multilabel"),
+            candidates=pool.candidate_pool("multilabel"),
             metric="micro_f1",
             cv=5,
             random_state=0,
@@ -75,10 +76,10 @@ def pilot_growth(names: list[str]) -> None:
     for name in names:
         X, Y = bibtex("train") if name == "bibtex" else _yahoo(name)
         load = os.getloadavg()[0]
-        pilots = [selection.pilot_costs(X, Y, entries, cv=5) for _ in range(3)]
+        pilots = [pricing.pilot_costs(X, Y, entries, cv=5) for _ in range(3)]
         n = X.shape[0]
         fold_rows = n - -(-n // 5)
-        for entry in selection.cross_validate(X, Y, "multilabel", entries, cv=5):
+        for entry in cross_validation.cross_validate(X, Y, "multilabel", entries, cv=5):
             pilot = statistics.median(p[entry.method].pilot_seconds for p in pilots)
             rows = pilots[0][entry.method].pilot_rows
             fold = statistics.median(entry.fold_seconds)
@@ -105,12 +106,12 @@ def bibtex_study(n_jobs: int | None) -> None:
     print("|---|---|---|---|")
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    result = selection.select(X, Y, "multilabel", random_state=0, n_jobs=n_jobs)
+    result = choice.select(X, Y, "multilabel", random_state=0, n_jobs=n_jobs)
     spec = get_method(result.best.method)
     assert spec is not None
     model = spec.build(result.best.params).fit(X, Y)
     seconds = time.perf_counter() - started
-    ap = metrics.average_precision(Yt, model.decision_function(Xt))
+    ap = scoring.average_precision(Yt, model.decision_function(Xt))
     print(f"| auto -> {result.best.method} | {seconds:.0f} | {ap:.4f} | {load:.1f} |", flush=True)
     record = result.record()
     for row in record["leaderboard"]:
@@ -130,7 +131,7 @@ def bibtex_study(n_jobs: int | None) -> None:
         started = time.perf_counter()
         model = spec.build(params).fit(X, Y)
         seconds = time.perf_counter() - started
-        ap = metrics.average_precision(Yt, model.decision_function(Xt))
+        ap = scoring.average_precision(Yt, model.decision_function(Xt))
         print(f"| {method} alone | {seconds:.0f} | {ap:.4f} | {load:.1f} |", flush=True)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from app import metrics
+from app import scoring
 from app.methods.catalog import get_method
 from benchmarks.datasets import data_dir
 from benchmarks.scaling_growth import bibtex
@@ -63,7 +63,7 @@ def fit(n_jobs: int, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, Yt: np.ndarra
     wall, cpu = time.perf_counter(), _cpu_seconds()
     model.fit(X, Y)
     wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
-    return wall, cpu, metrics.average_precision(Yt, model.decision_function(Xt))
+    return wall, cpu, scoring.average_precision(Yt, model.decision_function(Xt))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Start-up cost of the ``labelserve`` command: wall time of ``--help`` and of simple calls.
 
-Each command runs ``--runs`` times as a fresh process (``sys.executable -m app.cli ...``, as the
+Each command runs ``--runs`` times as a fresh process (``sys.executable -m app.client.cli ...``, as the
 installed script does) after one unmeasured warm-up run; the table gives the minimum and the
 median wall time, and the median CPU time (user + system of the process) in milliseconds. CPU
 time hardly moves when other jobs share the machine (waiting for a core is not counted), so it
@@ -14,7 +14,7 @@ instance ``git archive main | tar -x -C /tmp/main``), in the same run, the trees
 run by run, so that a before/after comparison sees the same machine load.
 
 Run: ``.venv/bin/python -m benchmarks.cli_startup [--runs 20] [--tree /tmp/main]``. ``python -X
-importtime -c 'import app.cli'`` says which imports the time goes to.
+importtime -c 'import app.client.cli'`` says which imports the time goes to.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from pathlib import Path
 
 COMMANDS: list[list[str]] = [
     ["-c", "pass"],
-    ["-m", "app.cli", "--version"],
-    ["-m", "app.cli", "--help"],
-    ["-m", "app.cli", "compare", "--help"],
-    ["-m", "app.cli", "datasets", "upload", "--help"],
-    ["-m", "app.cli", "--url", "http://127.0.0.1:9", "datasets", "list"],
-    ["-m", "app.cli", "--url", "http://127.0.0.1:9", "models", "show", "m@1"],
+    ["-m", "app.client.cli", "--version"],
+    ["-m", "app.client.cli", "--help"],
+    ["-m", "app.client.cli", "compare", "--help"],
+    ["-m", "app.client.cli", "datasets", "upload", "--help"],
+    ["-m", "app.client.cli", "--url", "http://127.0.0.1:9", "datasets", "list"],
+    ["-m", "app.client.cli", "--url", "http://127.0.0.1:9", "models", "show", "m@1"],
 ]
 
 

@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 from sklearn.feature_selection import mutual_info_classif  # noqa: E402
 from sklearn.model_selection import KFold  # noqa: E402
 
-from app import metrics  # noqa: E402
+from app import scoring  # noqa: E402
 from app.methods.dmknn import DMKNN  # noqa: E402
 from app.methods.fit_warnings import DegenerateFitWarning  # noqa: E402
 from app.methods.ghc_dr import GHCDR, PAPER_READING, n_features_for_percent  # noqa: E402
@@ -87,10 +87,10 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def label_set_metrics(Y: np.ndarray, Yhat: np.ndarray, S: np.ndarray) -> dict[str, float]:
     return {
-        "AP": metrics.average_precision(Y, S),
-        "micro-F1": metrics.micro_f1(Y, Yhat),
-        "macro-F1": metrics.macro_f1(Y, Yhat),
-        "HL": metrics.hamming_loss(Y, Yhat),
+        "AP": scoring.average_precision(Y, S),
+        "micro-F1": scoring.micro_f1(Y, Yhat),
+        "macro-F1": scoring.macro_f1(Y, Yhat),
+        "HL": scoring.hamming_loss(Y, Yhat),
         "empty %": 100.0 * float((~Yhat.astype(bool).any(axis=1)).mean()),
         "set size": float(Yhat.sum(axis=1).mean()),
     }
@@ -140,7 +140,7 @@ def subset_ap(ranking: np.ndarray, Xa: np.ndarray, Ya: np.ndarray, Xb: np.ndarra
     for p in PERCENTS:
         cols = np.sort(ranking[: n_features_for_percent(p, d)])
         S = MLkNN(k=10).fit(Xa[:, cols], Ya).decision_function(Xb[:, cols])
-        aps.append(metrics.average_precision(Yb, S))
+        aps.append(scoring.average_precision(Yb, S))
     return float(np.mean(aps))
 
 
@@ -155,7 +155,7 @@ def selection_row(name: str, cache: Path | None) -> dict[str, float]:
         row[f"{label} min eigenvalue"] = model.min_D_
     row["MI filter"] = subset_ap(np.argsort(-mi_scores(name, Xtr, Ytr, cache), kind="stable"), Xtr, Ytr, Xte, Yte)
     row["variance"] = subset_ap(variance_ranking(Xtr), Xtr, Ytr, Xte, Yte)
-    row["all features"] = metrics.average_precision(Yte, MLkNN(k=10).fit(Xtr, Ytr).decision_function(Xte))
+    row["all features"] = scoring.average_precision(Yte, MLkNN(k=10).fit(Xtr, Ytr).decision_function(Xte))
     return row
 
 

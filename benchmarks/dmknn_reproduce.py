@@ -45,7 +45,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from app.methods.dmknn import DMKNN
 from app.methods.mlknn import MLkNN
-from app.metrics import average_precision, example_f1, hamming_loss, macro_f1, micro_f1, ranking_loss
+from app.scoring import average_precision, example_f1, hamming_loss, macro_f1, micro_f1, ranking_loss
 from benchmarks.datasets import data_dir, load_mulan
 
 #: Journal abstract (spec 002, section 8): DMKNN's F1-Measure, averaging unstated.

@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 from sklearn.model_selection import KFold  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from app import metrics  # noqa: E402
+from app import scoring  # noqa: E402
 from app.methods.elcfs import ELCFS  # noqa: E402
 from app.methods.mlknn import MLkNN  # noqa: E402
 from benchmarks import datasets  # noqa: E402
@@ -49,11 +49,11 @@ MULAN = ("emotions", "yeast", "birds")
 YAHOO = ("Arts", "Business", "Education")
 GRID = (0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 METRICS = (  # name, function, uses scores (else label sets), higher is better
-    ("AP", metrics.average_precision, True, True),
-    ("HL", metrics.hamming_loss, False, False),
-    ("RL", metrics.ranking_loss, True, False),
-    ("MaF1", metrics.macro_f1, False, True),
-    ("MiF1", metrics.micro_f1, False, True),
+    ("AP", scoring.average_precision, True, True),
+    ("HL", scoring.hamming_loss, False, False),
+    ("RL", scoring.ranking_loss, True, False),
+    ("MaF1", scoring.macro_f1, False, True),
+    ("MiF1", scoring.micro_f1, False, True),
 )
 N_RANDOM = 5
 RATIO = 0.2

@@ -90,7 +90,7 @@ class Server:
     def spawn(self) -> Server:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "app.client.cli", "serve", "--port", str(self.port)],
                 env=self.env,
                 stdout=log,
                 stderr=log,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from app import metrics
+from app import scoring
 from benchmarks import datasets
 
 
@@ -120,7 +120,7 @@ def choose_defaults(sets: list[str]) -> None:
                 def make(point: dict[str, Any] = point) -> Any:
                     return lightgbm.LGBMClassifier(n_jobs=1, verbose=-1, random_state=0, **point)
 
-                aps.append(metrics.average_precision(Ytr[te], one_vs_rest(make, Xtr[tr], Ytr[tr], Xtr[te])))
+                aps.append(scoring.average_precision(Ytr[te], one_vs_rest(make, Xtr[tr], Ytr[tr], Xtr[te])))
             cpu = time.process_time() - started
             print(f"| {name} | {label} | {np.mean(aps):.4f} | {cpu:.1f} | {load:.1f} |", flush=True)
 
@@ -142,7 +142,7 @@ def main() -> None:
             started = time.process_time()
             S = one_vs_rest(make, Xtr, Ytr, Xte)
             cpu = time.process_time() - started
-            ap = metrics.average_precision(Yte, S)
+            ap = scoring.average_precision(Yte, S)
             print(f"| {name} | {library} | {cpu:.1f} | {ap:.4f} | {load:.1f} |", flush=True)
 
 

@@ -3,7 +3,7 @@
 Protocol (spec section 7): each data set's official train/test split; the selector sees the
 training part only; for p = 1..50 % the top max(1, ceil(p d / 100)) features (A15) go to ML-kNN
 (K = 10, s = 1; ``app.methods.mlknn.MLkNN``) trained on the training part and scored on the test
-part; every metric is averaged over the fractions. Metrics from ``app.metrics`` (HL on the
+part; every metric is averaged over the fractions. Metrics from ``app.scoring`` (HL on the
 posterior > 0.5 label sets; RL, CV, OE, AP on the posteriors; CV is the papers' max rank - 1).
 
 Columns:
@@ -43,7 +43,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from app import metrics  # noqa: E402
+from app import scoring  # noqa: E402
 from app.methods.ghc_dr import GHCDR, PAPER_READING, n_features_for_percent, solve_symmetric_sylvester  # noqa: E402
 from app.methods.mlknn import MLkNN  # noqa: E402
 from benchmarks import datasets  # noqa: E402
@@ -54,11 +54,11 @@ YAHOO = ("Arts", "Business", "Computers", "Education", "Health", "Recreation", "
 GRID_AB = (1e-2, 1e-1, 1.0, 1e1, 1e2)
 GRID_LAM = (0.6, 0.8, 1.0, 1.2, 1.4)
 METRICS = (  # name, function, takes scores (else label sets), higher is better
-    ("AP", metrics.average_precision, True, True),
-    ("CV", metrics.coverage, True, False),
-    ("RL", metrics.ranking_loss, True, False),
-    ("HL", metrics.hamming_loss, False, False),
-    ("OE", metrics.one_error, True, False),
+    ("AP", scoring.average_precision, True, True),
+    ("CV", scoring.coverage, True, False),
+    ("RL", scoring.ranking_loss, True, False),
+    ("HL", scoring.hamming_loss, False, False),
+    ("OE", scoring.one_error, True, False),
 )
 # GHC-DR column of the paper's Tables 2-6 (AP, CV, RL, HL, OE); Corel16k001 and Image are not in ../shared/data.
 PAPER = {

@@ -40,7 +40,7 @@ from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 
 from app.methods.ldlkm import LDLKM, reciprocal_softmax
-from app.metrics import ldl_metrics
+from app.scoring import ldl_metrics
 
 METRICS = ("chebyshev", "clark", "canberra", "kl_divergence", "cosine", "intersection")
 SHORT = {
@@ -83,7 +83,7 @@ LDLKM_K_GRID = LDLKM_GRID + [(k, s, t) for k in (10, 20, 40) for s in (False, Tr
 
 
 def chebyshev_rows(D: np.ndarray, P: np.ndarray) -> float:
-    """Mean Chebyshev distance: the inner-CV selection criterion (same as app.metrics)."""
+    """Mean Chebyshev distance: the inner-CV selection criterion (same as app.scoring)."""
     return float(np.abs(D - P).max(axis=-1).mean())
 
 

@@ -5,7 +5,7 @@ flags, genbase, medical) and the Yahoo sets' 2000/3000 split. Label distribution
 official split: a seeded 80/20 split (``random_state=0``). Features are min-max scaled on the
 training part (the scaling applied to the test part as is). Every method runs at its defaults
 (an unseeded default seeded 0, as ``auto`` seeds its candidates);
-``auto`` runs ``app.selection.select`` at its defaults (iterative stratification; 10 folds
+``auto`` runs ``app.evaluation.choice.select`` at its defaults (iterative stratification; 10 folds
 repeated up to 3 times under 1000 training rows, else 5 folds) on the training part only, then
 fits its winner on the whole training part; the test part is used only for the figures below.
 Its time is given as wall seconds and CPU seconds (all threads of the process), with the load
@@ -50,7 +50,8 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from app import metrics, selection
+from app import scoring
+from app.evaluation import choice, cross_validation
 from app.methods.blend import BLENDS, Blend
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
@@ -134,14 +135,14 @@ def _scored(model: Any, Xte: np.ndarray, Yte: np.ndarray) -> dict[str, Any]:
     for a method that learns its threshold (``app.methods.thresholds``) the same label-set metrics
     at the plain 0.5 rule (the earlier default: the same fitted scores, thresholded at 0.5)."""
     S, P = model.decision_function(Xte), model.predict(Xte)
-    out: dict[str, Any] = {**metrics.multilabel_metrics(Yte, P, S), **_label_sets(Yte, P)}
+    out: dict[str, Any] = {**scoring.multilabel_metrics(Yte, P, S), **_label_sets(Yte, P)}
     if isinstance(model, LearnedThresholdMixin):
         half = model.predict(Xte, threshold=0.5)
         out["learned_threshold"] = model.threshold_
         out["fill_empty"] = model.fill_empty_
         out["at_half"] = {
-            "micro_f1": metrics.micro_f1(Yte, half),
-            "macro_f1": metrics.macro_f1(Yte, half),
+            "micro_f1": scoring.micro_f1(Yte, half),
+            "macro_f1": scoring.macro_f1(Yte, half),
             **_label_sets(Yte, half),
         }
     return out
@@ -150,14 +151,14 @@ def _scored(model: Any, Xte: np.ndarray, Yte: np.ndarray) -> dict[str, Any]:
 def _classify_auto(Xtr: np.ndarray, Ytr: np.ndarray, Xte: np.ndarray, Yte: np.ndarray, name: str) -> dict[str, Any]:
     model, auto = _auto(Xtr, Ytr, "multilabel")
     S, P = model.decision_function(Xte), model.predict(Xte)
-    result = {**metrics.multilabel_metrics(Yte, P, S), **auto, **_label_sets(Yte, P), "rule": _rule(model)}
+    result = {**scoring.multilabel_metrics(Yte, P, S), **auto, **_label_sets(Yte, P), "rule": _rule(model)}
     print(f"  {name} auto -> {auto['picked']}: AP {result['average_precision']:.4f} ({auto['seconds']:.1f} s)")
     return result
 
 
 def _distribution_auto(Xtr: np.ndarray, Dtr: np.ndarray, Xte: np.ndarray, Dte: np.ndarray, name: str) -> dict[str, Any]:
     model, auto = _auto(Xtr, Dtr, "distribution")
-    result = {**metrics.ldl_metrics(Dte, model.predict(Xte)), **auto}
+    result = {**scoring.ldl_metrics(Dte, model.predict(Xte)), **auto}
     print(f"  {name} auto -> {auto['picked']}: Cheb {result['chebyshev']:.4f} ({auto['seconds']:.1f} s)")
     return result
 
@@ -194,7 +195,7 @@ def _auto(Xtr: np.ndarray, Ytr: np.ndarray, kind: str) -> tuple[Any, dict[str, A
     the training part): the fitted winner and what to record (picked, CV means, folds, times)."""
     load = os.getloadavg()[0]
     started, cpu = time.perf_counter(), time.process_time()
-    chosen = selection.select(Xtr, Ytr, kind, random_state=0)
+    chosen = choice.select(Xtr, Ytr, kind, random_state=0)
     best = chosen.best
     model = get_method(best.method).build(best.params).fit(Xtr, Ytr)  # type: ignore[union-attr]
     return model, {
@@ -218,10 +219,10 @@ def _distribution(name: str) -> dict[str, Any]:
         started = time.perf_counter()
         model = _build(method).fit(Xtr, Dtr)
         seconds = time.perf_counter() - started
-        out["methods"][method] = {**metrics.ldl_metrics(Dte, model.predict(Xte)), "fit_seconds": seconds}
+        out["methods"][method] = {**scoring.ldl_metrics(Dte, model.predict(Xte)), "fit_seconds": seconds}
         print(f"  {name} {method}: Cheb {out['methods'][method]['chebyshev']:.4f} ({seconds:.1f} s)", flush=True)
     mean = np.tile(Dtr.mean(axis=0), (len(Dte), 1))
-    out["methods"]["training mean"] = {**metrics.ldl_metrics(Dte, mean), "fit_seconds": 0.0}
+    out["methods"]["training mean"] = {**scoring.ldl_metrics(Dte, mean), "fit_seconds": 0.0}
     out["auto"] = _distribution_auto(Xtr, Dtr, Xte, Dte, name)
     return out
 
@@ -233,9 +234,9 @@ def _select(name: str) -> dict[str, Any]:
 
     def downstream(keep: np.ndarray) -> float:
         knn = MLkNN(k=10).fit(Xtr[:, keep], Ytr)
-        return metrics.average_precision(Yte, knn.decision_function(Xte[:, keep]))
+        return scoring.average_precision(Yte, knn.decision_function(Xte[:, keep]))
 
-    top = max(1, int(round(selection.SELECTOR_FRACTION * d)))
+    top = max(1, int(round(cross_validation.SELECTOR_FRACTION * d)))
     out["methods"]["all features"] = {"ap20": downstream(np.arange(d)), "fit_seconds": 0.0}
     for method in SELECTORS:
         if not _allowed(method, name, *Xtr.shape):
@@ -243,7 +244,7 @@ def _select(name: str) -> dict[str, Any]:
         started = time.perf_counter()
         ranking = np.asarray(_build(method).fit(Xtr, Ytr).ranking_)
         seconds = time.perf_counter() - started
-        curve = {f: downstream(ranking[: max(1, int(round(f * d)))]) for f in selection.FRACTIONS}
+        curve = {f: downstream(ranking[: max(1, int(round(f * d)))]) for f in cross_validation.FRACTIONS}
         out["methods"][method] = {"ap20": downstream(ranking[:top]), "curve": curve, "fit_seconds": seconds}
         print(f"  {name} {method}: AP@20% {out['methods'][method]['ap20']:.4f} ({seconds:.1f} s)", flush=True)
     return out
@@ -626,7 +627,7 @@ def paired_gap(name: str, method: str, boots: int = 2000) -> dict[str, Any]:
 
     def per_row(model: Any) -> np.ndarray:
         S = model.decision_function(Xte[rows])
-        return np.array([metrics.average_precision(Yte[rows][i : i + 1], S[i : i + 1]) for i in range(rows.size)])
+        return np.array([scoring.average_precision(Yte[rows][i : i + 1], S[i : i + 1]) for i in range(rows.size)])
 
     gaps = per_row(auto) - per_row(single)
     rng = np.random.default_rng(0)

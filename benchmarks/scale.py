@@ -66,10 +66,10 @@ import httpx
 import numpy as np
 import scipy.sparse as sp
 
-from app.db import Database
 from app.methods.catalog import get_method
-from app.registry import library_versions, register_version
-from app.store import Store
+from app.registry.versions import library_versions, register_version
+from app.storage.db import Database
+from app.storage.store import Store
 from benchmarks import datasets as bd
 from benchmarks.serving import Processes
 
@@ -189,7 +189,7 @@ def first_request(
     asked for a prediction twice: (seconds from registration to the 'warmed' log line or 0,
     seconds of the first request, of the second)."""
     name = f"fresh-{'warm' if warm else 'cold'}"
-    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+    command = ["-m", "app.client.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
     base, _ = procs.start(name, command, env | {"LABELSERVE_WARM_NEW_VERSIONS": str(warm).lower()}, "/ready")
     log = procs.logs / f"{name}.log"
     # the process's own first-prediction costs (about 0.25 s: imports on first use, the database
@@ -224,7 +224,7 @@ def serve_forests(
 ) -> tuple[int, int, int, str]:
     """Start the API with the cache bound, predict with each forest twice round: RSS at start,
     peak RSS, final RSS, cache hits."""
-    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+    command = ["-m", "app.client.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
     base, pid = procs.start(
         f"forests-{cache_mb:g}", command, env | {"LABELSERVE_MODEL_CACHE_MB": str(cache_mb)}, "/ready"
     )
@@ -397,11 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         url = f"sqlite:///{tmp / 'scale.db'}"
         env |= {"LABELSERVE_MODEL_DIR": str(tmp / "models"), "LABELSERVE_DATABASE_URL": url}
         env.pop("LABELSERVE_API_KEY", None)
-        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "app.client.cli", "migrate"], cwd=ROOT, env=env, check=True, capture_output=True
+        )
         if args.skip_uploads:
             pass
         elif bd.data_dir() is not None:
-            command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+            command = ["-m", "app.client.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
             base, pid = procs.start("uploads", command, env, "/ready")
             uploads = measure_uploads(base, pid, args.repeats)
             procs.stop()
@@ -421,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("../shared/data not found: uploads skipped", file=sys.stderr)
         if not (args.skip_training and args.skip_answers):
-            command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
+            command = ["-m", "app.client.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1"]
             base, pid = procs.start("training", command, env, "/ready")
             log = tmp / "training.log"
             if not args.skip_training and bd.data_dir() is not None:

@@ -91,7 +91,7 @@ class Cluster:
         log = (self.logs / f"{name}.log").open("wb")
         prefix = ["nice", "-n", str(nice)] if nice else []
         proc = subprocess.Popen(
-            prefix + [sys.executable, "-m", "app.cli", *args],
+            prefix + [sys.executable, "-m", "app.client.cli", *args],
             cwd=ROOT,
             env=self.env,
             stdout=log,

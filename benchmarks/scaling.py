@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 from app.methods.mlknn import MLkNN  # noqa: E402
-from app.metrics import average_precision  # noqa: E402
+from app.scoring import average_precision  # noqa: E402
 from benchmarks.datasets import data_dir, load_scaling  # noqa: E402
 
 SIZES = (2_000, 5_000, 10_000, 21_519)

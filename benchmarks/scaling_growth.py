@@ -15,7 +15,7 @@ n = 2,000 .. 21,519); ``--q-growth`` fits bibtex on its first q labels instead, 
   calls (``_decision_function``).
 
 Growth exponents are least-squares slopes of log(cpu seconds) on log(n) (or log(q)) over the
-points from ``--fit-from`` rows on; they are the exponents ``app.selection.GROWTH`` declares
+points from ``--fit-from`` rows on; they are the exponents ``app.evaluation.pricing.GROWTH`` declares
 (its docstring says which run they come from). The kNN rows (``mlknn``, ``dmknn``) belong to the
 neighbour-search work and are run the same way with ``--methods mlknn dmknn``.
 
@@ -119,17 +119,17 @@ def measure(method: str, params: dict[str, Any], X: np.ndarray, Y: np.ndarray) -
 def fold_growth(
     methods: list[str], sizes: list[int], n_jobs: int | None, data: str = "tmc2007", after: str | None = None
 ) -> None:
-    """What ``app.selection.GROWTH`` declares: the growth of one cross-validation fold's seconds
+    """What ``app.evaluation.pricing.GROWTH`` declares: the growth of one cross-validation fold's seconds
     (fit on n rows, score n / 4 held-out rows, as a 5-fold split has them) on the first rows of
     ``data`` (tmc2007, bibtex or a Yahoo set's training split), timed by
-    ``selection._fit_and_score`` as the pilots and the folds of ``auto`` are: BLAS on one thread,
+    ``cross_validation.fit_and_score`` as the pilots and the folds of ``auto`` are: BLAS on one thread,
     the fastest of ``FOLD_RUNS`` runs (a pilot's rule: the first run of a process pays one-off
     costs, which had made ML-kNN's 500-row point slower than its 1,000-row one). ``after``: each
     timed fold runs after that method's (untimed) fold on the same rows in one graph cache, as
-    the second kNN method of a selection does (``selection.GRAPH_REUSE_GROWTH``)."""
+    the second kNN method of a selection does (``pricing.GRAPH_REUSE_GROWTH``)."""
     from threadpoolctl import threadpool_limits
 
-    from app import selection
+    from app.evaluation import cross_validation
     from app.methods.neighbours import sharing_graphs
 
     X, Y = _rows(data)
@@ -151,11 +151,11 @@ def fold_growth(
                     if after is not None:
                         first = get_method(after)
                         assert first is not None
-                        first_entry = selection._entry(first, after, {}, Y, 1)
-                        selection._fit_and_score(first, first_entry, X, Y, tr, te, lambda stage, fraction: None)
-                    entry = selection._entry(spec, method, params, Y, 1)
+                        first_entry = cross_validation.empty_entry(first, after, {}, Y, 1)
+                        cross_validation.fit_and_score(first, first_entry, X, Y, tr, te, lambda stage, fraction: None)
+                    entry = cross_validation.empty_entry(spec, method, params, Y, 1)
                     wall, cpu = time.perf_counter(), time.process_time()
-                    selection._fit_and_score(spec, entry, X, Y, tr, te, lambda stage, fraction: None)
+                    cross_validation.fit_and_score(spec, entry, X, Y, tr, te, lambda stage, fraction: None)
                     runs.append((time.perf_counter() - wall, time.process_time() - cpu))
             wall, cpu = min(runs)
             walls.append(wall)

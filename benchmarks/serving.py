@@ -291,9 +291,9 @@ def service_rows(
     service_env.pop("LABELSERVE_LOG_LEVEL", None)  # the default (INFO): one log line per request
     # as in production: the schema first, once, then the API processes (they only check it)
     subprocess.run(
-        [sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=service_env, check=True, capture_output=True
+        [sys.executable, "-m", "app.client.cli", "migrate"], cwd=ROOT, env=service_env, check=True, capture_output=True
     )
-    command = ["-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
+    command = ["-m", "app.client.cli", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     base, pid = procs.start(f"service-{args.database}-{workers}", command, service_env, "/ready")
     features = train_models(base)
     out: list[Row] = []

@@ -1,4 +1,4 @@
-"""Cost of ``POST /datasets/{id}/split``'s row choice (``app.splitting.train_test_rows``).
+"""Cost of ``POST /datasets/{id}/split``'s row choice (``app.evaluation.splitting.train_test_rows``).
 
 Iterative stratification walks the labels from the rarest and assigns rows one at a time, so
 its cost grows with rows x labels; the shuffle of distribution rows is a permutation. Label
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from app.splitting import train_test_rows
+from app.evaluation.splitting import train_test_rows
 
 SIZES = [(2_000, 20), (2_000, 200), (20_000, 20), (20_000, 200), (20_000, 1_000)]
 

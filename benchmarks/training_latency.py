@@ -74,7 +74,7 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     env |= {"LABELSERVE_MODEL_DIR": str(workdir / "store"), "LABELSERVE_LOG_LEVEL": "INFO"}
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "app.client.cli", "serve", "--port", str(port)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

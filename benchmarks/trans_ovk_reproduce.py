@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from app.methods.trans_ovk import LITERAL_READING, TransOVK
-from app.metrics import average_precision, macro_f1
+from app.scoring import average_precision, macro_f1
 
 SETS = (
     "emotions",

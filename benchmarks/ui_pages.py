@@ -9,7 +9,7 @@ jobs of every status (50 still queued, so the queue positions are computed), wri
 A comparison (``br``, 2 folds) is run through the API too, for its report. Each page is then asked
 for ``--repeat`` times in process through the ASGI app (no network), and the table gives the
 median, p95 and largest time, and the page's size. A version report is built once per version and
-dataset and then kept (``app.page_cache``): its "first view" row empties that cache before each
+dataset and then kept (``app.evaluation.report_cache``): its "first view" row empties that cache before each
 request, so it times the evaluation and the charts; "again" times the kept page. The offline
 download and plotly's asset (sent once, then cached by the browser for good) are files rather than
 pages, timed for completeness. The machine's other load moves the numbers; run it on a quiet
@@ -34,9 +34,9 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.db import Database
 from app.main import create_app
-from app.orm import Alias, Job, Model, ModelVersion, VersionCounter
+from app.storage.db import Database
+from app.storage.orm import Alias, Job, Model, ModelVersion, VersionCounter
 
 N_MODELS = 200
 N_JOBS = 1000
@@ -161,7 +161,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.database == "postgresql":
-            from app.db import migrate
+            from app.storage.db import migrate
             from tests.helpers import throwaway_postgres
 
             context = throwaway_postgres(args.postgres_url)

@@ -24,9 +24,9 @@ from sqlalchemy.engine import make_url
 
 import app.main
 from app.config import Settings
-from app.db import migrate
 from app.main import create_app
-from app.observability import access_log, configure_logging
+from app.runtime.observability import access_log, configure_logging
+from app.storage.db import migrate
 from tests.helpers import (
     BACKENDS,
     copy_sqlite,

@@ -25,9 +25,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db import Database, get_engine
 from app.jobs import transitions
 from app.jobs.payloads import TrainPayload
+from app.storage.db import Database, get_engine
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -189,7 +189,7 @@ def live_server(cwd: Path, env: dict[str, str] | None = None, timeout: float = 1
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith("LABELSERVE_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "app.client.cli", "serve", "--port", str(port)],
         cwd=cwd,
         env=base | {"PYTHONPATH": str(REPO)} | (env or {}),
         stdout=subprocess.DEVNULL,
@@ -316,7 +316,7 @@ class LiveServer:
             }
             | env
         )
-        self.command = [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)]
+        self.command = [sys.executable, "-m", "app.client.cli", "serve", "--port", str(self.port)]
         if workers is not None:
             self.command += ["--workers", str(workers)]
         self.process: subprocess.Popen[bytes] | None = None

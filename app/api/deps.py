@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from app.api.gate import RequestGate
 from app.config import Settings
 from app.core import Core
-from app.registry import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN
+from app.registry.refs import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN
 from app.services.paging import PageParams
-from app.store import Store
+from app.storage.store import Store
 
 
 # The getters of app state are ``async``: FastAPI runs a plain ``def`` dependency in a worker

@@ -27,9 +27,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from app.db_errors import RETRY_AFTER_SECONDS, is_disk_full_error, is_transient
 from app.errors import DomainError, InvalidFields, InvalidInput, TooManyRequests, tidy_pydantic
-from app.store import DISK_FULL, is_disk_full
+from app.storage.db_errors import RETRY_AFTER_SECONDS, is_disk_full_error, is_transient
+from app.storage.store import DISK_FULL, is_disk_full
 
 log = logging.getLogger("labelserve.api")
 
@@ -144,7 +144,7 @@ def _allowed(request: Request) -> list[str]:
 
 async def storage_error(request: Request, exc: Exception) -> JSONResponse:
     """A full disk under the database or the store is a 507 saying so; a transient database
-    error (``app.db_errors``) a 503 with ``Retry-After``; any other failure of the database or
+    error (``app.storage.db_errors``) a 503 with ``Retry-After``; any other failure of the database or
     the file system stays a 500 without its internals (SQL, paths) in the body."""
     if is_disk_full(exc) or is_disk_full_error(exc):
         return JSONResponse({"detail": DISK_FULL}, status_code=507)

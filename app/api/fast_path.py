@@ -50,15 +50,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import v2_binary
 from app.api.errors import domain_error_response
 from app.api.gate import RequestGate
 from app.api.offload import INLINE_BYTES, INLINE_CELLS, large_body_limiter
+from app.api.v2 import binary, inference
 from app.core import Core
 from app.errors import DomainError
-from app.observability import record_request
+from app.runtime.observability import record_request
 from app.schemas import PredictRequest
-from app.services import inference
 from app.services.prediction import cached, predict_cached, work_cells
 
 PATH = "/predict"
@@ -75,7 +74,7 @@ log = logging.getLogger("labelserve.api")
 
 class PredictFastPath:
     def __init__(self, app: ASGIApp, routes: Iterable[BaseRoute]) -> None:
-        """``routes``: the app's routes (``app.api.main.routes()``), among which the ones it
+        """``routes``: the app's routes (``app.api.router.routes()``), among which the ones it
         answers for; handed in, so that this module and the routers never import each other."""
         self.app = app
         found = {r.path: r for r in routes if isinstance(r, APIRoute)}
@@ -216,7 +215,7 @@ def _infer(core: Core, body: bytes, name: str, version: str | None, header_lengt
         _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
-        framed = v2_binary.answer(served, body, header_length)
+        framed = binary.answer(served, body, header_length)
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
@@ -233,7 +232,7 @@ async def _infer_by_work(
         _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
-        decoded = v2_binary.read(body, header_length)
+        decoded = binary.read(body, header_length)
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, route, exc)
         return None
@@ -244,9 +243,9 @@ async def _infer_by_work(
     return await anyio.to_thread.run_sync(_framed, core, route, served, decoded, limiter=large_body_limiter(state))
 
 
-def _framed(core: Core, route: str, served: Any, decoded: v2_binary.Decoded) -> Answer | None:
+def _framed(core: Core, route: str, served: Any, decoded: binary.Decoded) -> Answer | None:
     try:
-        framed = v2_binary.write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
+        framed = binary.write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, route, exc)
@@ -256,7 +255,7 @@ def _framed(core: Core, route: str, served: Any, decoded: v2_binary.Decoded) -> 
 def _header_length(scope: Scope) -> str | None:
     """The ``Inference-Header-Content-Length`` of a request (the binary data extension), if any."""
     for name, value in scope["headers"]:
-        if name == v2_binary.HEADER_LENGTH:
+        if name == binary.HEADER_LENGTH:
             return value.decode("latin-1")
     return None
 

@@ -68,17 +68,17 @@ import threading
 from celery import Celery
 from pydantic import Field
 
-from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
 from app.core import Core
-from app.db import Database
 from app.jobs import transitions
 from app.jobs.base import BROKER_DOWN, JobStatus
 from app.jobs.events import JobEvents, RedisJobEnded, is_redis_url, redis_channel
 from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_modules
-from app.observability import configure_logging
-from app.orm import Job
+from app.runtime.allocator import keep_freed_memory
+from app.runtime.observability import configure_logging
+from app.storage.db import Database
+from app.storage.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
 

@@ -41,16 +41,16 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.allocator import keep_freed_memory
 from app.config import Settings
-from app.db import Database
 from app.jobs import transitions
 from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.work import process_gone, run_job
 from app.methods.catalog import method_module_names
-from app.observability import configure_logging
-from app.orm import Job
+from app.runtime.allocator import keep_freed_memory
+from app.runtime.observability import configure_logging
+from app.storage.db import Database
+from app.storage.orm import Job
 
 log = logging.getLogger("labelserve.jobs")
 
@@ -65,13 +65,13 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
     and scikit-learn for every pool (seconds); the fork server imports them once.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["app.jobs.work", "app.observability", *method_module_names()])
+    context.set_forkserver_preload(["app.jobs.work", "app.runtime.observability", *method_module_names()])
     return context
 
 
 def _init_pool_process(api_pid: int, log_level: str) -> None:
     """Pool process initializer: log JSON lines as the API does, keep freed memory for reuse
-    (``app.allocator``), and never outlive the service."""
+    (``app.runtime.allocator``), and never outlive the service."""
     configure_logging(log_level)
     keep_freed_memory()
     _die_with_parent(api_pid)

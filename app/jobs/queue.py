@@ -12,13 +12,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.db import Database, commit_deletion
 from app.errors import TooManyRequests
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.payloads import JobPayload
-from app.orm import Job
+from app.storage.db import Database, commit_deletion
+from app.storage.orm import Job
 
 #: what a refusal for a full queue tells the client to wait: about the time a queued job takes to start
 QUEUE_FULL_RETRY_SECONDS = 10

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from app.jobs.base import ACTIVE, CANCELLED_BY_REQUEST, INTERRUPTED, WORKER_DIED, JobStatus
 from app.jobs.payloads import JobPayload
-from app.orm import Job, utcnow
+from app.storage.orm import Job, utcnow
 
 log = logging.getLogger("labelserve.jobs")
 

@@ -27,23 +27,23 @@ import numpy as np
 from scipy import sparse
 from sqlalchemy.orm import Session
 
-from app import reports, selection
 from app.config import Settings
 from app.core import Core
-from app.db import Database
-from app.db_errors import retry_transient
 from app.errors import DomainError, InvalidInput
+from app.evaluation import auto_request, choice, pool, reports
 from app.jobs import peak_memory, transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
 from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, fit_input
 from app.methods.catalog import get_method
 from app.methods.memory_bounds import MemoryBudget, fitting
-from app.orm import Dataset, ModelVersion
-from app.pipeline import SelectedFeatures, top_features
-from app.prediction import label_matrix, predict_items
-from app.registry import drop_unused_artifacts, library_versions, register_version, resolve
-from app.store import DENSE_MAX_CELLS, Store
+from app.registry.versions import drop_unused_artifacts, library_versions, register_version, resolve
+from app.serving.answers import label_matrix, predict_items
+from app.serving.selected_features import SelectedFeatures, top_features
+from app.storage.db import Database
+from app.storage.db_errors import retry_transient
+from app.storage.orm import Dataset, ModelVersion
+from app.storage.store import DENSE_MAX_CELLS, Store
 
 log = logging.getLogger("labelserve.jobs")
 
@@ -378,7 +378,7 @@ def check_outputs(task: str, estimator: Any, X: np.ndarray) -> None:
     """
     sample = check_rows(X)
     problem = ""
-    # the private twins the service predicts with (``app.prediction``): the rows are training
+    # the private twins the service predicts with (``app.serving.answers``): the rows are training
     # rows, already validated, and scikit-learn's checks were a third of the step's time
     with np.errstate(all="ignore"):
         if task == "distribution":
@@ -451,7 +451,7 @@ def _train(
     registered). The parameters were validated at submit and ``fit`` checks them again; the job
     only bounds ``n_jobs`` by this machine."""
     data = _training_data(plan, database, store, progress)
-    if plan.method == selection.AUTO:
+    if plan.method == pool.AUTO:
         fitted = _select_and_fit(plan, data, progress, budget)
     else:
         spec = get_method(plan.method)
@@ -513,14 +513,14 @@ def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
 def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn, budget: MemoryBudget) -> _Fitted:
     """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
     out, with the reason, in the selection record), then fit the winner on every row."""
-    request = selection.AutoParams.model_validate(plan.params)  # the selection's own declaration
+    request = auto_request.AutoParams.model_validate(plan.params)  # the selection's own declaration
     seed = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)  # older rows
     kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
-    named = request.candidates or selection.candidate_pool(kind)
+    named = request.candidates or pool.candidate_pool(kind)
     candidates, left_out = fitting(named, shape, budget)
     if not candidates:
         raise InvalidInput("no candidate fits LABELSERVE_MAX_MODEL_MB: " + "; ".join(left_out.values()))
-    result = selection.select(
+    result = choice.select(
         data.X,
         data.Y,
         kind,
@@ -687,7 +687,7 @@ def _compare(job_id: str, payload: ComparePayload, database: Database, store: St
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
     seed = payload.random_state if payload.random_state is not None else secrets.randbelow(2**31)
-    result = selection.compare(
+    result = choice.compare(
         X,
         Y,
         dataset.kind,

@@ -2,7 +2,7 @@
 
 What ``"method": "auto"`` registers when a mix of its candidates beats every single one in the
 inner cross-validation (Caruana et al., "Ensemble selection from libraries of models", ICML 2004;
-the ensemble builder of auto-sklearn). ``app.blending`` chooses the members and weights from
+the ensemble builder of auto-sklearn). ``app.evaluation.blending`` chooses the members and weights from
 the candidates' out-of-fold predictions; this module is the fitted model: every member fitted on
 all the data, and predictions that average theirs.
 

@@ -16,7 +16,7 @@ micro-F1 there, so a set whose truth is often empty (birds: 44% of the rows) kee
 
 Cost: ``INNER_FOLDS`` more fits on (k-1)/k of the rows. ``auto`` ranks by scores, not label sets,
 so its cross-validation fits candidates at 0.5 and only the registered model pays
-(``app.selection``).
+(``app.evaluation``).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ from app.methods.base import (
     ProgressFn,
     check_features,
 )
-from app.metrics import average_precision, micro_f1
+from app.scoring import average_precision, micro_f1
 
 Centering = Literal["row", "column"]
 Normalizer = Literal["minmax_sum", "minmax", "softmax", "none"]

@@ -1,6 +1,6 @@
 """Comparison and reports: ``POST /compare`` jobs, their HTML report, and one version's report.
 
-The cross-validation itself runs in the job (``app.jobs.work``, through ``app.selection``); what
+The cross-validation itself runs in the job (``app.jobs.work``, through ``app.evaluation``); what
 is checked here, before a job is queued, is everything the request alone can get wrong: the
 dataset, whether each named method fits its kind, and the metric.
 """
@@ -17,35 +17,36 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import metrics, reports, selection
+from app import scoring
 from app.core import Core
 from app.errors import Conflict, InvalidInput, NotFound
+from app.evaluation import cross_validation, pool, reports
 from app.jobs.base import JobStatus
 from app.jobs.payloads import ComparePayload
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
-from app.orm import Dataset, Evaluation, Job, ModelVersion
-from app.pipeline import top_features
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
 from app.services.jobs import queue_job, time_limit
-from app.services.registry import load_served, method_of, resolve_version
-from app.store import Store
+from app.services.models import load_served, method_of, resolve_version
+from app.serving.selected_features import top_features
+from app.storage.orm import Dataset, Evaluation, Job, ModelVersion
+from app.storage.store import Store
 
 
 def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     """Check the request and queue its compare job."""
     max_seconds = time_limit(core.settings, body.max_seconds)
     dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
-    task = selection.task_of(dataset.kind)
+    task = pool.task_of(dataset.kind)
     allowed = ("multilabel", "selection") if dataset.kind == "multilabel" else ("distribution",)
     for i, method in enumerate(body.methods or []):
         spec = get_method(method)
         if spec is None or spec.task not in allowed or spec.dataset_kind != dataset.kind:
             raise InvalidInput(f"method '{method}' does not fit a {dataset.kind} dataset", loc=("body", "methods", i))
-    if body.metric is not None and body.metric not in selection.metric_names(task):
-        names = ", ".join(selection.metric_names(task))
+    if body.metric is not None and body.metric not in pool.metric_names(task):
+        names = ", ".join(pool.metric_names(task))
         raise InvalidInput(f"'{body.metric}' is not a {task} metric ({names})", loc=("body", "metric"))
     if body.cv > dataset.n_samples:
         raise InvalidInput(f"cv={body.cv} exceeds the dataset's {dataset.n_samples} samples", loc=("body", "cv"))
@@ -157,14 +158,14 @@ def _build_version_report(
     try:
         if spec.task == "distribution":
             P = model.predict(X)
-            scores = recorded or _finite(metrics.ldl_metrics(Y, P))
+            scores = recorded or _finite(scoring.ldl_metrics(Y, P))
             return reports.version_report(
                 title=title, task="distribution", scores=scores, label_names=row.label_names, Y=Y, P=P,
                 facts=facts, members=members,
             )  # fmt: skip
         if spec.task == "multilabel":
             S, Yhat = model.decision_function(X), model.predict(X)
-            scores = recorded or _finite(metrics.multilabel_metrics(Y, Yhat, S))
+            scores = recorded or _finite(scoring.multilabel_metrics(Y, Yhat, S))
             return reports.version_report(
                 title=title, task="multilabel", scores=scores, label_names=row.label_names, Y=Y, S=S,
                 Yhat=Yhat, facts=facts, members=members,
@@ -193,7 +194,7 @@ def _recorded_metrics(session: Session, row: ModelVersion, dataset: Dataset) -> 
         .where(Evaluation.version_id == row.id, Evaluation.dataset_sha256 == dataset.sha256)
         .order_by(Evaluation.id.desc())
     ).all()
-    order = metrics.LDL_METRICS if method_of(row.method).task == "distribution" else metrics.MULTILABEL_METRICS
+    order = scoring.LDL_METRICS if method_of(row.method).task == "distribution" else scoring.MULTILABEL_METRICS
     for evaluation in found:
         if (evaluation.options or {}).get("threshold") is None and set(order) <= set(evaluation.metrics):
             # in the contract's order (PostgreSQL's JSONB keeps keys in an order of its own)
@@ -241,13 +242,13 @@ def _selector_report(
     Ytr = Ytr[:, label_columns(train, row)]
     curve: dict[float, float] = {}
     scores: dict[str, float] = {}
-    for fraction in selection.FRACTIONS:
+    for fraction in cross_validation.FRACTIONS:
         keep = top_features(selector, None, fraction)
         knn = MLkNN(k=DOWNSTREAM_K).fit(Xtr[:, keep], Ytr)
         S = knn.decision_function(X[:, keep])
-        curve[fraction] = metrics.average_precision(Y, S)
-        if fraction == selection.SELECTOR_FRACTION:
-            scores = metrics.multilabel_metrics(Y, knn.predict(X[:, keep]), S)
+        curve[fraction] = scoring.average_precision(Y, S)
+        if fraction == cross_validation.SELECTOR_FRACTION:
+            scores = scoring.multilabel_metrics(Y, knn.predict(X[:, keep]), S)
     note = f"ML-kNN (k={DOWNSTREAM_K}) trained on the top 20% of features of dataset '{train.id}'."
     return reports.version_report(
         title=title, task="selection", scores=_finite(scores), label_names=[], curve=curve, note=note, facts=facts

@@ -20,7 +20,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from app.config import Settings
-from app.db import commit_deletion, keep_spare
 from app.errors import Conflict, InvalidFields, InvalidInput, NotFound
 from app.formats import (
     ConflictingOptions,
@@ -34,10 +33,11 @@ from app.formats import (
 from app.formats.common import generated_names
 from app.formats.validation import finalize
 from app.jobs.base import ACTIVE
-from app.orm import Dataset, Job, ModelVersion
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services.paging import PageParams, page
-from app.store import Store
+from app.storage.db import commit_deletion, keep_spare
+from app.storage.orm import Dataset, Job, ModelVersion
+from app.storage.store import Store
 from app.suggest import did_you_mean
 
 # how many ids an ambiguous dataset name lists

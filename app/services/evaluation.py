@@ -12,16 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from app import metrics
+from app import scoring
 from app.core import Core
 from app.errors import InvalidInput, NotFound
 from app.methods.mlknn import MLkNN
-from app.orm import Dataset, Evaluation, ModelVersion
-from app.pipeline import top_features
-from app.registry import notify_on_commit
+from app.registry.versions import notify_on_commit
 from app.schemas import EvaluateRequest, EvaluateResponse, ModelInfo
 from app.services.datasets import dataset_with_features
-from app.services.registry import load_served, method_of, resolve_version
+from app.services.models import load_served, method_of, resolve_version
+from app.serving.selected_features import top_features
+from app.storage.orm import Dataset, Evaluation, ModelVersion
 
 SELECTOR_DEFAULT_FRACTION = 0.2  # ELCFS's protocol: ML-kNN on the top 20% of features
 DOWNSTREAM_K = 10
@@ -49,10 +49,10 @@ def evaluate(core: Core, body: EvaluateRequest) -> EvaluateResponse:
     Y = Y[:, label_columns(dataset, version)]
     try:
         if spec.task == "distribution":
-            scores, downstream = metrics.ldl_metrics(Y, model.predict(X)), None
+            scores, downstream = scoring.ldl_metrics(Y, model.predict(X)), None
         elif spec.task == "multilabel":
             Yhat, S = model.predict(X, threshold=body.threshold), model.decision_function(X)
-            scores, downstream = metrics.multilabel_metrics(Y, Yhat, S), None
+            scores, downstream = scoring.multilabel_metrics(Y, Yhat, S), None
         else:
             scores, downstream = _downstream(core, body, version, model, X, Y)
     except ValueError as exc:  # e.g. a model that produced non-finite scores on this data
@@ -116,4 +116,4 @@ def _downstream(
     Xsel = X[:, keep]
     Yhat, S = classifier.predict(Xsel, threshold=body.threshold), classifier.decision_function(Xsel)
     downstream = {"method": "mlknn", "k": DOWNSTREAM_K, "top_k": int(keep.size), "train_dataset_id": train.id}
-    return metrics.multilabel_metrics(Y, Yhat, S), downstream
+    return scoring.multilabel_metrics(Y, Yhat, S), downstream

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict
-from app.services.registry import show_version
-from app.store import Store
+from app.services.models import show_version
+from app.storage.store import Store
 
 _CHUNK = 1 << 20
 _LOADING = {

@@ -16,10 +16,10 @@ from app.jobs import queue
 from app.jobs.base import JobRunner, JobStatus
 from app.jobs.payloads import JobPayload
 from app.jobs.queue import cancel, wait_for
-from app.orm import Job
 from app.schemas import JobOut, ModelPointer, Page
 from app.services.paging import PageParams, page
-from app.store import Store
+from app.storage.orm import Job
+from app.storage.store import Store
 
 
 def job_out(job: Job, queue_position: int | None = None) -> JobOut:

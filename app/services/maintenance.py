@@ -15,14 +15,14 @@ import threading
 from sqlalchemy import select, text
 
 from app.core import Core
-from app.orm import Dataset, ModelVersion
+from app.storage.orm import Dataset, ModelVersion
 
 log = logging.getLogger("labelserve.store")
 
 
 def sweep_store(core: Core) -> int:
     """Remove orphaned store files older than the grace period; how many were removed. Also makes
-    the database's spare space (``app.spare_space``) when it is missing and there is room."""
+    the database's spare space (``app.storage.spare_space``) when it is missing and there is room."""
     with core.database.reading() as session:
         datasets = set(session.scalars(select(Dataset.sha256)).all())
         artifacts = set(session.scalars(select(ModelVersion.artifact_sha256)).all())

@@ -19,8 +19,8 @@ from app.config import Settings
 from app.errors import InvalidInput
 from app.methods.base import DataShape, MemoryEstimate, MethodSpec
 from app.methods.memory_bounds import MemoryBudget, problem
-from app.orm import Dataset
-from app.store import DENSE_MAX_CELLS, Store
+from app.storage.orm import Dataset
+from app.storage.store import DENSE_MAX_CELLS, Store
 
 
 def budget_of(settings: Settings) -> MemoryBudget:

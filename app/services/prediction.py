@@ -26,8 +26,12 @@ from app.core import Core
 from app.errors import InvalidInput, NotFound, PayloadTooLarge
 from app.jobs.payloads import BatchPredictPayload
 from app.methods.base import MethodSpec
-from app.orm import Dataset
-from app.prediction import (
+from app.registry.model_cache import Served
+from app.schemas import JobOut, PredictRequest
+from app.services.datasets import dataset_with_features
+from app.services.jobs import queue_job
+from app.services.models import load_served, method_of, resolve_version_key
+from app.serving.answers import (
     csr_to_matrix,
     instances_to_matrix,
     model_input,
@@ -35,11 +39,7 @@ from app.prediction import (
     score_matrix,
     selected_features,
 )
-from app.registry import Served
-from app.schemas import JobOut, PredictRequest
-from app.services.datasets import dataset_with_features
-from app.services.jobs import queue_job
-from app.services.registry import load_served, method_of, resolve_version_key
+from app.storage.orm import Dataset
 
 #: a ``PredictResponse`` as plain JSON values, built directly: validating and serialising the
 #: response model cost five times what orjson takes for the same bytes, on every prediction

@@ -16,12 +16,12 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
+from app.evaluation.splitting import split_problem, train_test_rows
 from app.formats import ParsedDataset
-from app.orm import Dataset
 from app.schemas import DatasetOut, SplitOut, SplitRequest
 from app.services.datasets import dataset_out, get_dataset, store_dataset
-from app.splitting import split_problem, train_test_rows
-from app.store import Store
+from app.storage.orm import Dataset
+from app.storage.store import Store
 
 # how many labels a warning about labels missing from a part names
 _NAMED_LABELS = 5

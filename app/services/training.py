@@ -22,21 +22,21 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
-from app import selection
 from app.core import Core
 from app.errors import InvalidFields, InvalidInput, tidy_pydantic
+from app.evaluation import auto_request, pool
 from app.formats import DatasetLimits
 from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
-from app.orm import Dataset
 from app.schemas import JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
-from app.services.registry import resolve_version
-from app.store import Store
+from app.services.models import resolve_version
+from app.storage.orm import Dataset
+from app.storage.store import Store
 from app.suggest import did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
@@ -79,7 +79,7 @@ def prepare(
 ) -> Prepared:
     """The checked request; ``budget`` (None: unbounded) bounds the training's estimated memory
     on a stored dataset (inline data are bounded by the dataset limits)."""
-    if body.method == selection.AUTO:
+    if body.method == pool.AUTO:
         return prepare_auto(session, store, limits, body)
     spec = catalog()[body.method]  # the request model admits only the catalog's ids
     params = dict(body.params)
@@ -168,16 +168,16 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     """``"method": "auto"``: the selection's own params (candidates, metric, cv, tune) are checked
     against the dataset; the job runs the cross-validation and registers the winner."""
     try:
-        request = checked_params(selection.AutoParams, body.params)
+        request = checked_params(auto_request.AutoParams, body.params)
     except ValidationError as exc:
-        raise params_error(exc, selection.AUTO, selection.AutoParams) from None
+        raise params_error(exc, pool.AUTO, auto_request.AutoParams) from None
     if body.feature_selector is not None:
         raise InvalidInput(
             'train the selected-features classifier with a named method; "auto" chooses among all features',
             loc=("body", "feature_selector"),
         )
     dataset = _source(session, store, limits, body)
-    problems = selection.check_auto(request, dataset.kind)
+    problems = auto_request.check_auto(request, dataset.kind)
     if request.cv is not None and request.cv > dataset.n_samples:
         problems.append(
             f"cv: {request.cv} folds need at least {request.cv} samples; the dataset has {dataset.n_samples}"
@@ -185,12 +185,12 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
     if problems:
         raise InvalidInput("; ".join(problems), loc=("body", "params"))
     payload = TrainPayload(
-        method=selection.AUTO,
+        method=pool.AUTO,
         dataset_id=dataset.id,
         model_name=body.model_name,
         params=request.model_dump(mode="json", exclude_none=True),
         # the same request picks the same model: a fixed seed of the folds and candidates unless one is given
-        random_state=body.random_state if body.random_state is not None else selection.AUTO_RANDOM_STATE,
+        random_state=body.random_state if body.random_state is not None else pool.AUTO_RANDOM_STATE,
     )
     return Prepared(None, dataset, payload)
 

@@ -23,8 +23,8 @@ import time
 from sqlalchemy import func, select
 
 from app.core import Core
-from app.orm import ModelVersion
-from app.registry import VersionKey
+from app.registry.versions import VersionKey
+from app.storage.orm import ModelVersion
 
 log = logging.getLogger("labelserve.warming")
 

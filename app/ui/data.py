@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.core import Core
 from app.errors import NotFound
+from app.evaluation.auto_request import AutoParams
 from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
 from app.schemas import (
@@ -31,8 +32,7 @@ from app.schemas import (
     TrainRequest,
     VersionOut,
 )
-from app.selection import AutoParams
-from app.services import comparison, datasets, jobs, methods, prediction, registry, training
+from app.services import comparison, datasets, jobs, methods, models, prediction, training
 from app.services.paging import PageParams
 
 #: at most this many datasets or models are offered in a form's choice list
@@ -69,7 +69,7 @@ class DatasetView:
 def dataset_view(state: Core, dataset_id: str) -> DatasetView:
     with _read(state) as session:
         row = datasets.show_dataset(session, state.store, dataset_id)
-        versions = registry.versions_trained_on(session, dataset_id, DATASET_VERSIONS)
+        versions = models.versions_trained_on(session, dataset_id, DATASET_VERSIONS)
     Y = state.store.load_stored(row.sha256).Y  # the labels only: sparse features stay as stored
     counts = np.asarray(Y).sum(axis=0)
     cardinality = float(np.mean((np.asarray(Y) > 0).sum(axis=1))) if len(Y) else 0.0
@@ -91,45 +91,45 @@ def dataset_choices(state: Core) -> list[DatasetSummary]:
 # ------------------------------------------------------------------------------------ models
 def list_models(state: Core, offset: int, limit: int) -> Page[ModelOut]:
     with _read(state) as session:
-        return registry.list_models(session, PageParams(limit=limit, offset=offset))
+        return models.list_models(session, PageParams(limit=limit, offset=offset))
 
 
 def model(state: Core, name: str) -> ModelOut:
     with _read(state) as session:
-        return registry.show_model(session, state.refs, name)
+        return models.show_model(session, state.refs, name)
 
 
 def version(state: Core, name: str, number: int) -> tuple[VersionOut, dict[str, int]]:
     """The version and the model's aliases."""
     with _read(state) as session:
-        found = registry.show_version(session, name, number)
-        aliases = registry.show_model(session, state.refs, name).aliases
+        found = models.show_version(session, name, number)
+        aliases = models.show_model(session, state.refs, name).aliases
     return found, aliases
 
 
 def set_alias(state: Core, name: str, alias: str, number: int) -> None:
     with _write(state) as session:
-        registry.set_alias(session, state.store, name, alias, number)
+        models.set_alias(session, state.store, name, alias, number)
 
 
 def delete_alias(state: Core, name: str, alias: str) -> None:
     with _write(state) as session:
-        registry.delete_alias(session, state.store, name, alias)
+        models.delete_alias(session, state.store, name, alias)
 
 
 def delete_version(state: Core, name: str, number: int) -> None:
     with _write(state) as session:
-        registry.delete_version(session, state.store, name, number)
+        models.delete_version(session, state.store, name, number)
 
 
 def delete_model(state: Core, name: str) -> None:
     with _write(state) as session:
-        registry.delete_model(session, state.store, name)
+        models.delete_model(session, state.store, name)
 
 
 def model_names(state: Core) -> list[str]:
     with _read(state) as session:
-        return registry.model_names(session, CHOICES)
+        return models.model_names(session, CHOICES)
 
 
 # -------------------------------------------------------------------------------------- jobs

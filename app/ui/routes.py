@@ -26,13 +26,14 @@ from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
-from app import __version__, reports
+from app import __version__
 from app.errors import DomainError, InvalidInput
+from app.evaluation import reports
+from app.evaluation.pool import metric_names
 from app.jobs.base import JobStatus
-from app.metrics import LOWER_IS_BETTER
-from app.registry import ALIAS_PATTERN, ID_PATTERN, NAME_PATTERN
+from app.registry.refs import ALIAS_PATTERN, ID_PATTERN, NAME_PATTERN
 from app.schemas import CompareRequest, JobOut, PredictRequest, TrainRequest
-from app.selection import metric_names
+from app.scoring import LOWER_IS_BETTER
 from app.services.datasets import Upload
 from app.ui import data, forms, session
 from app.upload_options import PARSE_OPTIONS, UPLOAD_OPTIONS

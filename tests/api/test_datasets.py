@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.io
 
-from app.db import Database
-from app.orm import Job
 from app.services import datasets as dataset_service
+from app.storage.db import Database
+from app.storage.orm import Job
 from tests.helpers import csv_bytes, make_distribution, make_multilabel, train, upload_csv
 
 
@@ -291,7 +291,7 @@ def test_split_makes_two_datasets_with_lineage(client):
 
 
 def test_split_rows_partition_the_parent_and_keep_label_frequencies(client, settings):
-    from app.store import Store
+    from app.storage.store import Store
 
     X, Y = make_multilabel(n=120, q=3, seed=1)
     parent = upload_csv(client, X, Y, "freq")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from app.db import Database
-from app.orm import Job
+from app.storage.db import Database
+from app.storage.orm import Job
 from tests.helpers import csv_bytes, make_multilabel, train
 
 

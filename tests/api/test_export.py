@@ -11,7 +11,7 @@ import zipfile
 
 import numpy as np
 
-from app.store import Store
+from app.storage.store import Store
 from tests.helpers import make_multilabel, train, upload_csv
 
 

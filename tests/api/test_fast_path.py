@@ -286,7 +286,7 @@ def test_v2_inference_fast_path_and_route_answer_alike(client, models, monkeypat
 
 
 def test_cached_v2_inference_is_answered_without_the_router(client, models, monkeypatch):
-    from app.api.routes import v2
+    from app.api.v2 import routes as v2
 
     X, _ = models["ml"]
     body = {"inputs": [{"name": "input-0", "shape": [1, X.shape[1]], "datatype": "FP64", "data": X[0].tolist()}]}
@@ -382,7 +382,7 @@ def test_a_refused_reference_is_answered_without_the_route(client, models, monke
 def test_a_refused_v2_reference_is_answered_without_a_worker_thread(client, models, monkeypatch):
     """The V2 routes answer a reference refused since the registry last changed on the event loop
     (metadata, readiness and inference alike): no hop to the thread pool the other routes need."""
-    from app.api.routes import v2
+    from app.api.v2 import routes as v2
 
     calls = [
         ("GET", "/v2/models/nope", None),

@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 from app.client import Client
 from app.config import Settings
-from app.db import Database
 from app.main import create_app
-from app.orm import Job
+from app.storage.db import Database
+from app.storage.orm import Job
 from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
 
 

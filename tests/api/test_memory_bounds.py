@@ -17,7 +17,7 @@ from app.methods.base import DataShape
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog
 from app.methods.mlknn import MLkNN
-from app.store import DENSE_MAX_CELLS
+from app.storage.store import DENSE_MAX_CELLS
 from tests.helpers import make_multilabel, train, upload_csv
 
 

@@ -8,7 +8,7 @@ import logging
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.observability import JsonFormatter
+from app.runtime.observability import JsonFormatter
 from tests.helpers import make_multilabel, train, upload_csv
 
 

@@ -10,9 +10,9 @@ import zipfile
 import numpy as np
 from fastapi.testclient import TestClient
 
-from app.db import Database
 from app.main import create_app
-from app.orm import Job
+from app.storage.db import Database
+from app.storage.orm import Job
 from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
 
 

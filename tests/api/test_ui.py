@@ -145,7 +145,7 @@ def test_the_key_is_asked_once_and_counts_on_ui_paths_only(keyed: TestClient) ->
 def test_reports_load_the_cached_bundle_and_download_as_one_offline_file(client: TestClient) -> None:
     from plotly.offline import get_plotlyjs
 
-    from app.orm import Evaluation
+    from app.storage.orm import Evaluation
 
     bundle = get_plotlyjs()
     X, Y = make_multilabel(n=60, d=5, q=3)

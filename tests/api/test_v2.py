@@ -432,7 +432,7 @@ def test_binary_bodies_fast_path_and_route_answer_alike(client, models, monkeypa
     """Binary bodies (answers and errors) get the same status, headers and bytes from the fast
     path as from the route, and a cached reference is answered without the route."""
     from app.api import fast_path
-    from app.api.routes import v2
+    from app.api.v2 import routes as v2
 
     X = models["ml"]
     bodies = [framed(X[:3], parameters={"binary_data_output": True}), framed(X[:3], "FP32")]

@@ -15,7 +15,7 @@ from sklearn.multioutput import ClassifierChain
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import MinMaxScaler
 
-from app import metrics
+from app import scoring
 from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from benchmarks import datasets as bd
@@ -62,8 +62,8 @@ def test_gbm_reproduces_lightgbm(name: str) -> None:
             for j in range(Ytr.shape[1])
         ]
     )
-    ours = metrics.average_precision(Yte, model.decision_function(Xte))
-    assert abs(ours - metrics.average_precision(Yte, ref)) < 0.005
+    ours = scoring.average_precision(Yte, model.decision_function(Xte))
+    assert abs(ours - scoring.average_precision(Yte, ref)) < 0.005
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -73,9 +73,9 @@ def test_classifier_baselines_reproduce_scikit_learn(method: str, name: str) -> 
     model = get_method(method).build({"threshold": 0.5}).fit(Xtr, Ytr)  # the library's own 0.5 rule
     S, P = model.decision_function(Xte), model.predict(Xte)
     ref = _sklearn_scores(method, Xtr, Ytr, Xte)
-    assert abs(metrics.average_precision(Yte, S) - metrics.average_precision(Yte, ref)) < 0.01
-    assert abs(metrics.macro_f1(Yte, P) - metrics.macro_f1(Yte, ref > 0.5)) < 0.01
-    assert abs(metrics.micro_f1(Yte, P) - metrics.micro_f1(Yte, ref > 0.5)) < 0.01
+    assert abs(scoring.average_precision(Yte, S) - scoring.average_precision(Yte, ref)) < 0.01
+    assert abs(scoring.macro_f1(Yte, P) - scoring.macro_f1(Yte, ref > 0.5)) < 0.01
+    assert abs(scoring.micro_f1(Yte, P) - scoring.micro_f1(Yte, ref > 0.5)) < 0.01
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -91,7 +91,7 @@ def test_mi_filter_reproduces_scikit_learn(name: str) -> None:
 
     def downstream(cols: np.ndarray) -> float:
         knn = MLkNN(k=10).fit(Xtr[:, cols], Ytr)
-        return metrics.average_precision(Yte, knn.decision_function(Xte[:, cols]))
+        return scoring.average_precision(Yte, knn.decision_function(Xte[:, cols]))
 
     assert abs(downstream(ours) - downstream(ref)) < 0.01
 
@@ -111,7 +111,7 @@ def test_aa_knn_matches_direct_implementation_on_sjaffe() -> None:
     idx = NearestNeighbors(n_neighbors=5).fit(scaler.transform(Xtr)).kneighbors(scaler.transform(Xte))[1]
     direct = Dtr[idx].mean(axis=1)
     np.testing.assert_allclose(ours, direct, atol=1e-12)
-    assert abs(metrics.chebyshev(Dte, ours) - metrics.chebyshev(Dte, direct)) < 1e-12
+    assert abs(scoring.chebyshev(Dte, ours) - scoring.chebyshev(Dte, direct)) < 1e-12
 
 
 def test_sa_maxent_matches_direct_implementation_on_sjaffe() -> None:
@@ -126,5 +126,5 @@ def test_sa_maxent_matches_direct_implementation_on_sjaffe() -> None:
     direct = lr.predict_proba(scaler.transform(Xte))
     ours = model.predict(Xte)
     np.testing.assert_allclose(ours, direct, atol=2e-3)
-    assert abs(metrics.chebyshev(Dte, ours) - metrics.chebyshev(Dte, direct)) < 1e-3
-    assert metrics.chebyshev(Dte, ours) < metrics.chebyshev(Dte, np.tile(Dtr.mean(axis=0), (len(Dte), 1)))
+    assert abs(scoring.chebyshev(Dte, ours) - scoring.chebyshev(Dte, direct)) < 1e-3
+    assert scoring.chebyshev(Dte, ours) < scoring.chebyshev(Dte, np.tile(Dtr.mean(axis=0), (len(Dte), 1)))

@@ -26,10 +26,10 @@ from subprocess import Popen
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db import Database, migrate
 from app.jobs.celery_backend import CelerySettings, make_celery
 from app.main import create_app
-from app.orm import Job, ModelVersion
+from app.storage.db import Database, migrate
+from app.storage.orm import Job, ModelVersion
 from tests.helpers import long_job, make_multilabel, throwaway_postgres, train, upload_csv, wait_status
 
 # a Redis broker and a PostgreSQL database shared by the API and the worker processes
@@ -117,7 +117,7 @@ def workers(service: CelerySettings, tmp_path: Path) -> Iterator[Callable[[int],
         for _ in range(n):
             log = (tmp_path / f"worker-{len(started)}.log").open("wb")
             proc = Popen(
-                [sys.executable, "-m", "app.cli", "worker", "--concurrency", "1"],
+                [sys.executable, "-m", "app.client.cli", "worker", "--concurrency", "1"],
                 cwd=ROOT,
                 env=worker_env(service),
                 stdout=log,

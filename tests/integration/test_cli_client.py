@@ -20,9 +20,10 @@ import pytest
 from typer.testing import CliRunner
 
 from app import __version__
-from app import cli as cli_module
-from app.cli import cli
 from app.client import ApiError, Client
+from app.client.cli import base as cli_base
+from app.client.cli import cli
+from app.client.cli import jobs as cli_jobs
 from tests.helpers import assert_self_contained, csv_bytes, live_server, make_distribution, make_multilabel
 
 # real `labelserve` processes: left out of the quick subset
@@ -346,9 +347,9 @@ def contract_server() -> httpx.MockTransport:
 def test_compare_follows_the_job_and_saves_the_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     transport = contract_server()
     monkeypatch.setattr(
-        cli_module, "make_client", lambda url, key: Client(http=httpx.Client(base_url=url, transport=transport))
+        cli_base, "make_client", lambda url, key: Client(http=httpx.Client(base_url=url, transport=transport))
     )
-    monkeypatch.setattr("app.client.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("app.client.http.time.sleep", lambda seconds: None)
     report = tmp_path / "report.html"
     result = runner.invoke(cli, ["compare", "d1", "-m", "mlknn", "-m", "dmknn", "--cv", "3", "--report", str(report)])
     assert result.exit_code == 0, result.output
@@ -394,11 +395,11 @@ def test_models_show_takes_a_reference(server: str, trained: dict[str, dict]) ->
 
 def test_param_comma_lists(server: str, datasets: dict[str, dict]) -> None:
     """``-p candidates=br,mlknn`` is a list (it failed as "Input should be a valid list")."""
-    assert cli_module.parse_param("candidates=br,mlknn") == ("candidates", ["br", "mlknn"])
-    assert cli_module.parse_param("k=3,5") == ("k", [3, 5])
-    assert cli_module.parse_param('candidates=["br"]') == ("candidates", ["br"])
-    assert cli_module.parse_param('name="a,b"') == ("name", "a,b")
-    assert cli_module.parse_param("metric=hamming_loss") == ("metric", "hamming_loss")
+    assert cli_jobs.parse_param("candidates=br,mlknn") == ("candidates", ["br", "mlknn"])
+    assert cli_jobs.parse_param("k=3,5") == ("k", [3, 5])
+    assert cli_jobs.parse_param('candidates=["br"]') == ("candidates", ["br"])
+    assert cli_jobs.parse_param('name="a,b"') == ("name", "a,b")
+    assert cli_jobs.parse_param("metric=hamming_loss") == ("metric", "hamming_loss")
     job = run_json(
         server, "train", "auto", datasets["ml"]["id"], "-n", "cli-auto", "-p", "candidates=br,mlknn", "-p", "cv=2", "-f"
     )
@@ -504,9 +505,9 @@ def test_tables_on_a_terminal_fit_its_width_unless_wide(monkeypatch: pytest.Monk
     for wide in (False, True):
         screen = Terminal()
         monkeypatch.setattr(sys, "stdout", screen)
-        monkeypatch.setitem(cli_module.display, "wide", wide)
-        cli_module.console.cache_clear()
-        cli_module.table("datasets", ["id", "name", "kind"], rows)
+        monkeypatch.setitem(cli_base.display, "wide", wide)
+        cli_base.console.cache_clear()
+        cli_base.table("datasets", ["id", "name", "kind"], rows)
         text = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())  # colours and styles
         lines = text.splitlines()
         assert "│" in text and any("0123456789abcdef" in line for line in lines)  # ids never folded
@@ -514,7 +515,7 @@ def test_tables_on_a_terminal_fit_its_width_unless_wide(monkeypatch: pytest.Monk
             assert any(long_name in line for line in lines) and max(map(len, lines)) > 60
         else:
             assert max(map(len, lines)) <= 60 and not any(long_name in line for line in lines)
-    cli_module.console.cache_clear()
+    cli_base.console.cache_clear()
 
 
 def test_datasets_split_by_name(server: str, datasets: dict[str, dict]) -> None:

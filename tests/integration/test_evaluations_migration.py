@@ -11,7 +11,7 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from app.db import alembic_config, get_engine, migrate
+from app.storage.db import alembic_config, get_engine, migrate
 from tests.helpers import BACKENDS, throwaway_postgres
 
 

@@ -14,11 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.client import Client
-from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.work import JobProgress, check_rows
 from app.methods.base import JobCancelled
-from app.orm import Job
+from app.storage.db import Database, migrate
+from app.storage.orm import Job
 from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job, train, upload_csv, wait_status
 
 

@@ -13,11 +13,11 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import ACTIVE, TERMINAL, JobStatus
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, SelectorChoice, TrainPayload, load_payload
-from app.orm import Job, utcnow
+from app.storage.db import Database, migrate
+from app.storage.orm import Job, utcnow
 
 JOBS_PACKAGE = Path(__file__).resolve().parents[2] / "app" / "jobs"
 APP = JOBS_PACKAGE.parent

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from app.client import Client
-from app.db import Database, migrate
 from app.jobs import transitions
 from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.queue import wait_for
+from app.storage.db import Database, migrate
 from tests.helpers import LiveServer, csv_bytes, make_multilabel, running_job
 
 SLOW_FALLBACK = "60"  # seconds: any answer much sooner came from a notification

@@ -15,9 +15,9 @@ from alembic.runtime.migration import MigrationContext
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.db import SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
 from app.main import create_app
-from app.orm import Base
+from app.storage.db import SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
+from app.storage.orm import Base
 from tests.helpers import BACKENDS, throwaway_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,12 @@ def test_auto_migrate_defaults_to_the_embedded_sqlite_only(tmp_path: Path) -> No
 def test_labelserve_migrate_creates_the_embedded_database(tmp_path: Path) -> None:
     env = clean_env() | {"LABELSERVE_MODEL_DIR": str(tmp_path / "models")}
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "app.client.cli", "migrate"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     url = f"sqlite:///{tmp_path / 'models' / 'labelserve.db'}"

@@ -18,13 +18,13 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
-from app.db_errors import retry_transient
 from app.errors import InvalidInput
 from app.jobs.work import bound_n_jobs, check_outputs, machine_cpus, public_error
 from app.main import create_app
 from app.methods.ldlkm import _order as minkowski_order
 from app.services.maintenance import sweep_store
-from app.store import Store
+from app.storage.db_errors import retry_transient
+from app.storage.store import Store
 from tests.helpers import csv_bytes, long_job, make_distribution, make_multilabel, train, upload_csv, wait_status
 
 HOSTILE_UPLOADS = [
@@ -352,7 +352,7 @@ def test_job_errors_show_the_services_reasons_only():
 
 def test_a_model_that_breaks_its_output_contract_is_refused():
     # ldlkm fitted on +-1e308 predicted NaN distributions ("null" in JSON) and was registered
-    class Broken:  # the private twin is what the service predicts with (app.prediction)
+    class Broken:  # the private twin is what the service predicts with (app.serving.answers)
         def _predict(self, X):
             return np.full((X.shape[0], 3), np.nan)
 

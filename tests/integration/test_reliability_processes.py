@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from app.orm import Job
+from app.storage.orm import Job
 from tests.helpers import LiveServer, csv_bytes, make_multilabel, throwaway_postgres
 
 # real `labelserve` processes: left out of the quick subset
@@ -409,7 +409,7 @@ def test_serve_workers_start_on_a_new_database_and_share_the_connections(
 
 MIGRATE_AT = (
     "import sys, time\n"
-    "from app.db import migrate\n"
+    "from app.storage.db import migrate\n"
     "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
     "migrate(sys.argv[1])\n"
 )

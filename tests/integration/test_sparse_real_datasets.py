@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app import store as store_module
 from app.formats import parse_dataset
 from app.formats.arff_format import parse_mulan_xml
 from app.methods.catalog import get_method
-from app.store import Store, VerifiedDatasets
+from app.storage import store as store_module
+from app.storage.store import Store, VerifiedDatasets
 from benchmarks import datasets as bd
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""``app.allocator``: freed NumPy temporaries are reused instead of faulted in again."""
+"""``app.runtime.allocator``: freed NumPy temporaries are reused instead of faulted in again."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import resource, sys
 import numpy as np
-from app.allocator import keep_freed_memory
+from app.runtime.allocator import keep_freed_memory
 if sys.argv[1] == "kept":
     assert keep_freed_memory()
 rng = np.random.default_rng(0)
@@ -54,7 +54,7 @@ def test_freed_temporaries_are_reused_rather_than_faulted_in_again() -> None:
 
 LOADING = """
 import numpy as np
-from app.allocator import keep_freed_memory, large_blocks_mapped
+from app.runtime.allocator import keep_freed_memory, large_blocks_mapped
 
 
 def resident():

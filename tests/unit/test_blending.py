@@ -1,5 +1,5 @@
-"""Ensemble selection (app.blending), the blend estimators (app.methods.blend) and ``auto`` with a
-blend (app.selection), on generated data."""
+"""Ensemble selection (app.evaluation.blending), the blend estimators (app.methods.blend) and ``auto`` with a
+blend (app.evaluation.choice), on generated data."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from app import blending, metrics, selection
+from app import scoring
+from app.evaluation import auto_request, blending, choice, cross_validation, pool
 from app.methods.base import JobCancelled
 from app.methods.blend import Blend, BlendLDL
 from app.methods.catalog import get_method
@@ -32,8 +33,8 @@ def test_greedy_weights_keep_a_good_candidate_alone_and_mix_complementary_ones()
     left[:, 2:], right[:, :2] = noise[:, 2:], noise[:, :2]
     counts = blending.greedy_weights([left, right], Y, "average_precision")
     assert counts.min() >= 1
-    mixed_ap = metrics.average_precision(Y, blending.blend([left, right], counts))
-    assert mixed_ap > max(metrics.average_precision(Y, left), metrics.average_precision(Y, right))
+    mixed_ap = scoring.average_precision(Y, blending.blend([left, right], counts))
+    assert mixed_ap > max(scoring.average_precision(Y, left), scoring.average_precision(Y, right))
 
 
 def test_lower_is_better_metrics_are_minimised() -> None:
@@ -191,7 +192,7 @@ def test_fit_reports_members_and_can_be_cancelled() -> None:
 # ---------------------------------------------------------------------------- auto with a blend
 def test_auto_blends_complementary_candidates() -> None:
     X, Y = mixed()
-    result = selection.select(X, Y, "multilabel", candidates=["br", "rf"], cv=5, random_state=0)
+    result = choice.select(X, Y, "multilabel", candidates=["br", "rf"], cv=5, random_state=0)
     board = {e.method: e for e in result.leaderboard}
     assert set(board) == {"br", "rf", "blend"}
     best = result.best
@@ -207,16 +208,16 @@ def test_auto_blends_complementary_candidates() -> None:
     assert row["method"] == "blend" and row["params"] == best.params and row["mean"] is not None
     model = get_method("blend").build(best.params).fit(X, Y)  # type: ignore[union-attr]
     labels = model.predict(X)
-    assert labels.any(axis=1).mean() > 0.9 and metrics.macro_f1(Y, labels) > 0.6
+    assert labels.any(axis=1).mean() > 0.9 and scoring.macro_f1(Y, labels) > 0.6
 
 
 def test_auto_keeps_a_single_method_when_no_blend_is_better_or_possible() -> None:
     X, Y = mixed(n=90)
-    by_labels = selection.select(X, Y, "multilabel", candidates=["br", "rf"], metric="hamming_loss", cv=3)
+    by_labels = choice.select(X, Y, "multilabel", candidates=["br", "rf"], metric="hamming_loss", cv=3)
     assert {e.method for e in by_labels.leaderboard} == {"br", "rf"}  # a label-set metric is not blended
-    alone = selection.select(X, Y, "multilabel", candidates=["rf"], cv=3)
+    alone = choice.select(X, Y, "multilabel", candidates=["rf"], cv=3)
     assert [e.method for e in alone.leaderboard] == ["rf"]
-    not_blendable = selection.select(X, Y, "multilabel", candidates=["rf", "trans-ovk"], cv=3)
+    not_blendable = choice.select(X, Y, "multilabel", candidates=["rf", "trans-ovk"], cv=3)
     assert "blend" not in {e.method for e in not_blendable.leaderboard}
 
 
@@ -225,33 +226,33 @@ def test_auto_on_distributions_may_blend() -> None:
     X = rng.random((90, 4))
     logits = 2 * X @ rng.standard_normal((4, 3)) + 2.5 * np.sin(7 * X[:, :3])
     D = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-    result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3, random_state=0)
+    result = choice.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3, random_state=0)
     methods = [e.method for e in result.leaderboard]
     assert "blend-ldl" in methods and methods.count("aa-knn") == 1
-    assert methods.count("sa-maxent") == len(selection.DEFAULT_GRIDS["sa-maxent"]["alpha"])  # its penalty grid
+    assert methods.count("sa-maxent") == len(pool.DEFAULT_GRIDS["sa-maxent"]["alpha"])  # its penalty grid
     entry = next(e for e in result.leaderboard if e.method == "blend-ldl")
     assert "threshold" not in entry.params and entry.oof_scores is not None
     np.testing.assert_allclose(entry.oof_scores.sum(axis=1), 1.0)
 
 
 def test_blends_are_neither_default_nor_named_candidates() -> None:
-    assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("multilabel"))
-    assert not {"blend", "blend-ldl"} & set(selection.candidate_pool("distribution"))
-    problems = selection.check_auto(selection.AutoParams(candidates=["blend", "br"]), "multilabel")
+    assert not {"blend", "blend-ldl"} & set(pool.candidate_pool("multilabel"))
+    assert not {"blend", "blend-ldl"} & set(pool.candidate_pool("distribution"))
+    problems = auto_request.check_auto(auto_request.AutoParams(candidates=["blend", "br"]), "multilabel")
     assert problems and "built by auto" in problems[0]
 
 
 def test_ldl_learners_never_better_than_the_training_mean_are_not_blend_members() -> None:
     X, D = make_distribution(n=60)
-    splits = selection.folds(D, "distribution", 3, 0)
+    splits = cross_validation.folds(D, "distribution", 3, 0)
     mean_cheb = [
-        metrics.ldl_metrics(D[te], np.tile(D[tr].mean(axis=0), (len(te), 1)))["chebyshev"] for tr, te in splits
+        scoring.ldl_metrics(D[te], np.tile(D[tr].mean(axis=0), (len(te), 1)))["chebyshev"] for tr, te in splits
     ]
-    worse = selection.Entry("ldlkm", {}, fold_metrics=[{"chebyshev": c + 0.01} for c in mean_cheb])
-    once = selection.Entry(
+    worse = cross_validation.Entry("ldlkm", {}, fold_metrics=[{"chebyshev": c + 0.01} for c in mean_cheb])
+    once = cross_validation.Entry(
         "aa-knn", {}, fold_metrics=[{"chebyshev": c + (-0.01 if i == 1 else 0.01)} for i, c in enumerate(mean_cheb)]
     )
-    assert not selection.beats_the_mean(worse, D, splits, "chebyshev")
-    assert selection.beats_the_mean(once, D, splits, "chebyshev")
-    higher = selection.Entry("sa-maxent", {}, fold_metrics=[{"cosine": 1.0}] * 3)  # a higher-is-better metric
-    assert selection.beats_the_mean(higher, D, splits, "cosine")
+    assert not choice.beats_the_mean(worse, D, splits, "chebyshev")
+    assert choice.beats_the_mean(once, D, splits, "chebyshev")
+    higher = cross_validation.Entry("sa-maxent", {}, fold_metrics=[{"cosine": 1.0}] * 3)  # a higher-is-better metric
+    assert choice.beats_the_mean(higher, D, splits, "cosine")

@@ -1,9 +1,9 @@
-"""``app.collector``: the API's start-up objects are out of the full collections' walk.
+"""``app.runtime.gc_freeze``: the API's start-up objects are out of the full collections' walk.
 
 In a process of its own (a freeze lasts as long as the process): before start-up nothing is
 frozen; once the app's lifespan has started, what start-up made is frozen and a full collection
 walks a small remainder of it. Without the freeze, one full collection walked every module the
-service imports, 50-176 ms on the event loop (``app/collector.py``).
+service imports, 50-176 ms on the event loop (``app/runtime/gc_freeze.py``).
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app import dataset_files
-from app import store as store_module
-from app.dataset_files import StoredArrays, legacy_digest
 from app.errors import PayloadTooLarge
 from app.formats import ParseOptions, parse_dataset
 from app.methods.catalog import get_method
-from app.store import DatasetUnavailable, Store, VerifiedDatasets
+from app.storage import dataset_files
+from app.storage import store as store_module
+from app.storage.dataset_files import StoredArrays, legacy_digest
+from app.storage.store import DatasetUnavailable, Store, VerifiedDatasets
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app import metrics
+from app import scoring
 from app.config import Settings
 from app.jobs.celery_backend import CelerySettings
 
@@ -62,5 +62,5 @@ def test_the_metrics_page_gives_every_metric_its_direction() -> None:
     rows = re.findall(r"^\| `(\w+)` \|.*\| (lower|higher) \|$", (ROOT / "docs/metrics.md").read_text(), re.MULTILINE)
     direction = dict(rows)
     assert len(direction) == len(rows)  # each metric described once
-    assert set(direction) == set(metrics.MULTILABEL_METRICS) | set(metrics.LDL_METRICS)
-    assert {name for name, way in direction.items() if way == "lower"} == metrics.LOWER_IS_BETTER
+    assert set(direction) == set(scoring.MULTILABEL_METRICS) | set(scoring.LDL_METRICS)
+    assert {name for name, way in direction.items() if way == "lower"} == scoring.LOWER_IS_BETTER

@@ -14,7 +14,14 @@ from select import PIPE_BUF
 
 import pytest
 
-from app.observability import BatchedLines, JsonFormatter, Metrics, access_log, configure_logging, record_request
+from app.runtime.observability import (
+    BatchedLines,
+    JsonFormatter,
+    Metrics,
+    access_log,
+    configure_logging,
+    record_request,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +110,7 @@ def test_lines_of_processes_sharing_one_pipe_never_interleave(tmp_path):
     script = textwrap.dedent(
         """
         import asyncio, logging, sys
-        from app.observability import BatchedLines, JsonFormatter
+        from app.runtime.observability import BatchedLines, JsonFormatter
         handler = BatchedLines(fd=1, delay=0.001)
         handler.setFormatter(JsonFormatter())
         async def main():

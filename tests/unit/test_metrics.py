@@ -12,7 +12,7 @@ from sklearn.metrics import (
     label_ranking_loss,
 )
 
-from app import metrics as m
+from app import scoring as m
 
 # Two samples, q = 4 labels.
 # Row 1: relevant {0, 2}; scores 0.9, 0.8, 0.3, 0.1 -> ranks l0=1, l1=2, l2=3, l3=4.

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.registry import ModelCache, VersionKey
+from app.registry.model_cache import ModelCache
+from app.registry.versions import VersionKey
 
 MB = 1024 * 1024
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.pickle_memo import drop_unread_memo
-from app.store import Store
+from app.storage.pickle_memo import drop_unread_memo
+from app.storage.store import Store
 
 #: weak references to the arrays the unpickler handed to ``Copying._rebuild``
 _HANDED: list[weakref.ref[np.ndarray]] = []
@@ -107,7 +107,7 @@ def test_not_a_pickle_is_refused(tmp_path):
 
 
 def test_the_store_rewrites_large_artifacts(tmp_path, monkeypatch):
-    monkeypatch.setattr("app.store.PRUNE_BYTES", 1 << 20)
+    monkeypatch.setattr("app.storage.store.PRUNE_BYTES", 1 << 20)
     store = Store(tmp_path)
     large = {"weights": [np.full(300_000, float(i)) for i in range(3)]}
     small = {"weights": np.ones(10)}

@@ -1,4 +1,4 @@
-"""``app.registry_token``: a change written by any process is read at once, mapped or not."""
+"""``app.storage.registry_token``: a change written by any process is read at once, mapped or not."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app import registry_token
-from app.registry_token import LOCAL_FILESYSTEMS, RegistryToken, filesystem_type
+from app.storage import registry_token
+from app.storage.registry_token import LOCAL_FILESYSTEMS, RegistryToken, filesystem_type
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITER = "import sys; from pathlib import Path; from app.registry_token import RegistryToken\n" + (
+WRITER = "import sys; from pathlib import Path; from app.storage.registry_token import RegistryToken\n" + (
     "token = RegistryToken(Path(sys.argv[1]))\n"
     "for line in sys.stdin:\n"
     "    token.publish(); print(token.read().decode(), flush=True)\n"

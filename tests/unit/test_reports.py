@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from app import reports, selection
+from app.evaluation import cross_validation, reports
 from tests.helpers import assert_self_contained, make_distribution, make_multilabel
 
 #: a label matplotlib's mathtext parser refused (issue 24, item 4), and one plotly would read as markup
@@ -26,8 +26,8 @@ def _served(page: str) -> str:
 
 def test_compare_report_has_a_traceable_header_directions_and_a_csv() -> None:
     X, Y = make_multilabel(n=60, d=8, q=3)
-    board = selection.rank(
-        selection.cross_validate(X, Y, "multilabel", [("br", {}), ("mlknn", {"k": 99})], cv=3), "hamming_loss"
+    board = cross_validation.rank(
+        cross_validation.cross_validate(X, Y, "multilabel", [("br", {}), ("mlknn", {"k": 99})], cv=3), "hamming_loss"
     )
     page = _served(
         reports.compare_report(
@@ -59,7 +59,7 @@ def test_compare_report_has_a_traceable_header_directions_and_a_csv() -> None:
 
 def test_label_names_are_shown_not_parsed() -> None:
     X, Y = make_multilabel(n=40, d=5, q=3)
-    board = selection.cross_validate(X, Y, "multilabel", [("br", {})], cv=2)
+    board = cross_validation.cross_validate(X, Y, "multilabel", [("br", {})], cv=2)
     page = reports.compare_report(
         data=_facts(X, Y),
         metric="average_precision",
@@ -81,7 +81,7 @@ def test_label_names_are_shown_not_parsed() -> None:
 
 def test_selectors_have_their_own_section_and_a_curve_to_all_features() -> None:
     X, Y = make_multilabel(n=60, d=10, q=3)
-    board = selection.cross_validate(
+    board = cross_validation.cross_validate(
         X, Y, "multilabel", [("br", {}), ("mi-filter", {"estimator": "binned"})], cv=3, random_state=0
     )
     page = _served(
@@ -91,7 +91,7 @@ def test_selectors_have_their_own_section_and_a_curve_to_all_features() -> None:
             cv=3,
             seed=0,
             metric_names=["average_precision"],
-            leaderboard=selection.rank(board, "average_precision"),
+            leaderboard=cross_validation.rank(board, "average_precision"),
             Y=Y,
             label_names=["a", "b", "c"],
         )
@@ -134,7 +134,7 @@ def test_version_report_of_a_blend_shows_member_shares() -> None:
 
 def test_compare_and_version_reports_of_distributions() -> None:
     X, D = make_distribution(n=40)
-    board = selection.cross_validate(X, D, "distribution", [("aa-knn", {})], cv=2)
+    board = cross_validation.cross_validate(X, D, "distribution", [("aa-knn", {})], cv=2)
     page = _served(
         reports.compare_report(
             data=_facts(X, D, multilabel=False),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.registry import Served
-from app.resolved_refs import ResolvedRefs
-from app.store import Store
+from app.registry.model_cache import Served
+from app.registry.resolved_refs import ResolvedRefs
+from app.storage.store import Store
 
 
 def _served(version: int) -> Served:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import selection
+from app.evaluation import choice, cross_validation, pool, pricing
 from app.methods.base import JobCancelled
 from tests.helpers import make_distribution, make_multilabel
 
@@ -13,7 +13,7 @@ from tests.helpers import make_distribution, make_multilabel
 def test_folds_are_stratified_partitions() -> None:
     X, Y = make_multilabel(n=120, q=3)
     Y[:6, 2] = 1  # a rarer pattern still spreads over the folds
-    splits = selection.folds(Y, "multilabel", 5, 0)
+    splits = cross_validation.folds(Y, "multilabel", 5, 0)
     held_out = np.concatenate([te for _, te in splits])
     assert sorted(held_out) == list(range(120))
     for tr, te in splits:
@@ -21,39 +21,39 @@ def test_folds_are_stratified_partitions() -> None:
         share = Y[te].sum(axis=0) / Y.sum(axis=0)
         assert np.all(np.abs(share - 0.2) < 0.06)
     with pytest.raises(ValueError, match="cv"):
-        selection.folds(Y, "multilabel", 1, 0)
+        cross_validation.folds(Y, "multilabel", 1, 0)
 
 
 def test_candidate_pool_follows_kind_and_expense() -> None:
-    ml = selection.candidate_pool("multilabel")
+    ml = pool.candidate_pool("multilabel")
     assert {"br", "ecc", "rf", "mlknn", "dmknn"} <= set(ml)
     assert "trans-ovk" not in ml and "mi-filter" not in ml and "elcfs" not in ml
-    assert set(selection.candidate_pool("distribution")) == {"aa-knn", "ldlkm", "sa-maxent"}
-    assert "mi-filter" in selection.candidate_pool("multilabel", ("multilabel", "selection"))
+    assert set(pool.candidate_pool("distribution")) == {"aa-knn", "ldlkm", "sa-maxent"}
+    assert "mi-filter" in pool.candidate_pool("multilabel", ("multilabel", "selection"))
 
 
 def test_within_budget_takes_the_cheapest_first_and_never_none() -> None:
     costs = {"br": 5.0, "rf": 500.0, "mlknn": 50.0, "ecc": 90.0}
-    assert selection.within_budget(costs, 150.0) == ["br", "ecc", "mlknn"]
-    assert selection.within_budget(costs, 100.0) == ["br", "mlknn"]  # ecc no longer fits after them
-    assert selection.within_budget({"rf": 90.0, "br": 20.0}, 100.0) == ["br"]  # br never displaced
-    assert selection.within_budget(costs, 0.0) == ["br"]  # the cheapest always runs
+    assert pricing.within_budget(costs, 150.0) == ["br", "ecc", "mlknn"]
+    assert pricing.within_budget(costs, 100.0) == ["br", "mlknn"]  # ecc no longer fits after them
+    assert pricing.within_budget({"rf": 90.0, "br": 20.0}, 100.0) == ["br"]  # br never displaced
+    assert pricing.within_budget(costs, 0.0) == ["br"]  # the cheapest always runs
 
 
 def test_a_cost_extrapolates_its_pilot_with_the_growth_exponent() -> None:
-    cost = selection.Cost("br", pilot_rows=100, pilot_seconds=1.0, growth=2.0)
+    cost = pricing.Cost("br", pilot_rows=100, pilot_seconds=1.0, growth=2.0)
     assert cost.fold_seconds(400) == pytest.approx(16.0)
     assert cost.fold_seconds(50) == pytest.approx(1.0)  # never below the pilot itself
     assert cost.seconds(500, 5) == pytest.approx(5 * 16.0)  # 5 folds of 400 training rows
     assert cost.seconds(500, 5, repeats=2) == pytest.approx(10 * 16.0)
-    stopped = selection.Cost("rf", pilot_rows=100, pilot_seconds=1.0, growth=1.0, fraction=0.25)
+    stopped = pricing.Cost("rf", pilot_rows=100, pilot_seconds=1.0, growth=1.0, fraction=0.25)
     assert stopped.fold_seconds(100) == pytest.approx(4.0)  # a quarter of the pilot took 1 s
 
 
 def test_pilot_split_takes_a_share_of_a_fold_in_the_folds_proportion() -> None:
-    tr, te = selection.pilot_split(10_000, 5, 0)
+    tr, te = pricing.pilot_split(10_000, 5, 0)
     assert (tr.size, te.size) == (1600, 400) and not set(tr) & set(te)
-    tr, te = selection.pilot_split(300, 5, 0)  # small: the pilot is a whole fold
+    tr, te = pricing.pilot_split(300, 5, 0)  # small: the pilot is a whole fold
     assert (tr.size, te.size) == (240, 60)
 
 
@@ -61,34 +61,34 @@ def test_plan_leaves_out_what_its_pilot_prices_over_the_budget() -> None:
     X, Y = make_multilabel(n=300, d=8, q=3)
     # a forest of 300 trees costs about 40 times the logistic regressions (its pilot about 2 s)
     entries = [("br", {}), ("rf", {"random_state": 0, "n_estimators": 300})]
-    chosen = selection.plan(X, Y, entries, named=False, cv=5, budget=0.5)
+    chosen = pricing.plan(X, Y, entries, named=False, cv=5, budget=0.5)
     assert [m for m, _ in chosen.entries] == ["br"]  # the cheaper pilot; the cheapest always runs
     assert set(chosen.left_out) == {"rf"} and chosen.left_out["rf"] > 0.5
     assert chosen.costs["rf"].fraction < 1.0  # stopped once past the budget, not fitted to the end
-    named = selection.plan(X, Y, entries, named=True, cv=5, budget=0.5)
+    named = pricing.plan(X, Y, entries, named=True, cv=5, budget=0.5)
     assert [m for m, _ in named.entries] == ["br", "rf"] and not named.left_out
     assert named.costs["rf"].fraction == 1.0 and named.costs["rf"].pilot_rows == 240
 
 
 def test_dmknn_is_evaluated_once_as_its_ranking_twin_for_a_ranking_metric() -> None:
     X, Y = make_multilabel(n=120, d=6, q=4)
-    both = selection.cross_validate(X, Y, "multilabel", [("mlknn", {}), ("dmknn", {})], cv=3)
-    for metric in selection.RANKING_METRICS:  # the twins' rankings are the same, so are these
+    both = cross_validation.cross_validate(X, Y, "multilabel", [("mlknn", {}), ("dmknn", {})], cv=3)
+    for metric in pool.RANKING_METRICS:  # the twins' rankings are the same, so are these
         assert both[0].mean(metric) == both[1].mean(metric)
-    assert selection.ranking_twin(("dmknn", {}), [("mlknn", {})]) == ("mlknn", {})
-    assert selection.ranking_twin(("dmknn", {"k": 5}), [("mlknn", {})]) is None
-    assert selection.ranking_twin(("dmknn", {"ranking": "predicted_first"}), [("mlknn", {})]) is None
-    result = selection.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], cv=3)
+    assert pool.ranking_twin(("dmknn", {}), [("mlknn", {})]) == ("mlknn", {})
+    assert pool.ranking_twin(("dmknn", {"k": 5}), [("mlknn", {})]) is None
+    assert pool.ranking_twin(("dmknn", {"ranking": "predicted_first"}), [("mlknn", {})]) is None
+    result = choice.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], cv=3)
     rows = {row["method"]: row for row in result.record()["leaderboard"]}
     assert rows["dmknn"]["same_ranking_as"] == "mlknn" and rows["dmknn"]["measured_seconds"] is None
     assert rows["dmknn"]["mean"] == rows["mlknn"]["mean"] == both[0].mean("average_precision")
-    by_labels = selection.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], metric="micro_f1", cv=3)
+    by_labels = choice.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], metric="micro_f1", cv=3)
     assert all(e.same_ranking_as is None and e.fold_seconds for e in by_labels.leaderboard if e.method != "blend")
 
 
 def test_the_record_has_predicted_and_measured_seconds_and_what_was_left_out() -> None:
     X, Y = make_multilabel(n=150, d=6, q=3)
-    record = selection.select(X, Y, "multilabel", cv=3, budget=1e-6).record()
+    record = choice.select(X, Y, "multilabel", cv=3, budget=1e-6).record()
     rows = [row for row in record["leaderboard"] if "same_ranking_as" not in row]  # mlknn may bring dmknn
     assert len(rows) == 1 and rows[0]["predicted_seconds"] > 0 and rows[0]["measured_seconds"] > 0
     assert record["left_out"] and all(row["predicted_seconds"] > 0 for row in record["left_out"])
@@ -97,20 +97,20 @@ def test_the_record_has_predicted_and_measured_seconds_and_what_was_left_out() -
 
 
 def test_grid_is_the_product_of_the_documented_axes() -> None:
-    assert selection.grid("rf") == [
+    assert pool.grid("rf") == [
         {"max_features": "sqrt", "min_samples_leaf": 1},
         {"max_features": "sqrt", "min_samples_leaf": 3},
         {"max_features": 0.3, "min_samples_leaf": 1},
         {"max_features": 0.3, "min_samples_leaf": 3},
     ]
-    assert selection.grid("unknown") == [{}]
+    assert pool.grid("unknown") == [{}]
 
 
 def test_select_ranks_by_the_metric_and_reports_progress() -> None:
     X, Y = make_multilabel(n=90, d=6, q=3)
     X = np.hstack([X, np.random.default_rng(1).random((90, 20))])  # noise features
     seen: list[tuple[str, float]] = []
-    result = selection.select(
+    result = choice.select(
         X, Y, "multilabel", candidates=["br", "mlknn"], cv=3, progress=lambda s, f: seen.append((s, f))
     )
     board = result.leaderboard
@@ -128,7 +128,7 @@ def test_select_ranks_by_the_metric_and_reports_progress() -> None:
 
 def test_lower_is_better_metrics_rank_ascending() -> None:
     X, D = make_distribution(n=80)
-    result = selection.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3)
+    result = choice.select(X, D, "distribution", candidates=["aa-knn", "sa-maxent"], cv=3)
     assert result.metric == "chebyshev"
     means = [e.mean("chebyshev") for e in result.leaderboard]
     assert means == sorted(means) and len(means) >= 2  # the two learners, and their blend if one was built
@@ -136,14 +136,14 @@ def test_lower_is_better_metrics_rank_ascending() -> None:
 
 def test_tune_evaluates_every_grid_point() -> None:
     X, D = make_distribution(n=60)
-    result = selection.select(X, D, "distribution", candidates=["aa-knn"], cv=2, tune=True)
+    result = choice.select(X, D, "distribution", candidates=["aa-knn"], cv=2, tune=True)
     assert sorted(e.params["k"] for e in result.leaderboard if e.method == "aa-knn") == [3, 5, 10, 20]
 
 
 def test_a_failing_candidate_is_ranked_last_with_its_error() -> None:
     X, Y = make_multilabel(n=30, q=2)
-    results = selection.cross_validate(X, Y, "multilabel", [("mlknn", {"k": 25}), ("br", {})], cv=3)
-    ranked = selection.rank(results, "average_precision")
+    results = cross_validation.cross_validate(X, Y, "multilabel", [("mlknn", {"k": 25}), ("br", {})], cv=3)
+    ranked = cross_validation.rank(results, "average_precision")
     assert ranked[-1].method == "mlknn" and "fold 1" in (ranked[-1].error or "")
     assert ranked[0].method == "br"
 
@@ -158,45 +158,45 @@ def test_cancellation_stops_the_sweep() -> None:
             raise JobCancelled("job")
 
     with pytest.raises(JobCancelled):
-        selection.select(X, Y, "multilabel", candidates=["br", "rf"], cv=3, progress=cancel)
+        choice.select(X, Y, "multilabel", candidates=["br", "rf"], cv=3, progress=cancel)
 
 
 def test_selectors_are_scored_downstream() -> None:
     X, Y = make_multilabel(n=90, d=10, q=3)
-    entry = selection.cross_validate(X, Y, "multilabel", [("mi-filter", {"estimator": "binned"})], cv=3)[0]
+    entry = cross_validation.cross_validate(X, Y, "multilabel", [("mi-filter", {"estimator": "binned"})], cv=3)[0]
     assert entry.error is None and entry.oof_scores is None
-    assert set(entry.curve) == set(selection.FRACTIONS) and all(len(v) == 3 for v in entry.curve.values())
+    assert set(entry.curve) == set(cross_validation.FRACTIONS) and all(len(v) == 3 for v in entry.curve.values())
     assert 0 < entry.mean("average_precision") <= 1
 
 
 def test_repeated_folds_are_fresh_stratified_partitions() -> None:
     X, Y = make_multilabel(n=120, q=3)
-    splits = selection.folds(Y, "multilabel", 4, 0, repeats=3)
+    splits = cross_validation.folds(Y, "multilabel", 4, 0, repeats=3)
     assert len(splits) == 12
     repeats = [np.concatenate([te for _, te in splits[r * 4 : (r + 1) * 4]]) for r in range(3)]
     assert all(sorted(held) == list(range(120)) for held in repeats)
     assert not np.array_equal(splits[0][1], splits[4][1])  # each repeat shuffles anew
     _, D = make_distribution(n=30)
-    assert len(selection.folds(D, "distribution", 3, 0, repeats=2)) == 6
+    assert len(cross_validation.folds(D, "distribution", 3, 0, repeats=2)) == 6
     with pytest.raises(ValueError, match="repeats"):
-        selection.folds(Y, "multilabel", 4, 0, repeats=0)
+        cross_validation.folds(Y, "multilabel", 4, 0, repeats=0)
 
 
 def test_resampling_is_thorough_on_small_sets_within_the_budget() -> None:
-    assert selection.resampling(300, 1.0) == (10, 3)
-    assert selection.resampling(300, 6.0) == (10, 2)  # 10 x 3 x 6 s is above a quarter of 600 s
-    assert selection.resampling(300, 100.0) == (5, 1)  # the extra folds never cost a candidate
-    assert selection.resampling(5000, 0.01) == (5, 1)
+    assert pricing.resampling(300, 1.0) == (10, 3)
+    assert pricing.resampling(300, 6.0) == (10, 2)  # 10 x 3 x 6 s is above a quarter of 600 s
+    assert pricing.resampling(300, 100.0) == (5, 1)  # the extra folds never cost a candidate
+    assert pricing.resampling(5000, 0.01) == (5, 1)
 
 
 def test_select_defaults_to_the_resampling_and_records_it() -> None:
     X, Y = make_multilabel(n=60, d=5, q=3)
-    result = selection.select(X, Y, "multilabel", candidates=["br", "rf"])
+    result = choice.select(X, Y, "multilabel", candidates=["br", "rf"])
     assert (result.cv, result.repeats) == (10, 3)
     assert all(len(e.fold_metrics) == 30 for e in result.leaderboard)
     record = result.record()
     assert (record["cv"], record["repeats"]) == (10, 3)
-    named = selection.select(X, Y, "multilabel", candidates=["br"], cv=4)
+    named = choice.select(X, Y, "multilabel", candidates=["br"], cv=4)
     assert (named.cv, named.repeats) == (4, 1)
 
 
@@ -206,23 +206,23 @@ def test_a_default_grid_that_does_not_fit_keeps_its_default_entry(monkeypatch) -
     from tests.helpers import make_distribution
 
     X, D = make_distribution(n=60)
-    entries = selection.default_entries("sa-maxent")
-    assert entries[0] == {} and len(entries) == len(selection.DEFAULT_GRIDS["sa-maxent"]["alpha"])
+    entries = pool.default_entries("sa-maxent")
+    assert entries[0] == {} and len(entries) == len(pool.DEFAULT_GRIDS["sa-maxent"]["alpha"])
     assert all(e.get("alpha") != 1e-3 for e in entries[1:])  # the default once
-    priced = selection.Cost("sa-maxent", 40, 1.0, 1.0)
-    cheap = selection.Cost("aa-knn", 40, 0.01, 1.0)  # the cheapest candidate always runs: not this one
-    monkeypatch.setattr(selection, "pilot_costs", lambda *a, **k: {"sa-maxent": priced, "aa-knn": cheap})
-    monkeypatch.setattr(selection.time, "perf_counter", lambda: 0.0)  # no pilot seconds
+    priced = pricing.Cost("sa-maxent", 40, 1.0, 1.0)
+    cheap = pricing.Cost("aa-knn", 40, 0.01, 1.0)  # the cheapest candidate always runs: not this one
+    monkeypatch.setattr(pricing, "pilot_costs", lambda *a, **k: {"sa-maxent": priced, "aa-knn": cheap})
+    monkeypatch.setattr(pricing.time, "perf_counter", lambda: 0.0)  # no pilot seconds
     candidates = [("aa-knn", {})] + [("sa-maxent", e) for e in entries]
-    plan = selection.plan(X, D, candidates, named=False, cv=5, budget=10.0)
+    plan = pricing.plan(X, D, candidates, named=False, cv=5, budget=10.0)
     one = priced.seconds(60, 5) + priced.fold_seconds(60)
     assert one <= 10.0 - cheap.seconds(60, 5) - cheap.fold_seconds(60)
     assert 10.0 < len(entries) * priced.seconds(60, 5) + priced.fold_seconds(60)
     assert plan.entries == [("aa-knn", {}), ("sa-maxent", {})] and plan.left_out == {}
 
 
-def _entry(method: str, values: list[float], metric: str = "average_precision") -> selection.Entry:
-    entry = selection.Entry(method=method, params={})
+def _entry(method: str, values: list[float], metric: str = "average_precision") -> cross_validation.Entry:
+    entry = cross_validation.Entry(method=method, params={})
     entry.fold_metrics = [{metric: v} for v in values]
     return entry
 
@@ -230,8 +230,8 @@ def _entry(method: str, values: list[float], metric: str = "average_precision") 
 def test_a_blend_within_the_folds_noise_gives_way_to_its_best_single_method() -> None:
     # gains +0.01, -0.01, +0.002, 0.0: mean 0.0005, standard error 0.0043
     blend, br = _entry("blend", [0.81, 0.79, 0.802, 0.80]), _entry("br", [0.80, 0.80, 0.80, 0.80])
-    ranked, margin = selection.simplest_within_noise(
-        selection.rank([br, blend], "average_precision"), "average_precision"
+    ranked, margin = choice.simplest_within_noise(
+        cross_validation.rank([br, blend], "average_precision"), "average_precision"
     )
     assert [e.method for e in ranked] == ["br", "blend"]
     assert margin is not None and margin["single"] == "br" and not margin["blend_kept"]
@@ -244,8 +244,8 @@ def test_a_blend_ahead_on_every_fold_stays_first() -> None:
         _entry("rf", [0.80, 0.80, 0.81]),
         _entry("br", [0.70, 0.70, 0.70]),
     )
-    ranked, margin = selection.simplest_within_noise(
-        selection.rank([br, rf, blend], "average_precision"), "average_precision"
+    ranked, margin = choice.simplest_within_noise(
+        cross_validation.rank([br, rf, blend], "average_precision"), "average_precision"
     )
     assert [e.method for e in ranked] == ["blend", "rf", "br"]
     assert margin is not None and margin["blend_kept"] and margin["single"] == "rf"
@@ -253,13 +253,13 @@ def test_a_blend_ahead_on_every_fold_stays_first() -> None:
 
 def test_lower_is_better_metrics_count_the_gain_the_other_way() -> None:
     blend, aa = _entry("blend-ldl", [0.10, 0.11, 0.09], "chebyshev"), _entry("aa-knn", [0.12, 0.13, 0.11], "chebyshev")
-    ranked, margin = selection.simplest_within_noise(selection.rank([aa, blend], "chebyshev"), "chebyshev")
+    ranked, margin = choice.simplest_within_noise(cross_validation.rank([aa, blend], "chebyshev"), "chebyshev")
     assert ranked[0].method == "blend-ldl" and margin is not None and margin["gain"] == pytest.approx(0.02)
     tied = _entry("blend-ldl", [0.119, 0.131, 0.109], "chebyshev")
-    ranked, margin = selection.simplest_within_noise(selection.rank([aa, tied], "chebyshev"), "chebyshev")
+    ranked, margin = choice.simplest_within_noise(cross_validation.rank([aa, tied], "chebyshev"), "chebyshev")
     assert ranked[0].method == "aa-knn" and margin is not None and not margin["blend_kept"]
 
 
 def test_no_blend_in_the_lead_changes_nothing() -> None:
-    ranked = selection.rank([_entry("br", [0.8, 0.8]), _entry("blend", [0.7, 0.7])], "average_precision")
-    assert selection.simplest_within_noise(ranked, "average_precision") == (ranked, None)
+    ranked = cross_validation.rank([_entry("br", [0.8, 0.8]), _entry("blend", [0.7, 0.7])], "average_precision")
+    assert choice.simplest_within_noise(ranked, "average_precision") == (ranked, None)

@@ -1,11 +1,11 @@
-"""The train/test rows of a split (``app/splitting.py``), on generated label tables."""
+"""The train/test rows of a split (``app/evaluation/splitting.py``), on generated label tables."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.splitting import split_problem, train_test_rows
+from app.evaluation.splitting import split_problem, train_test_rows
 from tests.helpers import make_distribution, make_multilabel
 
 

@@ -12,9 +12,9 @@ import joblib
 import numpy as np
 import pytest
 
-from app import store as store_module
-from app.dataset_files import StoredArrays
-from app.store import ArtifactIntegrityError, DatasetUnavailable, Store, VerifiedDatasets
+from app.storage import store as store_module
+from app.storage.dataset_files import StoredArrays
+from app.storage.store import ArtifactIntegrityError, DatasetUnavailable, Store, VerifiedDatasets
 
 
 @pytest.fixture
@@ -101,3 +101,25 @@ def test_artifacts_are_pickles_and_joblib_files_of_earlier_stores_still_load(sto
     assert list(store.artifacts.iterdir()) == []
     with pytest.raises(FileNotFoundError):
         store.load_artifact(sha)
+
+
+def test_an_artifact_naming_a_class_where_release_0_1_kept_it_loads(store, monkeypatch):
+    """0.1.0 pickled the selected-features wrapper as ``app.pipeline.SelectedFeatures``."""
+    import pickle
+    import sys
+    import types
+
+    from app.serving.selected_features import SelectedFeatures
+
+    old = types.ModuleType("app.pipeline")
+    legacy = type("SelectedFeatures", (SelectedFeatures,), {"__module__": "app.pipeline"})
+    old.SelectedFeatures = legacy  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "app.pipeline", old)
+    written = pickle.dumps(legacy(None, np.array([2, 0]), "selector@1"), protocol=5)
+    monkeypatch.delitem(sys.modules, "app.pipeline")
+    assert b"app.pipeline" in written
+    sha256 = hashlib.sha256(written).hexdigest()
+    (store.artifacts / f"{sha256}.pkl").write_bytes(written)
+    loaded = store.load_artifact(sha256)
+    assert type(loaded) is SelectedFeatures
+    assert loaded.feature_indices.tolist() == [2, 0] and loaded.selector_ref == "selector@1"

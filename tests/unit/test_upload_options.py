@@ -13,8 +13,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from app.cli import cli
 from app.client import Client
+from app.client.cli import cli
 from app.formats import ParseOptions, check_options
 from app.formats.common import DatasetFormatError
 from app.main import create_app

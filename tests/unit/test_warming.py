@@ -10,9 +10,9 @@ import pytest
 
 from app.config import Settings
 from app.core import Core
-from app.db import migrate
-from app.registry import library_versions, register_version
+from app.registry.versions import library_versions, register_version
 from app.services.warming import Warmer
+from app.storage.db import migrate
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from app.api.deps import AliasName, CoreDep, ModelName, PageDep, ReadingDep, Ses
 from app.api.errors import responses
 from app.core import Core
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
-from app.services import comparison, export, registry
+from app.services import comparison, export, models
 
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
 router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
@@ -21,7 +21,7 @@ router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
 
 @router.get("", response_model=Page[ModelOut])
 def list_models(session: ReadingDep, page: PageDep) -> Page[ModelOut]:
-    return registry.list_models(session, page)
+    return models.list_models(session, page)
 
 
 @router.get("/{name}", response_model=ModelOut, responses=responses(404))
@@ -29,7 +29,7 @@ async def get_model(name: ModelName, core: CoreDep) -> Response:
     # From memory on the event loop when this process has read the page since the registry last
     # changed; else one hop to the thread pool for the whole read (a plain ``def`` route with
     # ``ReadingDep`` makes four). No docstring: it would become the OpenAPI description.
-    page = registry.kept_model_page(core.refs, name)
+    page = models.kept_model_page(core.refs, name)
     if page is None:
         page = await run_in_threadpool(_model_page, core, name)
     return Response(page, media_type="application/json")
@@ -37,12 +37,12 @@ async def get_model(name: ModelName, core: CoreDep) -> Response:
 
 def _model_page(core: Core, name: str) -> bytes:
     with core.database.reading() as session:
-        return registry.model_page(session, core.refs, name)
+        return models.model_page(session, core.refs, name)
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionOut, responses=responses(404))
 def get_version(name: ModelName, version: VersionNumber, session: ReadingDep) -> VersionOut:
-    return registry.show_version(session, name, version)
+    return models.show_version(session, name, version)
 
 
 @router.get(
@@ -96,22 +96,22 @@ def version_artifact(name: ModelName, version: VersionNumber, session: ReadingDe
 
 @router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404, 507))
 def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, core: CoreDep) -> Response:
-    registry.delete_version(session, core.store, name, version)
+    models.delete_version(session, core.store, name, version)
     return Response(status_code=204)
 
 
 @router.delete("/{name}", status_code=204, responses=responses(404, 507))
 def delete_model(name: ModelName, session: SessionDep, core: CoreDep) -> Response:
-    registry.delete_model(session, core.store, name)
+    models.delete_model(session, core.store, name)
     return Response(status_code=204)
 
 
 @router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 400, 413))
 def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, core: CoreDep) -> ModelOut:
-    return registry.set_alias(session, core.store, name, alias, body.version)
+    return models.set_alias(session, core.store, name, alias, body.version)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404, 507))
 def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, core: CoreDep) -> Response:
-    registry.delete_alias(session, core.store, name, alias)
+    models.delete_alias(session, core.store, name, alias)
     return Response(status_code=204)

@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from app import __version__
+from app.api.v2.messages import BINARY_EXTENSION, Live, Ready, ServerMetadata
 from app.core import Core
-from app.schemas_v2 import BINARY_EXTENSION, Live, Ready, ServerMetadata
 from app.services.maintenance import database_ok, low_on_space
 
 router = APIRouter(tags=["operations"])

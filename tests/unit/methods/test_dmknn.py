@@ -451,7 +451,7 @@ def test_emotions_official_split():
     datasets = pytest.importorskip("benchmarks.datasets")
     if datasets.data_dir() is None:
         pytest.skip("no ../shared/data")
-    from app.metrics import macro_f1
+    from app.scoring import macro_f1
 
     tr, te = datasets.load_mulan("emotions", "train"), datasets.load_mulan("emotions", "test")
     model = paper().fit(tr.X, tr.Y)

@@ -12,7 +12,7 @@ from app.methods.dmknn import DMKNN
 from app.methods.fit_warnings import EmptyLabelSetWarning
 from app.methods.label_rules import fill_empty, loo_threshold, nonempty_by_default
 from app.methods.mlknn import MLkNN, lookup, neighbour_counts
-from app.metrics import average_precision, micro_f1
+from app.scoring import average_precision, micro_f1
 
 
 def sparse_text_like(seed: int, m: int = 300, d: int = 40, q: int = 12):

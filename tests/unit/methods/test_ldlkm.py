@@ -14,7 +14,7 @@ from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from app import metrics
+from app import scoring
 from app.methods.base import MethodSpec
 from app.methods.ldlkm import LDLKM, SPEC, reciprocal_softmax
 
@@ -265,10 +265,10 @@ def test_20_large_order_does_not_overflow(fitted, X_test):
 def test_21_metrics_on_ldlkm_output(fitted, X_test, data):
     X, D = data
     P = fitted.predict(X)
-    perfect = metrics.ldl_metrics(D, D)
+    perfect = scoring.ldl_metrics(D, D)
     assert perfect["chebyshev"] == 0 and perfect["clark"] == 0 and perfect["canberra"] == 0
     assert math.isclose(perfect["cosine"], 1.0) and math.isclose(perfect["intersection"], 1.0)
-    got = metrics.ldl_metrics(D, P)
+    got = scoring.ldl_metrics(D, P)
     c = D.shape[1]
     assert 0 <= got["chebyshev"] <= 1 and 0 <= got["clark"] <= math.sqrt(c)
     assert 0 <= got["canberra"] <= c and 0 <= got["cosine"] <= 1 and 0 <= got["intersection"] <= 1
@@ -462,7 +462,7 @@ def test_reproduces_paper_table_3_on_yeast_alpha():
     folds = []
     for f, (tr, te) in enumerate(KFold(10, shuffle=True, random_state=0).split(X)):
         P = LDLKM(k=5, max_iter=20, p=5, random_state=f).fit(X[tr], D[tr]).predict(X[te])
-        folds.append(metrics.ldl_metrics(D[te], P))
+        folds.append(scoring.ldl_metrics(D[te], P))
     paper = {"chebyshev": 0.0135, "clark": 0.2101, "canberra": 0.6812, "cosine": 0.9946, "intersection": 0.9624}
     for name, ref in paper.items():
         ours = float(np.mean([f[name] for f in folds]))

@@ -210,7 +210,7 @@ def test_emotions_official_split_quality():
     datasets = pytest.importorskip("benchmarks.datasets")
     if datasets.data_dir() is None:
         pytest.skip("no ../shared/data")
-    from app.metrics import average_precision
+    from app.scoring import average_precision
 
     tr, te = datasets.load_mulan("emotions", "train"), datasets.load_mulan("emotions", "test")
     P = MLkNN(k=10).fit(tr.X, tr.Y).decision_function(te.X)

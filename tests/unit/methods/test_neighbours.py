@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from app import metrics, selection
+from app import scoring
+from app.evaluation import cross_validation, pricing
 from app.methods import neighbours
 from app.methods.dmknn import DMKNN
 from app.methods.mlknn import MLkNN, lookup, neighbour_counts, posterior_table
@@ -164,13 +165,13 @@ def test_approximate_model_is_close_to_exact():
     Xt, Yt = clustered(rng, 300, 15, 6)
     exact = MLkNN(k=10, neighbors="exact").fit(X, Y)
     approx = MLkNN(k=10, neighbors="approximate").fit(X, Y)
-    ap_exact = metrics.average_precision(Yt, exact.decision_function(Xt))
-    ap_approx = metrics.average_precision(Yt, approx.decision_function(Xt))
+    ap_exact = scoring.average_precision(Yt, exact.decision_function(Xt))
+    ap_approx = scoring.average_precision(Yt, approx.decision_function(Xt))
     assert abs(ap_exact - ap_approx) < 0.005
     assert np.mean(exact.predict(Xt) == approx.predict(Xt)) > 0.98
     dm_exact = DMKNN(k=10, neighbors="exact").fit(X, Y).decision_function(Xt)
     dm_approx = DMKNN(k=10, neighbors="approximate").fit(X, Y).decision_function(Xt)
-    assert abs(metrics.average_precision(Yt, dm_exact) - metrics.average_precision(Yt, dm_approx)) < 0.005
+    assert abs(scoring.average_precision(Yt, dm_exact) - scoring.average_precision(Yt, dm_approx)) < 0.005
 
 
 def test_approximate_model_pickles_and_single_rows_match_the_batch():
@@ -248,8 +249,8 @@ def test_sharing_the_graph_gives_the_same_leaderboard(monkeypatch, search):
     rng = np.random.default_rng(10)
     X, Y = clustered(rng, 300, 6, 4)
     entries = [("mlknn", {"neighbors": search}), ("dmknn", {"neighbors": search}), ("mlknn", {"k": 5})]
-    monkeypatch.setattr(selection, "GRAPH_METHODS", frozenset())
-    alone = selection.cross_validate(X, Y, "multilabel", entries, cv=3)
+    monkeypatch.setattr(cross_validation, "GRAPH_METHODS", frozenset())
+    alone = cross_validation.cross_validate(X, Y, "multilabel", entries, cv=3)
     monkeypatch.undo()
     builds: list[int] = []
     real = neighbours._build
@@ -259,7 +260,7 @@ def test_sharing_the_graph_gives_the_same_leaderboard(monkeypatch, search):
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(neighbours, "_build", counted)
-    shared = selection.cross_validate(X, Y, "multilabel", entries, cv=3)
+    shared = cross_validation.cross_validate(X, Y, "multilabel", entries, cv=3)
     assert len(builds) == 3 * 2  # per fold: one graph for k=10 (mlknn and dmknn), one for k=5
     for a, b in zip(alone, shared, strict=True):
         assert a.fold_metrics == b.fold_metrics
@@ -280,16 +281,16 @@ def test_pilots_share_graphs_as_their_folds_will(monkeypatch):
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(neighbours, "_build", counted)
-    monkeypatch.setattr(selection, "PILOT_REPEAT_SECONDS", 1e9)  # always PILOT_RUNS runs
-    costs = selection.pilot_costs(X, Y, [("dmknn", {}), ("mlknn", {})], cv=5)
-    assert len(builds) == selection.PILOT_RUNS  # dmknn's runs built it; mlknn's reused the last
+    monkeypatch.setattr(pricing, "PILOT_REPEAT_SECONDS", 1e9)  # always PILOT_RUNS runs
+    costs = pricing.pilot_costs(X, Y, [("dmknn", {}), ("mlknn", {})], cv=5)
+    assert len(builds) == pricing.PILOT_RUNS  # dmknn's runs built it; mlknn's reused the last
     assert set(costs) == {"dmknn", "mlknn"}
-    assert costs["dmknn"].growth == selection.GROWTH["dmknn"]
-    assert costs["mlknn"].growth == selection.GRAPH_REUSE_GROWTH  # its folds reuse the graph: the rest grows
+    assert costs["dmknn"].growth == pricing.GROWTH["dmknn"]
+    assert costs["mlknn"].growth == pricing.GRAPH_REUSE_GROWTH  # its folds reuse the graph: the rest grows
     builds.clear()
-    alone = selection.pilot_costs(X, Y, [("mlknn", {})], cv=5)
-    assert len(builds) == selection.PILOT_RUNS  # alone: nothing to share, every run builds
-    assert alone["mlknn"].growth == selection.GROWTH["mlknn"]
+    alone = pricing.pilot_costs(X, Y, [("mlknn", {})], cv=5)
+    assert len(builds) == pricing.PILOT_RUNS  # alone: nothing to share, every run builds
+    assert alone["mlknn"].growth == pricing.GROWTH["mlknn"]
 
 
 def test_sharing_is_keyed_by_content_and_k():

@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from app.methods import ovk_kernels as ok
 from app.methods import trans_ovk
 from app.methods.trans_ovk import LITERAL_READING, SPEC, TransOVK, TransOVKParams
-from app.metrics import average_precision
+from app.scoring import average_precision
 
 
 def _data(n=60, d=6, q=3, seed=0):

@@ -19,10 +19,10 @@ from __future__ import annotations
 import socket
 
 from app.config import get_settings
-from app.db import migrate
+from app.storage.db import migrate
 
 # the app logs every request itself, as a JSON line with the route template and the duration
-# (app.observability.RequestMetrics); uvicorn's plain-text access line would be a second one
+# (app.runtime.observability.RequestMetrics); uvicorn's plain-text access line would be a second one
 APP = "app.main:app"
 
 

@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import app as package
-from app import client_arrays
+from app.client import arrays
 from app.upload_options import UPLOAD_OPTIONS, form_values
 
 # httpx (and NumPy, in client_arrays) are imported when first needed: the command line imports
@@ -194,7 +194,7 @@ class Client:
         the names, unless given) or a list of rows. They travel as one CSV file (``name``.csv, or
         arrays.csv), so the dataset is stored and deduplicated like any upload.
         """
-        content, fields = client_arrays.csv_upload(X, Y, feature_names, label_names)
+        content, fields = arrays.csv_upload(X, Y, feature_names, label_names)
         data = form_values({"name": name, **fields})
         files = {"file": (f"{name or 'arrays'}.csv", content)}
         return self._json("POST", "/datasets", data=data, files=files)
@@ -248,7 +248,7 @@ class Client:
         if dataset_id is not None:
             body["dataset_id"] = dataset_id
         if data is not None:
-            body["data"] = client_arrays.inline_data(*data)
+            body["data"] = arrays.inline_data(*data)
         body["params"] = params or {}
         if random_state is not None:
             body["random_state"] = random_state
@@ -401,7 +401,7 @@ class Client:
         """
         body: dict[str, Any] = {"model": model}
         options = {
-            "instances": None if instances is None else client_arrays.instances_json(instances),
+            "instances": None if instances is None else arrays.instances_json(instances),
             "dataset_id": dataset_id,
             "output": output,
             "threshold": threshold,
@@ -430,7 +430,7 @@ class Client:
             raise ValueError(f"the server answered with job {result.get('id')} (a batch), not predictions")
         served = result["model"]
         label_names = self.version(served["name"], served["version"])["label_names"]
-        return client_arrays.prediction_array(result, label_names)
+        return arrays.prediction_array(result, label_names)
 
     def evaluate(self, model: str, dataset_id: str, **options: Any) -> Json:
         """The task's standard metrics on a stored dataset (options: ``threshold``, ``top_k``...)."""

@@ -20,12 +20,11 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from app.api import v2_binary
 from app.api.offload import INLINE_BYTES, large_body_limiter
+from app.api.v2 import binary, inference
+from app.api.v2.messages import ErrorOut, InferRequest, InferResponse, ModelMetadata, ModelReady
 from app.core import Core
 from app.errors import DomainError
-from app.schemas_v2 import ErrorOut, InferRequest, InferResponse, ModelMetadata, ModelReady
-from app.services import inference
 from app.services.prediction import served as lookup
 
 router = APIRouter(prefix="/v2/models", tags=["inference protocol (v2)"])
@@ -154,12 +153,12 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
         core: Core = request.app.state.core
         _, served = core.refs.get(ref)
         if served is not None and len(body) <= INLINE_BYTES:
-            out = v2_binary.answer(served, body, header_length)
+            out = binary.answer(served, body, header_length)
         elif served is not None:
             limiter = large_body_limiter(request.app.state)
-            out = await anyio.to_thread.run_sync(v2_binary.answer, served, body, header_length, limiter=limiter)
+            out = await anyio.to_thread.run_sync(binary.answer, served, body, header_length, limiter=limiter)
         else:
-            out = await _in_thread(request, ref, lambda c, r: v2_binary.answer(lookup(c, r), body, header_length))
+            out = await _in_thread(request, ref, lambda c, r: binary.answer(lookup(c, r), body, header_length))
     except DomainError as exc:
         return _error(exc)
     return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})

@@ -1,6 +1,6 @@
-"""Alembic environment, for ``labelserve migrate`` (``app.db``) and the ``alembic`` command alike.
+"""Alembic environment, for ``labelserve migrate`` (``app.storage.db``) and the ``alembic`` command alike.
 
-The database URL is, first found: the one ``app.db`` passes in, ``alembic -x url=...``, then
+The database URL is, first found: the one ``app.storage.db`` passes in, ``alembic -x url=...``, then
 ``LABELSERVE_DATABASE_URL`` through the settings (the same database the service would use).
 Offline mode (``alembic upgrade head --sql``, ``labelserve migrate --sql``) renders the SQL for
 the URL's dialect without connecting, for a DBA to review or apply.
@@ -16,7 +16,7 @@ from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import create_engine
 
 from app.config import get_settings
-from app.orm import Base, UTCDateTime
+from app.storage.orm import Base, UTCDateTime
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("connection_url") is None:

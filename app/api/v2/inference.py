@@ -16,12 +16,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import InvalidInput, NotFound
-from app.methods.base import Task
-from app.orm import ModelVersion
-from app.prediction import FEATURE_RULE, first_unbounded, label_matrix, shown_value
-from app.registry import ModelRef, Served, is_version_number
-from app.schemas_v2 import (
+from app.api.v2.messages import (
     INPUT_NAME,
     InferRequest,
     InputTensor,
@@ -29,7 +24,13 @@ from app.schemas_v2 import (
     TensorMetadata,
     TensorType,
 )
-from app.services.registry import method_of
+from app.errors import InvalidInput, NotFound
+from app.methods.base import Task
+from app.registry.model_cache import Served
+from app.registry.refs import ModelRef, is_version_number
+from app.services.models import method_of
+from app.serving.answers import FEATURE_RULE, first_unbounded, label_matrix, shown_value
+from app.storage.orm import ModelVersion
 
 OUTPUTS: dict[Task, tuple[tuple[str, TensorType], ...]] = {
     "multilabel": (("scores", "FP64"), ("labels", "BOOL")),

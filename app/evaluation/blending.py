@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from app import metrics
+from app import scoring
 from app.methods.thresholds import choose_rule, label_sets
 
 #: greedy rounds per bag
@@ -56,8 +56,8 @@ def blends_for(metric: str, task: str) -> bool:
 
 def _objective(metric: str) -> Callable[[np.ndarray, np.ndarray], float]:
     """Higher-is-better score of predictions P for targets Y by ``metric`` (nan counts as worst)."""
-    fn = getattr(metrics, metric)
-    sign = -1.0 if metric in metrics.LOWER_IS_BETTER else 1.0
+    fn = getattr(scoring, metric)
+    sign = -1.0 if metric in scoring.LOWER_IS_BETTER else 1.0
 
     def score(Y: np.ndarray, P: np.ndarray) -> float:
         value = float(fn(Y, P))
@@ -165,9 +165,9 @@ def fold_scores(
         choice = choose(oof, Y, metric, task, rows=np.flatnonzero(outside), **options)
         P = blend([pred[s // cv, te] for pred in oof], choice.counts)
         if task == "distribution":
-            out.append(metrics.ldl_metrics(Y[te], P))
+            out.append(scoring.ldl_metrics(Y[te], P))
         else:
             assert choice.threshold is not None
             Yhat = label_sets(P, choice.threshold, choice.fill_empty).astype(np.int8)
-            out.append(metrics.multilabel_metrics(Y[te], Yhat, P))
+            out.append(scoring.multilabel_metrics(Y[te], Yhat, P))
     return out

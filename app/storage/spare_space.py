@@ -6,7 +6,7 @@ filled to 0 bytes free, every ``DELETE`` (a dataset, a version, a model) failed 
 removing a small dataset's file first did not free enough for the commit. So the API keeps
 ``SPARE_BYTES`` allocated in a file next to the database (``<db>.spare``, made at start-up and
 on each store sweep when there is room) and removes it when a deletion's commit meets a full
-disk (``app.db.commit_deletion``); the deletion then commits into the space it freed, and the
+disk (``app.storage.db.commit_deletion``); the deletion then commits into the space it freed, and the
 spare is made again once the deleted files are gone. A deletion uses a few WAL frames (4 KiB
 each), so one spare covers many deletions in a row.
 

@@ -12,31 +12,21 @@ from collections.abc import Callable
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.db import commit_deletion, keep_spare
 from app.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.jobs.base import ACTIVE
 from app.jobs.payloads import TrainPayload
 from app.methods.base import MethodSpec
 from app.methods.catalog import get_method
-from app.observability import Metrics
-from app.orm import Alias, Job, Model, ModelVersion
-from app.registry import (
-    ModelCache,
-    ModelRef,
-    RegistryError,
-    Served,
-    VersionKey,
-    drop_unused_artifacts,
-    is_version_number,
-    notify_on_commit,
-    reserved_alias,
-    resolve,
-    resolve_key,
-)
-from app.resolved_refs import MODEL_PAGE, ResolvedRefs
+from app.registry.model_cache import ModelCache, Served
+from app.registry.refs import ModelRef, RegistryError, is_version_number, reserved_alias
+from app.registry.resolved_refs import MODEL_PAGE, ResolvedRefs
+from app.registry.versions import VersionKey, drop_unused_artifacts, notify_on_commit, resolve, resolve_key
+from app.runtime.observability import Metrics
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
 from app.services.paging import PageParams, page
-from app.store import ArtifactIntegrityError, Store
+from app.storage.db import commit_deletion, keep_spare
+from app.storage.orm import Alias, Job, Model, ModelVersion
+from app.storage.store import ArtifactIntegrityError, Store
 from app.suggest import did_you_mean
 
 Loc = tuple[str | int, ...]
@@ -90,7 +80,7 @@ def resolve_version(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> Mode
 
 
 def resolve_version_key(session: Session, ref: str, *, loc: Loc = MODEL_LOC) -> VersionKey:
-    """The narrow lookup of the predict hot path (see ``app.registry.resolve_key``)."""
+    """The narrow lookup of the predict hot path (see ``app.registry.versions.resolve_key``)."""
     try:
         return resolve_key(session, ref)
     except ValueError as exc:

@@ -7,7 +7,8 @@ from starlette.routing import BaseRoute
 
 from app.api.deps import require_api_key
 from app.api.errors import responses
-from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training, v2
+from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.api.v2 import routes as v2
 
 # Requests are matched against the routes in this order, one route after another: the
 # prediction routes come first so that the hot path is matched at once rather than after every

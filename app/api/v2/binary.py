@@ -27,10 +27,10 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
+from app.api.v2 import inference
+from app.api.v2.messages import InferRequest, TensorType
 from app.errors import InvalidInput
-from app.registry import Served
-from app.schemas_v2 import InferRequest, TensorType
-from app.services import inference
+from app.registry.model_cache import Served
 
 log = logging.getLogger("labelserve.api")
 #: a JSON number where the parser stopped (one too large for a double is infinite)

@@ -10,8 +10,8 @@ import threading
 from collections import OrderedDict
 
 from app.errors import DomainError
-from app.registry import Served
-from app.store import Store
+from app.registry.model_cache import Served
+from app.storage.store import Store
 
 REFS_KEPT = 4096  # resolved references per process (each holds only a pointer to a cached model)
 RESOLVING = "resolving"  # the refusals of resolving a model reference (a prediction, a V2 route)

@@ -43,10 +43,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.db_errors import is_disk_full_error
 from app.errors import InsufficientStorage
-from app.migration_lock import migration_lock
-from app.spare_space import SpareSpace
+from app.storage.db_errors import is_disk_full_error
+from app.storage.migration_lock import migration_lock
+from app.storage.spare_space import SpareSpace
 
 T = TypeVar("T")
 
@@ -167,7 +167,7 @@ class Database:
 
 
 def _spare_of(url: str) -> SpareSpace | None:
-    """The spare file of a SQLite database file (``app.spare_space``); None for other databases,
+    """The spare file of a SQLite database file (``app.storage.spare_space``); None for other databases,
     whose disk is their server's to manage, and for in-memory SQLite."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):

@@ -3,7 +3,7 @@
 One input tensor ``input-0`` (FP32 or FP64, shape ``[n, d]``), its data in JSON (flat in row-major
 order, or nested) or, with the binary tensor data extension, as raw little-endian bytes after the
 JSON header (``parameters.binary_data_size``); named output tensors, their data flat in JSON or
-raw bytes when asked (``app.api.v2_binary`` reads and writes that framing).
+raw bytes when asked (``app.api.v2.binary`` reads and writes that framing).
 """
 
 from __future__ import annotations

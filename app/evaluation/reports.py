@@ -38,7 +38,7 @@ from plotly.subplots import make_subplots
 
 from app import __version__
 from app.methods.catalog import get_method
-from app.metrics import LOWER_IS_BETTER
+from app.scoring import LOWER_IS_BETTER
 
 SCRIPT_MARKER = "<!--labelserve:plotly-->"
 DOWNLOAD_MARKER = "<!--labelserve:download-->"
@@ -400,7 +400,7 @@ def compare_report(
     """The HTML page of a comparison: a header that traces it, then classifiers (or distribution
     learners) and selectors in sections of their own.
 
-    ``leaderboard`` holds ``app.selection.Entry`` objects, best first; ``Y`` is the dataset's
+    ``leaderboard`` holds ``app.evaluation.cross_validation.Entry`` objects, best first; ``Y`` is the dataset's
     targets (for the per-label heat map of the out-of-fold predictions). Selectors are scored
     through ML-kNN on their top features, so they are never ranked beside the classifiers.
     """

@@ -34,11 +34,11 @@ import joblib
 import numpy as np
 import scipy.sparse as sp
 
-from app import dataset_files
-from app.dataset_files import DatasetStorage, StoredArrays
 from app.errors import Conflict, InsufficientStorage, PayloadTooLarge
-from app.pickle_memo import drop_unread_memo
-from app.registry_token import RegistryToken
+from app.storage import dataset_files
+from app.storage.dataset_files import DatasetStorage, StoredArrays
+from app.storage.pickle_memo import drop_unread_memo
+from app.storage.registry_token import RegistryToken
 
 DISK_FULL = "the model store's disk is full; free some space (or delete unused datasets and models) and retry"
 
@@ -179,6 +179,18 @@ DENSE_MAX_CELLS = 50_000_000
 #: memo's second copy of the arrays costs a load at most this much)
 PRUNE_BYTES = 16 * 1024 * 1024
 
+#: classes that moved since a supported release wrote its artifacts: (module, name) as pickled
+#: -> the module that holds the class now (0.1.0 kept the selected-features wrapper in app.pipeline)
+MOVED_CLASSES = {("app.pipeline", "SelectedFeatures"): "app.serving.selected_features"}
+
+
+class _ArtifactUnpickler(pickle.Unpickler):
+    """An unpickler that finds the classes of ``MOVED_CLASSES`` where they live now."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED_CLASSES.get((module, name), module), name)
+
+
 #: artifact file formats by suffix, the one written first: pickles, and the joblib files that
 #: stores of earlier releases hold (still loaded, never written)
 ARTIFACT_SUFFIXES = (".pkl", ".joblib")
@@ -292,7 +304,7 @@ class Store:
         The pickle is streamed into a temporary file while it is hashed, then renamed to its
         content address: the model is never pickled into memory as a second copy (a 900 MB
         forest would need 1.8 GB). A pickle of ``PRUNE_BYTES`` or more is then rewritten, file
-        to file, without the memo entries nothing reads back (``app.pickle_memo``), so that its
+        to file, without the memo entries nothing reads back (``app.storage.pickle_memo``), so that its
         load does not hold the model twice either. Plain pickle: joblib's pickler and
         unpickler are pure Python, and for a model holding its training matrix (ML-kNN on
         scene, 2.9 MB) took 2.9 ms to write and 0.8 ms to read, against 1.2 ms and 0.15 ms.
@@ -346,7 +358,7 @@ class Store:
                         f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
                     )
                 fh.seek(0)
-                return pickle.load(fh) if suffix == ".pkl" else joblib.load(fh)
+                return _ArtifactUnpickler(fh).load() if suffix == ".pkl" else joblib.load(fh)
         raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
 
     def stored_artifact(self, sha256: str) -> Path:
@@ -371,7 +383,7 @@ class Store:
         for suffix in ARTIFACT_SUFFIXES:
             (self.artifacts / f"{sha256}{suffix}").unlink(missing_ok=True)
 
-    # registry change notices (see ``app.registry_token``) ---------------------------------
+    # registry change notices (see ``app.storage.registry_token``) ---------------------------------
     # The store is shared by the API processes and the workers (artifacts live here), so a
     # token in it reaches every process without a database round trip per prediction.
     def registry_token(self) -> bytes:

@@ -1,0 +1,5 @@
+"""``python -m app.client.cli``: the ``labelserve`` command."""
+
+from app.client.cli import main
+
+main()

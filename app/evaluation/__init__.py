@@ -1,0 +1,1 @@
+"""Evaluation: model selection (``auto``), comparison, blending, reports and train/test splits."""

@@ -1,0 +1,1 @@
+"""What turns a loaded model and a request into an answer: input matrices, label sets, rankings, distributions, features."""
