@@ -26,7 +26,7 @@ from app.evaluation.pool import (
     metric_names,
     task_of,
 )
-from app.evaluation.pricing import plan, resampling
+from app.evaluation.pricing import Plan, plan, resampling
 from app.methods.base import ProgressFn, no_progress
 from app.methods.blend import BLENDS, blendable
 from app.methods.catalog import get_method
@@ -189,12 +189,7 @@ def select(
         random_state=random_state,
         progress=progress,
     )
-    if cv is None or repeats is None:
-        per_fit = sum(chosen.costs[m].fold_seconds(n - -(-n // 5)) for m, _ in chosen.entries)
-        auto_cv, auto_repeats = resampling(n, per_fit, budget)
-        if cv is None:
-            cv = min(auto_cv, n)
-        repeats = repeats or (auto_repeats if cv == auto_cv else 1)
+    cv, repeats = _resampled(chosen, n, cv, repeats, budget)
     splits = folds(Y, kind, cv, random_state, repeats)
     results = cross_validate(
         X,
@@ -210,14 +205,7 @@ def select(
     )
     for entry in results:
         entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv, repeats)
-    mixed = blend_entry(results, Y, kind, metric, splits, cv)
-    twins = [_twin_entry(entry, twin, chosen.entries, results) for entry, twin in chosen.twins]
-    ranked = rank(results + ([mixed] if mixed is not None else []) + twins, metric)
-    margin = None
-    if task_of(kind) == "distribution":
-        ranked, margin = simplest_within_noise(ranked, metric)
-    if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
-        raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
+    ranked, margin = _leaderboard(results, chosen, Y, kind, metric, splits, cv)
     return Selection(
         metric=metric,
         cv=cv,
@@ -227,6 +215,39 @@ def select(
         pilot_seconds=chosen.pilot_seconds,
         blend_margin=margin,
     )
+
+
+def _resampled(chosen: Plan, n: int, cv: int | None, repeats: int | None, budget: float | None) -> tuple[int, int]:
+    """The folds and repeats asked for, or else ``resampling``'s for the chosen candidates' cost."""
+    if cv is not None and repeats is not None:
+        return cv, repeats
+    per_fit = sum(chosen.costs[m].fold_seconds(n - -(-n // 5)) for m, _ in chosen.entries)
+    auto_cv, auto_repeats = resampling(n, per_fit, budget)
+    if cv is None:
+        cv = min(auto_cv, n)
+    return cv, repeats or (auto_repeats if cv == auto_cv else 1)
+
+
+def _leaderboard(
+    results: list[Entry],
+    chosen: Plan,
+    Y: np.ndarray,
+    kind: str,
+    metric: str,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    cv: int,
+) -> tuple[list[Entry], dict[str, Any] | None]:
+    """The cross-validated entries, their blend and the ranking twins, best first; and the blend's
+    margin over the best single method (label distributions only, ``simplest_within_noise``)."""
+    mixed = blend_entry(results, Y, kind, metric, splits, cv)
+    twins = [_twin_entry(entry, twin, chosen.entries, results) for entry, twin in chosen.twins]
+    ranked = rank(results + ([mixed] if mixed is not None else []) + twins, metric)
+    margin = None
+    if task_of(kind) == "distribution":
+        ranked, margin = simplest_within_noise(ranked, metric)
+    if ranked[0].error is not None or not math.isfinite(ranked[0].mean(metric)):
+        raise ValueError(f"no candidate could be evaluated: {ranked[0].error or 'metric undefined on every fold'}")
+    return ranked, margin
 
 
 def simplest_within_noise(ranked: list[Entry], metric: str) -> tuple[list[Entry], dict[str, Any] | None]:
@@ -301,16 +322,7 @@ def blend_entry(
     task = task_of(kind)
     if not blending.blends_for(metric, task):
         return None
-    pool = [
-        e
-        for e in rank(results, metric)
-        if e.error is None
-        and e.oof_all is not None
-        and len(e.fold_metrics) == len(splits)
-        and blendable(e.method, e.params, task)  # type: ignore[arg-type]
-    ]
-    if task == "distribution":
-        pool = [e for e in pool if beats_the_mean(e, Y, splits, metric)]
+    pool = _blend_pool(results, Y, task, metric, splits)
     if len(pool) < 2:
         return None
     oof = [e.oof_all for e in pool if e.oof_all is not None]
@@ -333,6 +345,24 @@ def blend_entry(
     if task == "multilabel":
         entry.oof_labels = label_sets(entry.oof_scores, params["threshold"], final.fill_empty).astype(np.int8)
     return entry
+
+
+def _blend_pool(
+    results: Sequence[Entry], Y: np.ndarray, task: str, metric: str, splits: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> list[Entry]:
+    """The entries a blend may take, best first: blendable, run on every fold, and for label
+    distributions better than the training mean on some fold."""
+    pool = [
+        e
+        for e in rank(results, metric)
+        if e.error is None
+        and e.oof_all is not None
+        and len(e.fold_metrics) == len(splits)
+        and blendable(e.method, e.params, task)  # type: ignore[arg-type]
+    ]
+    if task == "distribution":
+        pool = [e for e in pool if beats_the_mean(e, Y, splits, metric)]
+    return pool
 
 
 def beats_the_mean(entry: Entry, D: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]], metric: str) -> bool:

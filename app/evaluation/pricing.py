@@ -239,6 +239,9 @@ def _pilot(
     return Cost(method, int(tr.size), min(runs), growth, fraction)
 
 
+Twins = list[tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]]
+
+
 @dataclass
 class Plan:
     """What a selection or comparison cross-validates, and what its pilots predicted."""
@@ -248,7 +251,7 @@ class Plan:
     #: methods left out on cost, with their predicted cross-validation seconds
     left_out: dict[str, float]
     #: (entry, the entry of ``entries`` whose ranking it provably shares)
-    twins: list[tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]]
+    twins: Twins
     pilot_seconds: float
 
 
@@ -274,14 +277,7 @@ def plan(
     several entries (a ``DEFAULT_GRIDS`` grid) that does not fit keeps its first entry if that fits.
     """
     budget = DEFAULT_BUDGET_SECONDS if budget is None else budget
-    twins = []
-    kept = list(entries)
-    if metric in RANKING_METRICS:
-        for entry in entries:
-            twin = ranking_twin(entry, [e for e in entries if e is not entry])
-            if twin is not None:
-                twins.append((entry, twin))
-                kept.remove(entry)
+    kept, twins = _set_aside_twins(entries, metric)
     started = time.perf_counter()
     first: dict[str, dict[str, Any]] = {}
     for m, p in kept:  # in the folds' order, so each pilot shares neighbour graphs as its folds will
@@ -297,29 +293,52 @@ def plan(
         scores_only=metric in RANKING_METRICS,
     )
     pilot_seconds = time.perf_counter() - started
-    n = X.shape[0]
-    # its cross-validation (every entry of it), and the fit on all n rows should it win (or join a blend)
-    per_method = {
-        m: costs[m].seconds(n, cv) * sum(1 for e in kept if e[0] == m) + costs[m].fold_seconds(n) for m in costs
-    }
-    left_out: dict[str, float] = {}
-    if not named:
-        room = max(0.0, budget - pilot_seconds)
-        chosen = set(within_budget(per_method, room))
-        # a method whose grid does not fit may still fit with its first entry alone (its defaults)
-        single = {
-            m: costs[m].seconds(n, cv) + costs[m].fold_seconds(n)
-            for m in per_method
-            if m not in chosen and sum(1 for e in kept if e[0] == m) > 1
-        }
-        spare = room - sum(per_method[m] for m in chosen)
-        for m in sorted(single, key=lambda m: (single[m], m)):
-            if single[m] <= spare:
-                chosen.add(m)
-                spare -= single[m]
-                first_entry = next(e for e in kept if e[0] == m)
-                kept = [e for e in kept if e[0] != m or e is first_entry]
-        left_out = {m: per_method[m] for m in per_method if m not in chosen}
-        kept = [e for e in kept if e[0] in chosen]
-        twins = [(entry, twin) for entry, twin in twins if twin in kept]
+    if named:
+        return Plan(kept, costs, {}, twins, pilot_seconds)
+    kept, left_out = _within_room(kept, costs, X.shape[0], cv, max(0.0, budget - pilot_seconds))
+    twins = [(entry, twin) for entry, twin in twins if twin in kept]
     return Plan(kept, costs, left_out, twins, pilot_seconds)
+
+
+Entries = list[tuple[str, dict[str, Any]]]
+
+
+def _set_aside_twins(entries: Sequence[tuple[str, dict[str, Any]]], metric: str | None) -> tuple[Entries, Twins]:
+    """The entries to evaluate, and (for a ranking ``metric``) the ranking twins set aside."""
+    kept = list(entries)
+    twins: Twins = []
+    if metric in RANKING_METRICS:
+        for entry in entries:
+            twin = ranking_twin(entry, [e for e in entries if e is not entry])
+            if twin is not None:
+                twins.append((entry, twin))
+                kept.remove(entry)
+    return kept, twins
+
+
+def _within_room(
+    kept: Entries, costs: dict[str, Cost], n: int, cv: int, room: float
+) -> tuple[Entries, dict[str, float]]:
+    """The entries whose methods fit ``room`` seconds, and the methods left out with their cost.
+
+    A method's cost is its cross-validation (every entry of it) and the fit on all n rows should it
+    win (or join a blend); one whose grid does not fit may still fit with its first entry alone.
+    """
+
+    def count(m: str) -> int:
+        return sum(1 for e in kept if e[0] == m)
+
+    per_method = {m: costs[m].seconds(n, cv) * count(m) + costs[m].fold_seconds(n) for m in costs}
+    chosen = set(within_budget(per_method, room))
+    single = {
+        m: costs[m].seconds(n, cv) + costs[m].fold_seconds(n) for m in per_method if m not in chosen and count(m) > 1
+    }
+    spare = room - sum(per_method[m] for m in chosen)
+    for m in sorted(single, key=lambda m: (single[m], m)):
+        if single[m] <= spare:
+            chosen.add(m)
+            spare -= single[m]
+            first_entry = next(e for e in kept if e[0] == m)
+            kept = [e for e in kept if e[0] != m or e is first_entry]
+    left_out = {m: per_method[m] for m in per_method if m not in chosen}
+    return [e for e in kept if e[0] in chosen], left_out
