@@ -25,18 +25,17 @@ from sqlalchemy.orm import Session
 from app.core import Core
 from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.evaluation import auto_request, pool
-from app.formats import DatasetLimits
+from app.formats import ParsedDataset
 from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.methods.base import MethodSpec
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
-from app.schemas import JobOut, TrainRequest
+from app.schemas import InlineData, JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
 from app.services.models import resolve_version
 from app.storage.orm import Dataset
-from app.storage.store import Store
 from app.suggest import did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
@@ -51,36 +50,40 @@ class Prepared:
     payload: TrainPayload
 
 
-def submit(session: Session, core: Core, body: TrainRequest) -> JobOut:
+def submit(core: Core, body: TrainRequest) -> JobOut:
     """Check the request and queue its training job (inline data must fit in the dataset limits,
     the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``, the caller's queued jobs in
     ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``: checked first, as inline data are stored before the
-    job is queued)."""
+    job is queued).
+
+    Each step opens the session it needs: reads in reading sessions, the inline dataset's row and
+    the job's in their own writing ones; parsing and file reads happen outside every transaction.
+    """
     budget = memory.budget_of(core.settings)
     max_seconds = time_limit(core.settings, body.max_seconds)
-    check_room(session, core)
-    plan = prepare(session, core.store, limits_of(core.settings), body, budget).payload
-    return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}))
+    with core.database.reading() as session:
+        check_room(session, core)
+    plan = prepare(core, body, budget).payload
+    with core.database.session() as session:
+        return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}))
 
 
-async def submit_and_wait(session: Session, core: Core, body: TrainRequest, timeout: float) -> JobOut:
+async def submit_and_wait(core: Core, body: TrainRequest, timeout: float) -> JobOut:
     """``POST /train?wait=true``: queue the training and answer once it ended (or ``timeout`` passed).
 
     The waiting place (``LABELSERVE_MAX_WAITERS``) is taken before the job is queued: refused
     then (429), the request queued nothing and can be sent again as it is.
     """
     with core.runner.events.admitted():
-        job = await asyncio.to_thread(submit, session, core, body)
+        job = await asyncio.to_thread(submit, core, body)
         return await job_when_ended(core, job.id, timeout)
 
 
-def prepare(
-    session: Session, store: Store, limits: DatasetLimits, body: TrainRequest, budget: MemoryBudget | None = None
-) -> Prepared:
+def prepare(core: Core, body: TrainRequest, budget: MemoryBudget | None = None) -> Prepared:
     """The checked request; ``budget`` (None: unbounded) bounds the training's estimated memory
     on a stored dataset (inline data are bounded by the dataset limits)."""
     if body.method == pool.AUTO:
-        return prepare_auto(session, store, limits, body)
+        return prepare_auto(core, body)
     spec = catalog()[body.method]  # the request model admits only the catalog's ids
     params = dict(body.params)
     if body.random_state is not None and "random_state" in spec.params.model_fields:
@@ -92,11 +95,10 @@ def prepare(
     parsed = None
     kind: str
     if body.data is not None:
-        parsed = parse_inline(limits, body.data)
+        parsed = parse_inline(limits_of(core.settings), body.data)
         kind, n_samples, feature_names, where = parsed.kind, parsed.n_samples, parsed.feature_names, "data"
     else:
-        assert body.dataset_id is not None  # the request model demands exactly one of them
-        existing = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
+        existing = _stored(core, body)
         kind, n_samples, feature_names, where = existing.kind, existing.n_samples, existing.feature_names, "dataset_id"
     if kind != spec.dataset_kind:
         name = "the inline data" if parsed is not None else f"'{body.dataset_id}'"
@@ -105,9 +107,11 @@ def prepare(
         )
     check_sizes(spec, validated.model_dump(), n_samples)
     if budget is not None and parsed is None:
-        memory.check(spec, validated.model_dump(), memory.dataset_shape(store, existing), budget)
-    check_selector(session, spec, body, feature_names)
-    dataset = store_inline(session, store, parsed, body.data) if parsed is not None and body.data else existing
+        memory.check(spec, validated.model_dump(), memory.dataset_shape(core.store, existing), budget)
+    if body.feature_selector is not None:
+        with core.database.reading() as session:
+            check_selector(session, spec, body, feature_names)
+    dataset = _store_inline(core, parsed, body.data) if parsed is not None and body.data else existing
     selector = body.feature_selector
     payload = TrainPayload(
         method=spec.id,
@@ -157,14 +161,26 @@ def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -
     return InvalidFields(errors)
 
 
-def _source(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Dataset:
-    if body.data is not None:
-        return store_inline(session, store, parse_inline(limits, body.data), body.data)
+def _stored(core: Core, body: TrainRequest) -> Dataset:
+    """The stored dataset the request names, read in a reading session of its own."""
     assert body.dataset_id is not None  # the request model demands exactly one of them
-    return get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
+    with core.database.reading() as session:
+        return get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
 
 
-def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: TrainRequest) -> Prepared:
+def _store_inline(core: Core, parsed: ParsedDataset, data: InlineData) -> Dataset:
+    """Checked inline data stored as a dataset, in a writing session of its own."""
+    with core.database.session() as session:
+        return store_inline(session, core.store, parsed, data)
+
+
+def _source(core: Core, body: TrainRequest) -> Dataset:
+    if body.data is not None:
+        return _store_inline(core, parse_inline(limits_of(core.settings), body.data), body.data)
+    return _stored(core, body)
+
+
+def prepare_auto(core: Core, body: TrainRequest) -> Prepared:
     """``"method": "auto"``: the selection's own params (candidates, metric, cv, tune) are checked
     against the dataset; the job runs the cross-validation and registers the winner."""
     try:
@@ -176,7 +192,7 @@ def prepare_auto(session: Session, store: Store, limits: DatasetLimits, body: Tr
             'train the selected-features classifier with a named method; "auto" chooses among all features',
             loc=("body", "feature_selector"),
         )
-    dataset = _source(session, store, limits, body)
+    dataset = _source(core, body)
     problems = auto_request.check_auto(request, dataset.kind)
     if request.cv is not None and request.cv > dataset.n_samples:
         problems.append(

@@ -169,8 +169,7 @@ def auto_schema() -> dict[str, Any]:
 
 
 def submit_training(state: Core, body: TrainRequest) -> JobOut:
-    with _write(state) as session:
-        return training.submit(session, state, body)
+    return training.submit(state, body)
 
 
 def submit_comparison(state: Core, body: CompareRequest) -> JobOut:

@@ -8,6 +8,7 @@ import time
 import zipfile
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -319,3 +320,39 @@ def test_every_route_that_queues_a_job_answers_the_same_202(settings):
             assert body["job_id"] == body["id"] and body["status_url"] == f"/jobs/{body['job_id']}", body
             assert body["kind"] == kind and body["status"] == "queued" and "random_state" in body, body
             assert wait_status(client, body["job_id"], ("succeeded", "failed"))["status"] == "succeeded"
+
+
+def test_a_dataset_training_is_checked_while_another_connection_holds_the_write_lock(
+    client, multilabel_dataset, settings, monkeypatch
+):
+    """The submit reads the dataset and its stored file outside any write transaction: only the
+    job's insert waits for the lock, so its checks finish while another writer holds it."""
+    import sqlite3
+    import threading
+
+    from app.services import memory
+
+    if not settings.database_url.startswith("sqlite"):
+        pytest.skip("the write lock is SQLite's; PostgreSQL writers do not exclude each other")
+    checked = threading.Event()
+    shape_of = memory.dataset_shape
+
+    def recorded(store, dataset):
+        checked.set()
+        return shape_of(store, dataset)
+
+    monkeypatch.setattr(memory, "dataset_shape", recorded)
+    holder = sqlite3.connect(settings.database_url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    answers: list = []
+    body = {"method": "br", "dataset_id": multilabel_dataset["id"], "model_name": "locked"}
+    submit = threading.Thread(target=lambda: answers.append(client.post("/train", json=body)))
+    submit.start()
+    try:
+        assert checked.wait(20), "the submit's checks waited for another connection's write lock"
+        assert not answers  # the job's insert is what waits for the lock
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    submit.join(60)
+    assert answers and answers[0].status_code == 202, answers
