@@ -276,7 +276,73 @@ def _decode_sparse(
     raise AssertionError("latin-1 decodes any byte string")
 
 
-def _nominal_warnings(names: list[str], identifiers: set[int], ordinal: list[str], warnings: list[str]) -> None:
+class _HeaderCheck:
+    """The decoders' ``check_header``: labels and sizes from the header alone, before any row is
+    expanded. Keeps the label attribute indices of the last header it saw."""
+
+    def __init__(self, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits) -> None:
+        self.labels_file = labels_file
+        self.options = options
+        self.limits = limits
+        self.label_idx: list[int] = []
+
+    def __call__(self, header: dict) -> None:
+        attributes = header["attributes"]
+        self.limits.check_columns(len(attributes))
+        label_idx = _label_indices(
+            [normalise_name(name) for name, _ in attributes], header["relation"], self.labels_file, self.options
+        )
+        self.limits.check_labels(len(label_idx))
+        self.limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
+        self.label_idx = label_idx
+
+
+def _string_attributes(
+    attributes: list[tuple[str, object]], names: list[str], label_set: set[int], warnings: list[str]
+) -> list[int]:
+    """Indices of the string attributes, which are dropped with a warning; a label may not be one."""
+    dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
+    for j in dropped:
+        if j in label_set:
+            raise DatasetFormatError(f"label attribute {names[j]!r} is a string attribute")
+    if dropped:
+        warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
+    return dropped
+
+
+def _nominal_encodings(attributes: list[tuple[str, object]], names: list[str]) -> dict[int, tuple[np.ndarray, str]]:
+    """Each nominal attribute's codes and how they were obtained (``_nominal_codes``), in
+    attribute order; an empty or '?' declared value is refused."""
+    encodings: dict[int, tuple[np.ndarray, str]] = {}
+    for j, (_, kind) in enumerate(attributes):
+        if not isinstance(kind, list):
+            continue
+        if any(value is None for value in kind):
+            raise DatasetFormatError(f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value")
+        encodings[j] = _nominal_codes(kind)
+    return encodings
+
+
+def _identifiers(
+    encodings: dict[int, tuple[np.ndarray, str]],
+    label_set: set[int],
+    names: list[str],
+    n_rows: int,
+    column: Callable[[int], np.ndarray],
+    warnings: list[str],
+) -> set[int]:
+    """The identifier-like ordinal features (see the module docstring), given each encoded
+    attribute's ``column``; warns about them and about the ordinal features kept."""
+    identifiers: set[int] = set()
+    ordinal: list[str] = []
+    for j, (codes, how) in encodings.items():
+        if how != "ordinal" or j in label_set:
+            continue
+        # one code per declared value
+        if codes.size > 2 and n_rows >= ID_MIN_ROWS and np.unique(column(j)).size == n_rows:
+            identifiers.add(j)
+        else:
+            ordinal.append(names[j])
     for j in sorted(identifiers):
         warnings.append(f"dropped identifier attribute {names[j]!r} (nominal with a different value in every row)")
     if ordinal:
@@ -285,6 +351,16 @@ def _nominal_warnings(names: list[str], identifiers: set[int], ordinal: list[str
             "nominal attribute(s) encoded as the 0-based position of their value in the "
             f"declaration: {', '.join(ordinal[:10])}{more}"
         )
+    return identifiers
+
+
+def _row_describer(line_numbers: np.ndarray) -> Callable[[int], str]:
+    """Data row ``i`` and its line in the file, for the messages of ``finalize``."""
+
+    def describe_row(i: int) -> str:
+        return f"data row {i + 1} (line {int(line_numbers[i])})" if i < len(line_numbers) else f"row {i + 1}"
+
+    return describe_row
 
 
 def _parse_sparse(
@@ -296,74 +372,104 @@ def _parse_sparse(
 ) -> ParsedDataset:
     """A file of sparse rows, kept sparse (see ``arff_sparse``)."""
     warnings: list[str] = []
-    found: dict[str, list[int]] = {}
-
-    def check_header(header: dict) -> None:
-        attributes = header["attributes"]
-        limits.check_columns(len(attributes))
-        label_idx = _label_indices(
-            [normalise_name(name) for name, _ in attributes], header["relation"], labels_file, options
-        )
-        limits.check_labels(len(label_idx))
-        limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
-        found["labels"] = label_idx
-
-    header, columns = _decode_sparse(content, lines, warnings, limits, check_header, lambda: len(found["labels"]))
+    check_header = _HeaderCheck(labels_file, options, limits)
+    header, columns = _decode_sparse(
+        content, lines, warnings, limits, check_header, lambda: len(check_header.label_idx)
+    )
     attributes = header["attributes"]
     names = [normalise_name(name) for name, _ in attributes]
-    label_idx = found["labels"]
+    label_idx = check_header.label_idx
     label_set = set(label_idx)
-    dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
-    for j in dropped:
-        if j in label_set:
-            raise DatasetFormatError(f"label attribute {names[j]!r} is a string attribute")
-    if dropped:
-        warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
-    n_rows = len(lines.rows)
+    dropped = _string_attributes(attributes, names, label_set, warnings)
     missing = columns.first_missing()
     if missing is not None:
         raise missing_error(missing[0], names[missing[1]], int(lines.rows[missing[0]]))
 
-    codes: dict[int, np.ndarray] = {}
-    ordinal: list[str] = []
-    candidates: list[int] = []
-    for j, (_, kind) in enumerate(attributes):
-        if not isinstance(kind, list):
-            continue
-        if any(value is None for value in kind):
-            raise DatasetFormatError(f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value")
-        codes[j], how = _nominal_codes(kind)
-        if how == "ordinal" and j not in label_set:
-            candidates.append(j)
-    columns.encode_nominal(codes)
-    identifiers: set[int] = set()
-    for j in candidates:
-        kind = attributes[j][1]
-        if len(kind) > 2 and n_rows >= ID_MIN_ROWS and np.unique(columns.column(j)).size == n_rows:
-            identifiers.add(j)
-        else:
-            ordinal.append(names[j])
-    _nominal_warnings(names, identifiers, ordinal, warnings)
-
+    encodings = _nominal_encodings(attributes, names)
+    columns.encode_nominal({j: codes for j, (codes, _) in encodings.items()})
+    identifiers = _identifiers(encodings, label_set, names, len(lines.rows), columns.column, warnings)
     feature_idx = [
         j for j in range(len(attributes)) if j not in label_set and j not in identifiers and j not in dropped
     ]
     X = columns.features(feature_idx, len(attributes))
     Y = columns.labels(label_idx, len(attributes))
     del columns
-    if labels_file is None and not options.label_columns:  # the labels are a block chosen by a count
-        hint = _label_count_hint(X, [names[j] for j in feature_idx], feature_idx, attributes, label_idx)
-        if hint:
-            warnings.append(hint)
-    return finalize(
-        X,
-        Y,
-        [names[j] for j in feature_idx],
-        [names[j] for j in label_idx],
+    by_count = labels_file is None and not options.label_columns
+    return _finalize(X, Y, names, attributes, feature_idx, label_idx, by_count, warnings, lines.rows, limits)
+
+
+def _check_missing(
+    blocks: list[np.ndarray], names: list[str], keep: list[int], describe_row: Callable[[int], str]
+) -> None:
+    """Refuse the first missing value ('?', decoded as nan) in file order."""
+    first_row = 0
+    for block in blocks:
+        missing = np.isnan(block)
+        if missing.any():
+            i, c = (int(v) for v in np.argwhere(missing)[0])
+            raise DatasetFormatError(
+                f"missing value '?' for attribute {names[keep[c]]!r} at "
+                f"{describe_row(first_row + i)}; missing values are not supported"
+            )
+        first_row += block.shape[0]
+
+
+def _encode_blocks(
+    blocks: list[np.ndarray], encodings: dict[int, tuple[np.ndarray, str]], column: dict[int, int]
+) -> None:
+    """Replace each nominal attribute's declaration index by its numeric value, in place."""
+    for j, (codes, _) in encodings.items():
+        c = column[j]
+        for block in blocks:
+            block[:, c] = codes[block[:, c].astype(np.intp)]
+
+
+def _split_blocks(
+    blocks: list[np.ndarray], n_rows: int, feature_cols: list[int], label_cols: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The feature and label tables of the blocks, filled block by block and freeing each (the
+    list is emptied), so the peak stays near one copy."""
+    X = np.empty((n_rows, len(feature_cols)))
+    Y = np.empty((n_rows, len(label_cols)))
+    start = 0
+    while blocks:
+        block = blocks.pop(0)
+        stop = start + block.shape[0]
+        X[start:stop] = block[:, feature_cols]
+        Y[start:stop] = block[:, label_cols]
+        start = stop
+    return X, Y
+
+
+def _parse_dense(
+    content: bytes, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits
+) -> ParsedDataset:
+    """A file with dense rows, streamed into float64 blocks (see ``_read_rows``)."""
+    warnings: list[str] = []
+    check_header = _HeaderCheck(labels_file, options, limits)
+    obj, blocks, lines, keep = _decode(content, warnings, limits, check_header)
+    attributes = obj["attributes"]
+    names = [normalise_name(name) for name, _ in attributes]
+    label_idx = check_header.label_idx
+    label_set = set(label_idx)
+    _string_attributes(attributes, names, label_set, warnings)
+    _check_missing(blocks, names, keep, _row_describer(lines))
+
+    column = {j: c for c, j in enumerate(keep)}  # attribute index -> block column
+    encodings = _nominal_encodings(attributes, names)
+    _encode_blocks(blocks, encodings, column)
+    identifiers = _identifiers(
+        encodings,
+        label_set,
+        names,
+        len(lines),
+        lambda j: np.concatenate([block[:, column[j]] for block in blocks]),
         warnings,
-        lambda i: f"data row {i + 1} (line {int(lines.rows[i])})" if i < n_rows else f"row {i + 1}",
-        limits,
     )
+    feature_idx = [j for j in keep if j not in label_set and j not in identifiers]
+    X, Y = _split_blocks(blocks, len(lines), [column[j] for j in feature_idx], [column[j] for j in label_idx])
+    by_count = labels_file is None and not options.label_columns
+    return _finalize(X, Y, names, attributes, feature_idx, label_idx, by_count, warnings, lines, limits)
 
 
 def _declared_binary(kind: object) -> bool:
@@ -393,6 +499,28 @@ def _label_count_hint(
     )
 
 
+def _finalize(
+    X: np.ndarray | sp.csr_matrix,
+    Y: np.ndarray,
+    names: list[str],
+    attributes: list[tuple[str, object]],
+    feature_idx: list[int],
+    label_idx: list[int],
+    by_count: bool,
+    warnings: list[str],
+    line_numbers: np.ndarray,
+    limits: DatasetLimits,
+) -> ParsedDataset:
+    """``finalize`` the tables, after the label-count hint when the labels are a block chosen by
+    a count (``by_count``)."""
+    feature_names = [names[j] for j in feature_idx]
+    if by_count:
+        hint = _label_count_hint(X, feature_names, feature_idx, attributes, label_idx)
+        if hint:
+            warnings.append(hint)
+    return finalize(X, Y, feature_names, [names[j] for j in label_idx], warnings, _row_describer(line_numbers), limits)
+
+
 def parse_arff(
     content: bytes, *, labels_file: bytes | None, options: ParseOptions, limits: DatasetLimits | None = None
 ) -> ParsedDataset:
@@ -400,94 +528,4 @@ def parse_arff(
     layout = data_lines(content)
     if layout.sparse:
         return _parse_sparse(content, layout, labels_file, options, limits)
-    warnings: list[str] = []
-    found: dict[str, list[int]] = {}
-
-    def check_header(header: dict) -> None:
-        """Labels and sizes from the header alone, before any row is expanded."""
-        attributes = header["attributes"]
-        limits.check_columns(len(attributes))
-        label_idx = _label_indices(
-            [normalise_name(name) for name, _ in attributes], header["relation"], labels_file, options
-        )
-        limits.check_labels(len(label_idx))
-        limits.check_features(sum(1 for _, kind in attributes if kind != "STRING") - len(label_idx))
-        found["labels"] = label_idx
-
-    obj, blocks, lines, keep = _decode(content, warnings, limits, check_header)
-    attributes = obj["attributes"]
-    names = [normalise_name(name) for name, _ in attributes]
-    label_idx = found["labels"]
-    label_set = set(label_idx)
-
-    dropped = [j for j, (_, kind) in enumerate(attributes) if kind == "STRING"]
-    for j in dropped:
-        if j in label_set:
-            raise DatasetFormatError(f"label attribute {names[j]!r} is a string attribute")
-    if dropped:
-        warnings.append(f"dropped string attribute(s): {', '.join(names[j] for j in dropped)}")
-
-    def describe_row(i: int) -> str:
-        return f"data row {i + 1} (line {int(lines[i])})" if i < len(lines) else f"row {i + 1}"
-
-    column = {j: c for c, j in enumerate(keep)}  # attribute index -> block column
-    first_row = 0
-    for block in blocks:
-        missing = np.isnan(block)
-        if missing.any():
-            i, c = (int(v) for v in np.argwhere(missing)[0])
-            raise DatasetFormatError(
-                f"missing value '?' for attribute {names[keep[c]]!r} at "
-                f"{describe_row(first_row + i)}; missing values are not supported"
-            )
-        first_row += block.shape[0]
-
-    ordinal: list[str] = []
-    identifiers: set[int] = set()
-    n_rows = len(lines)
-    for j, (_, kind) in enumerate(attributes):
-        if not isinstance(kind, list):
-            continue
-        if any(value is None for value in kind):
-            raise DatasetFormatError(f"ARFF header: attribute {names[j]!r} declares an empty or '?' nominal value")
-        codes, how = _nominal_codes(kind)
-        c = column[j]
-        for block in blocks:
-            block[:, c] = codes[block[:, c].astype(np.intp)]
-        if how != "ordinal" or j in label_set:
-            continue
-        if (
-            len(kind) > 2
-            and n_rows >= ID_MIN_ROWS
-            and np.unique(np.concatenate([block[:, c] for block in blocks])).size == n_rows
-        ):
-            identifiers.add(j)
-        else:
-            ordinal.append(names[j])
-    _nominal_warnings(names, identifiers, ordinal, warnings)
-
-    feature_idx = [j for j in keep if j not in label_set and j not in identifiers]
-    feature_cols = [column[j] for j in feature_idx]
-    label_cols = [column[j] for j in label_idx]
-    X = np.empty((n_rows, len(feature_cols)))
-    Y = np.empty((n_rows, len(label_cols)))
-    start = 0
-    while blocks:  # fill block by block, freeing each, so the peak stays near one copy
-        block = blocks.pop(0)
-        stop = start + block.shape[0]
-        X[start:stop] = block[:, feature_cols]
-        Y[start:stop] = block[:, label_cols]
-        start = stop
-    if labels_file is None and not options.label_columns:  # the labels are a block chosen by a count
-        hint = _label_count_hint(X, [names[j] for j in feature_idx], feature_idx, attributes, label_idx)
-        if hint:
-            warnings.append(hint)
-    return finalize(
-        X,
-        Y,
-        [names[j] for j in feature_idx],
-        [names[j] for j in label_idx],
-        warnings,
-        describe_row,
-        limits,
-    )
+    return _parse_dense(content, labels_file, options, limits)

@@ -82,12 +82,8 @@ def _label_count_hint(X: np.ndarray, feature_names: list[str], options: ParseOpt
     )
 
 
-def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
-    limits = limits or DatasetLimits()
-    if _BARE_CR.search(content):
-        content = _LINE_END.sub(b"\n", content)
-    names, delimiter, start = _header(content)
-    limits.check_columns(len(names))  # before any per-column work
+def _check_unique(names: list[str]) -> None:
+    """Refuse a repeated column name (hinting at a header row that holds data)."""
     dupes = sorted(name for name, count in Counter(names).items() if count > 1)
     if dupes:
         numeric = numeric_header_hint(names)
@@ -95,6 +91,9 @@ def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | 
             f"CSV header: column name {dupes[0]!r} appears more than once" + (f"; {numeric}" if numeric else "")
         )
 
+
+def _label_indices(names: list[str], options: ParseOptions) -> list[int]:
+    """Column indices of the labels, in header order, from ``label_columns`` or ``label_count``."""
     if options.label_columns:
         present = set(names)
         missing = [c for c in options.label_columns if c not in present]
@@ -103,23 +102,20 @@ def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | 
                 f"label_columns names column(s) not in the CSV header: {', '.join(repr(m) for m in missing[:5])}"
             )
         wanted = set(options.label_columns)
-        label_idx = [j for j, name in enumerate(names) if name in wanted]
-    elif options.label_count is not None:
+        return [j for j, name in enumerate(names) if name in wanted]
+    if options.label_count is not None:
         if options.label_count >= len(names):
             raise DatasetFormatError(
                 f"label_count={options.label_count} but the CSV has only {len(names)} columns "
                 "(at least one must remain a feature)"
             )
         q = options.label_count
-        label_idx = list(range(len(names) - q, len(names))) if options.label_location == "end" else list(range(q))
-    else:
-        raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
+        return list(range(len(names) - q, len(names))) if options.label_location == "end" else list(range(q))
+    raise DatasetFormatError("CSV needs label_columns (names) or label_count to find the labels")
 
-    if not _NON_SPACE.search(content, start):
-        raise DatasetFormatError("CSV has a header but no data rows; at least 2 samples are needed")
-    limits.check_labels(len(label_idx))
-    limits.check_features(len(names) - len(label_idx))
-    limits.check_cells(content.count(b"\n", start) + 1, len(names), "up to ")
+
+def _load(content: bytes, start: int, delimiter: str, names: list[str]) -> np.ndarray:
+    """The values after the header (byte offset ``start``), one row per line, as float64."""
     body = io.BytesIO(content)
     body.seek(start)
     try:
@@ -138,6 +134,23 @@ def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | 
         raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
     if data.shape[1] != len(names):
         raise DatasetFormatError(f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns")
+    return data
+
+
+def parse_csv(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
+    limits = limits or DatasetLimits()
+    if _BARE_CR.search(content):
+        content = _LINE_END.sub(b"\n", content)
+    names, delimiter, start = _header(content)
+    limits.check_columns(len(names))  # before any per-column work
+    _check_unique(names)
+    label_idx = _label_indices(names, options)
+    if not _NON_SPACE.search(content, start):
+        raise DatasetFormatError("CSV has a header but no data rows; at least 2 samples are needed")
+    limits.check_labels(len(label_idx))
+    limits.check_features(len(names) - len(label_idx))
+    limits.check_cells(content.count(b"\n", start) + 1, len(names), "up to ")
+    data = _load(content, start, delimiter, names)
 
     label_set = set(label_idx)
     feature_idx = [j for j in range(len(names)) if j not in label_set]
