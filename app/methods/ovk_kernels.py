@@ -259,6 +259,29 @@ def loo_corrections(Ei: np.ndarray, yi: np.ndarray, Ys: np.ndarray) -> tuple[np.
     return dG, dA
 
 
+def _support_candidates(
+    HUU: np.ndarray, A_loo: np.ndarray, supports: list[np.ndarray], pos: np.ndarray, Mu: np.ndarray, exact: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fast path of ``_loo_block``: each label's face minimiser on its global support, all
+    samples of the block at once. Returns the candidates over the union support ``U`` (nb, |U|,
+    q) and whether each (sample, label) one is feasible (``exact=False``: clipped and
+    renormalised, so always)."""
+    nb, k = HUU.shape[:2]
+    cand = np.zeros((nb, k, len(supports)))
+    ok = np.empty((nb, len(supports)), dtype=bool)
+    for al, S in enumerate(supports):
+        sp = pos[S]
+        m = _face_minimisers(HUU[:, sp[:, None], sp[None, :]], A_loo[:, S, al])
+        ok[:, al] = m.min(axis=1) >= 0.0
+        if not exact:
+            m = np.maximum(m, 0.0)
+            tot = m.sum(axis=1, keepdims=True)
+            m = np.where(tot > 0, m / np.where(tot > 0, tot, 1.0), Mu[al, S][None])
+            ok[:, al] = True
+        cand[:, sp, al] = np.where(ok[:, al, None], m, 0.0)
+    return cand, ok
+
+
 def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, exact, s, e):
     """Leave-one-out distributions of samples ``s..e-1``: (e - s, q, d) and #unconverged.
 
@@ -298,19 +321,7 @@ def _loo_block(X, Ys, sigma2, G, A, Mu, lambda_a, tol, max_iter, exact, s, e):
     for r in range(nb):
         EUtEU[r] = EU[r].T @ EU[r]  # symmetric rank-k update, one BLAS call per sample
     HUU = c * (G[np.ix_(U, U)][None] + scale * (1.0 - 2.0 * EUtEU))
-    # Fast path: each label's global support, all samples of the block at once.
-    cand = np.zeros((nb, U.size, q))
-    ok = np.empty((nb, q), dtype=bool)
-    for al, S in enumerate(supports):
-        sp = pos[S]
-        m = _face_minimisers(HUU[:, sp[:, None], sp[None, :]], A_loo[:, S, al])
-        ok[:, al] = m.min(axis=1) >= 0.0
-        if not exact:
-            m = np.maximum(m, 0.0)
-            tot = m.sum(axis=1, keepdims=True)
-            m = np.where(tot > 0, m / np.where(tot > 0, tot, 1.0), Mu[al, S][None])
-            ok[:, al] = True
-        cand[:, sp, al] = np.where(ok[:, al, None], m, 0.0)
+    cand, ok = _support_candidates(HUU, A_loo, supports, pos, Mu, exact)
     if not exact:
         out = np.zeros((nb, q, d))
         out[:, :, U] = cand.transpose(0, 2, 1)
