@@ -130,7 +130,7 @@ def fold_growth(
     from threadpoolctl import threadpool_limits
 
     from app.evaluation import cross_validation
-    from app.methods.neighbours import sharing_graphs
+    from app.methods.graph_cache import sharing_graphs
 
     X, Y = _rows(data)
     print(f"{data}: {X.shape[0]} rows")

@@ -24,8 +24,8 @@ from threadpoolctl import threadpool_limits
 from app import scoring
 from app.methods.base import JobCancelled, MethodSpec, ProgressFn, no_progress
 from app.methods.catalog import get_method
+from app.methods.graph_cache import sharing_graphs
 from app.methods.mlknn import MLkNN
-from app.methods.neighbours import sharing_graphs
 from app.methods.thresholds import LearnedThresholdMixin
 
 log = logging.getLogger("labelserve.selection")
@@ -165,7 +165,7 @@ def cross_validate(
     BLAS runs single-threaded: the fits are small and BLAS threads competing for the cores of a
     shared machine cost far more than they gain. When several entries search neighbours the
     same way (``mlknn`` and ``dmknn`` with the same k), each fold's neighbour graph is computed
-    once and shared (:func:`app.methods.neighbours.sharing_graphs`).
+    once and shared (:func:`app.methods.graph_cache.sharing_graphs`).
     """
     progress = progress or no_progress
     if splits is None:

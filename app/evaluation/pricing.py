@@ -23,7 +23,7 @@ from app.evaluation.cross_validation import GRAPH_METHODS, empty_entry, fit_and_
 from app.evaluation.pool import RANKING_METRICS, ranking_twin
 from app.methods.base import JobCancelled, ProgressFn, no_progress
 from app.methods.catalog import get_method
-from app.methods.neighbours import GraphCache, sharing_graphs
+from app.methods.graph_cache import GraphCache, sharing_graphs
 
 log = logging.getLogger("labelserve.selection")
 

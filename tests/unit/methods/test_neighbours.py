@@ -13,8 +13,9 @@ from app import scoring
 from app.evaluation import cross_validation, pricing
 from app.methods import neighbours
 from app.methods.dmknn import DMKNN
+from app.methods.graph_cache import sharing_graphs
 from app.methods.mlknn import MLkNN, lookup, neighbour_counts, posterior_table
-from app.methods.neighbours import ApproximateKNN, ExactKNN, sharing_graphs, training_graph
+from app.methods.neighbours import ApproximateKNN, ExactKNN, training_graph
 from app.methods.numerics import FeatureScaling
 
 
