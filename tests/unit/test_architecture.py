@@ -63,3 +63,20 @@ def test_the_top_level_is_short_and_no_module_there_is_named_like_one_in_a_packa
     # domain errors beside their HTTP mapping (app/errors.py, app/api/errors.py) are the convention
     nested = {p.stem for p in APP.glob("*/**/*.py")} - {"__init__", "errors"}
     assert sorted(set(top) & nested) == []
+
+
+def test_no_module_passes_800_lines():
+    long = {str(p.relative_to(ROOT)): n for p in APP.rglob("*.py") if (n := len(p.read_text().splitlines())) > 800}
+    assert long == {}
+
+
+def test_no_function_passes_80_lines():
+    import ast
+
+    long = [
+        f"{p.relative_to(ROOT)}:{node.name}"
+        for p in APP.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80
+    ]
+    assert long == []
