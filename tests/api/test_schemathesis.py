@@ -4,7 +4,7 @@ Every check runs (status codes, response schemas, content types, ``Allow`` heade
 valid and rejection of invalid data, ...), on schema-valid and schema-invalid requests and in
 sequences of calls that follow the links schemathesis infers between operations. The run is
 bounded (a few hundred requests, a fixed derandomized seed) so that it fits the suite; a longer
-run is ``schemathesis run http://HOST/openapi.json -c all`` with ``schemathesis.toml`` beside it.
+run is ``schemathesis --config-file tests/api/schemathesis.toml run http://HOST/openapi.json -c all``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from schemathesis.python.asgi import shutdown_lifespans
 from app.config import Settings
 from app.main import create_app
 
-CONFIG = Path(__file__).resolve().parents[2] / "schemathesis.toml"
+CONFIG = Path(__file__).resolve().parent / "schemathesis.toml"
 EXAMPLES = 25
 
 
