@@ -11,10 +11,11 @@ same defaults, keyword-only after the first, and stores them unchanged.
 
 Every estimator derives from :class:`MethodEstimator`, whose ``fit`` is a template (the idea
 of scikit-learn's ``_fit_context`` and ``_parameter_constraints``): it checks ``get_params()``
-against ``_params_model`` (raising :class:`InvalidParameterError`, the one exception for a bad
-hyperparameter, naming it, so a library user and an API user get the same verdict), validates
-``X`` and the targets as the task requires (``_check_fit_data`` of the task mixin), checks the
-bounds that depend on the data (``_check_data_params``), fits the method's feature scaling
+against ``_params_model`` with :func:`checked_params`, the check ``POST /train`` makes (raising
+:class:`InvalidParameterError`, the one exception for a bad hyperparameter, naming it, so a
+library user and an API user get the same verdict), validates ``X`` and the targets as the task
+requires (``_check_fit_data`` of the task mixin), checks the bounds that depend on the data
+(``_check_data_params``), fits the method's feature scaling
 (``_fit_scaling``) and applies it, and hands the rest to the method's ``_fit``. A method module
 therefore holds only what is specific to it: ``_fit``, its scores (``_predict_scores`` for the
 probability baselines, the private prediction twins otherwise) and the hooks it overrides.
@@ -53,6 +54,7 @@ private twins (the ``KMeans.transform`` / ``_transform`` pattern).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -94,8 +96,12 @@ class MethodParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class InvalidParameterError(ValueError):
-    """A hyperparameter outside its declared contract (the method's ``*Params`` model).
+P = TypeVar("P", bound=MethodParams)
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A hyperparameter outside its declared contract (the method's ``*Params`` model); a
+    ``ValueError`` and a ``TypeError``, as scikit-learn's ``InvalidParameterError`` is.
 
     ``param`` names the first offending parameter and ``errors`` is pydantic's list of errors
     (``loc``, ``msg``, ``type``), the same list the API answers with in its 422 body.
@@ -114,13 +120,49 @@ class InvalidParameterError(ValueError):
         return cls(type(estimator).__name__, [{"loc": (name,), "msg": message, "type": "data_bound"}])
 
 
-def validate_params(model: type[MethodParams], values: dict[str, Any], estimator: str) -> MethodParams:
-    """``values`` checked against ``model``; raises :class:`InvalidParameterError`."""
+M = TypeVar("M", bound=BaseModel)
+
+
+def checked_params(declared: type[M], params: Mapping[str, Any]) -> M:
+    """``params`` validated against their declaration in pydantic's strict mode, as JSON: lax mode
+    would make ``{"k": true}`` a ``k`` of 1 and ``"5"`` a 5, and strict mode on the Python values
+    would refuse a list for a tuple parameter (``dmknn``'s ``beta_prior``). The one check of the
+    API's submit and of the template ``fit``; raises pydantic's ``ValidationError``, or
+    ``TypeError`` for a value with no JSON form (NumPy scalars and arrays have one)."""
+    return declared.model_validate_json(json.dumps(params, default=_json_value), strict=True)
+
+
+def _json_value(value: object) -> Any:
+    """The JSON form of what ``json`` does not encode itself: NumPy scalars and arrays (a grid
+    search's ``np.arange``), pydantic models (a blend's ``BlendMember``)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def validate_params(model: type[P], values: Mapping[str, Any], estimator: str) -> P:
+    """``values`` checked against ``model`` (:func:`checked_params`); raises :class:`InvalidParameterError`."""
+    errors: list[dict[str, Any]] = [
+        {"loc": (name,), "msg": f"Input should be a JSON value, not {type(value).__name__}", "type": "json_type"}
+        for name, value in values.items()
+        if not _has_json_form(value)
+    ]
+    if not errors:
+        try:
+            return checked_params(model, values)
+        except ValidationError as exc:
+            errors = [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    raise InvalidParameterError(estimator, errors)
+
+
+def _has_json_form(value: object) -> bool:
     try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        errors = [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        raise InvalidParameterError(estimator, errors) from None
+        json.dumps(value, default=_json_value)
+    except TypeError:
+        return False
+    return True
 
 
 _Estimator = TypeVar("_Estimator", bound="MethodEstimator")

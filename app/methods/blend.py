@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, Task
+from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn, Task, checked_params
 from app.methods.baseline_support import DistributionPredictorMixin, ProbabilityClassifierMixin
 from app.methods.thresholds import label_sets
 
@@ -78,7 +78,7 @@ def _check_members(members: tuple[BlendMember, ...], task: Task) -> tuple[BlendM
         spec = get_method(member.method)
         assert spec is not None
         try:
-            spec.params.model_validate(member.params)
+            checked_params(spec.params, member.params)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -154,7 +154,7 @@ class _Members:
                 )
 
             progress(f"member {i + 1}/{len(declared)} {member.method}", i / len(declared))
-            fitted.append(spec.build(spec.params.model_validate(member.params)).fit(X, Y, progress=inner))
+            fitted.append(spec.build(checked_params(spec.params, member.params)).fit(X, Y, progress=inner))
         progress("members", 1.0)
         weights = np.array([m.weight for m in declared], dtype=np.float64)
         self.members_ = fitted

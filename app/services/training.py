@@ -14,10 +14,9 @@ leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
@@ -27,7 +26,7 @@ from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.evaluation import auto_request, pool
 from app.formats import ParsedDataset
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.methods.base import MethodSpec
+from app.methods.base import MethodSpec, checked_params
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
 from app.schemas import InlineData, JobOut, TrainRequest
@@ -37,8 +36,6 @@ from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
 from app.services.models import resolve_version
 from app.storage.orm import Dataset
 from app.suggest import did_you_mean
-
-M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -135,14 +132,6 @@ def seeded(validated: BaseModel) -> BaseModel:
     if "random_state" in type(validated).model_fields and getattr(validated, "random_state", None) is None:
         return validated.model_copy(update={"random_state": draw_seed()})
     return validated
-
-
-def checked_params(declared: type[M], params: dict[str, Any]) -> M:
-    """``params`` validated against their declaration in pydantic's strict mode, as the JSON they
-    came as: lax mode would make ``{"k": true}`` a ``k`` of 1 and ``"5"`` a 5. Strict mode on the
-    Python values would also refuse the JSON arrays of tuple parameters (``dmknn``'s
-    ``beta_prior``), so they are validated as JSON text."""
-    return declared.model_validate_json(json.dumps(params), strict=True)
 
 
 def params_error(exc: ValidationError, method: str, declared: type[BaseModel]) -> InvalidFields:

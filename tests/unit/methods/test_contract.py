@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
 from app.methods.aa_knn import AAKNN
-from app.methods.base import InvalidParameterError, MethodEstimator, MethodParams
-from app.methods.blend import Blend
+from app.methods.base import InvalidParameterError, MethodEstimator, MethodParams, checked_params
+from app.methods.blend import Blend, BlendMember
 from app.methods.br import BinaryRelevance
 from app.methods.catalog import catalog, method_module_names
 from app.methods.dmknn import DMKNN
@@ -109,7 +109,7 @@ INVALID = [
 def test_fit_rejects_what_the_api_rejects_with_the_same_errors(cls, params, name):
     spec = next(s for s in ALL if s.estimator is cls)
     with pytest.raises(ValidationError) as api:
-        spec.params.model_validate(params)
+        checked_params(spec.params, params)  # the check of POST /train
     with pytest.raises(InvalidParameterError) as lib:
         cls(**params).fit(*_fit_data(spec))
     assert lib.value.param.split(".")[0] == name
@@ -125,3 +125,64 @@ def test_set_params_is_checked_at_the_next_fit():
     model.set_params(scale="log")
     with pytest.raises(InvalidParameterError, match="scale"):
         model.fit(X, Y)
+
+
+#: Strict mode, the API's: a boolean or a numeric string is no number, for every method.
+STRICT = [
+    (MLkNN, {"k": "5"}, "k"),
+    (MLkNN, {"k": True}, "k"),
+    (MLkNN, {"s": "1.0"}, "s"),
+    (DMKNN, {"k": False}, "k"),
+    (DMKNN, {"beta_prior": (True, 1.0)}, "beta_prior"),
+    (AAKNN, {"k": "5"}, "k"),
+    (AAKNN, {"shrinkage": "0.5"}, "shrinkage"),
+    (LDLKM, {"k": True}, "k"),
+    (ELCFS, {"n_clusters": "3"}, "n_clusters"),
+    (BinaryRelevance, {"C": "1"}, "C"),
+    (EnsembleClassifierChains, {"random_state": True}, "random_state"),
+    (RandomForest, {"max_features": "0.5"}, "max_features"),
+    (SAMaxEnt, {"tol": True}, "tol"),
+    (Blend, {"members": [{"method": "br", "params": {"C": "1"}}]}, "members"),
+]
+
+
+@pytest.mark.parametrize(("cls", "params", "name"), STRICT, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_fit_is_as_strict_as_the_api(cls, params, name):
+    spec = next(s for s in ALL if s.estimator is cls)
+    with pytest.raises(ValidationError) as api:
+        checked_params(spec.params, params)
+    with pytest.raises(InvalidParameterError) as lib:
+        cls(**params).fit(*_fit_data(spec))
+    assert lib.value.param.split(".")[0] == name
+    assert lib.value.errors == [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in api.value.errors()]
+    assert isinstance(lib.value, ValueError) and isinstance(lib.value, TypeError)  # as scikit-learn's
+
+
+def _numeric_fields(spec):
+    for name, prop in spec.params.model_json_schema()["properties"].items():
+        types = {prop.get("type")} | {branch.get("type") for branch in prop.get("anyOf", [])}
+        if types & {"integer", "number"}:
+            yield name
+
+
+@pytest.mark.parametrize("spec", ALL, ids=lambda s: s.id)
+def test_no_numeric_parameter_takes_a_boolean_or_a_string(spec):
+    """Every integer and float parameter of every method, checked before the data (junk here)."""
+    for name in _numeric_fields(spec):
+        for value in (True, "5"):
+            with pytest.raises(InvalidParameterError) as raised:
+                spec.estimator(**{name: value}).fit(None, None)
+            assert raised.value.param.split(".")[0] == name, (name, value)
+
+
+def test_what_strict_mode_still_takes():
+    """As the API: an integer for a float, a list for a tuple; and, from Python, NumPy scalars
+    (a grid search's ``np.arange``) and a blend's members as ``BlendMember`` objects."""
+    X, Y = _fit_data(catalog()["mlknn"])
+    MLkNN(k=np.int64(3), s=1).fit(X, Y)
+    MLkNN(k=3, s=np.float32(0.5)).fit(X, Y)
+    DMKNN(k=3, beta_prior=[1, 2]).fit(X, Y)
+    Blend(members=[BlendMember(method="br"), BlendMember(method="mlknn", params={"k": np.int64(3)})]).fit(X, Y)
+    with pytest.raises(InvalidParameterError, match="k: Input should be a JSON value, not object") as raised:
+        MLkNN(k=object()).fit(X, Y)
+    assert raised.value.param == "k"
