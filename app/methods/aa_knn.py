@@ -32,7 +32,6 @@ from pydantic import Field
 
 from app.methods.base import (
     DataShape,
-    InvalidParameterError,
     MemoryEstimate,
     MethodEstimator,
     MethodParams,
@@ -60,8 +59,9 @@ LITERAL_DEFAULTS: dict[str, Any] = {"k": 5, "weights": "uniform", "scale": "minm
 class AAKNNParams(MethodParams):
     k: Literal["loo"] | Annotated[int, Field(ge=1)] = Field(
         "loo",
-        description="Number of nearest training samples averaged (at most n), or 'loo': the value of auto's grid "
-        "3, 5, 10, 20 with the lowest leave-one-out Chebyshev distance on the training rows (with the shrinkage).",
+        description="Number of nearest training samples averaged (at most n; n - 1 with shrinkage 'loo'), or 'loo': "
+        "the value of auto's grid 3, 5, 10, 20 with the lowest leave-one-out Chebyshev distance on the training rows "
+        "(with the shrinkage).",
     )
     weights: Literal["uniform", "distance"] = Field(
         "distance", description="'uniform' mean of the neighbours, or 'distance': weighted by 1 / distance."
@@ -101,11 +101,14 @@ class AAKNN(DistributionPredictorMixin, MethodEstimator):
         self.scale = scale
         self.shrinkage = shrinkage
 
-    def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
-        if self.k != "loo" and int(self.k) > X.shape[0]:
-            raise InvalidParameterError.bound(
-                self, "k", f"k={self.k} exceeds the number of training samples {X.shape[0]}"
-            )
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """A given ``k`` neighbours of a query: at most n, the query not being a training row;
+        at most n - 1 with ``shrinkage="loo"``, whose choice predicts each training row from its
+        k neighbours other than itself."""
+        if params["k"] == "loo":
+            return {}
+        return {"k": 1 if params["shrinkage"] == "loo" else 0}
 
     def _fit_scaling(self, X: np.ndarray) -> FeatureScaling:
         if self.scale == "minmax":
@@ -124,7 +127,7 @@ class AAKNN(DistributionPredictorMixin, MethodEstimator):
         lams = SHRINKAGE_GRID if self.shrinkage == "loo" else np.array([float(self.shrinkage)])
         self.k_ = ks[0] if ks else min(n, K_GRID[0])
         self.shrinkage_ = float(lams[0])
-        if len(ks) * len(lams) > 1 and ks and max(ks) <= n - 1:
+        if len(ks) * len(lams) > 1:
             progress("leave-one-out", 0.5)
             self.k_, self.shrinkage_ = self._loo_choice(Xs, D, ks, lams)
         progress("index", 1.0)

@@ -14,8 +14,9 @@ of scikit-learn's ``_fit_context`` and ``_parameter_constraints``): it checks ``
 against ``_params_model`` with :func:`checked_params`, the check ``POST /train`` makes (raising
 :class:`InvalidParameterError`, the one exception for a bad hyperparameter, naming it, so a
 library user and an API user get the same verdict), validates ``X`` and the targets as the task
-requires (``_check_fit_data`` of the task mixin), checks the bounds that depend on the data
-(``_check_data_params``), fits the method's feature scaling
+requires (``_check_fit_data`` of the task mixin), checks the bounds the number of training
+samples sets (``sample_bounds``, which the service checks at submit too) and the other bounds
+that depend on the data (``_check_data_params``), fits the method's feature scaling
 (``_fit_scaling``) and applies it, and hands the rest to the method's ``_fit``. A method module
 therefore holds only what is specific to it: ``_fit``, its scores (``_predict_scores`` for the
 probability baselines, the private prediction twins otherwise) and the hooks it overrides.
@@ -114,10 +115,10 @@ class InvalidParameterError(ValueError, TypeError):
         super().__init__(f"invalid {estimator} parameter {details}")
 
     @classmethod
-    def bound(cls, estimator: object, name: str, message: str) -> InvalidParameterError:
+    def bound(cls, estimator: type, name: str, message: str) -> InvalidParameterError:
         """``name`` outside a bound that only the training data sets (``k`` at most n - 1), which
-        the declaration cannot state; raised by ``_check_data_params``."""
-        return cls(type(estimator).__name__, [{"loc": (name,), "msg": message, "type": "data_bound"}])
+        the declaration cannot state."""
+        return cls(estimator.__name__, [{"loc": (name,), "msg": message, "type": "data_bound"}])
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -239,8 +240,9 @@ class MethodEstimator(BaseEstimator):
         """Check the parameters, the data and the bounds the data sets, fit the scaling (and
         record the constant labels, for a classifier that ``predicts_constant_labels``), then
         call ``_fit`` on the scaled features; returns self."""
-        self._validated_params()
+        params = self._validated_params().model_dump()
         X, Y = self._check_fit_data(X, Y)
+        self.check_sample_counts(params, X.shape[0])
         self._check_data_params(X, Y)
         scaling = self._fit_scaling(X)
         if scaling is not None:
@@ -257,9 +259,29 @@ class MethodEstimator(BaseEstimator):
         """``X`` and the targets validated for the task (the task mixins implement it)."""
         raise NotImplementedError
 
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """The parameters (of these validated ``params``) that count training samples, each with
+        how many of the n training rows it must leave: 1 for ``k`` neighbours of a training row,
+        which is never its own neighbour (``k <= n - 1``); 0 for clusters, or neighbours of rows
+        that are not training rows (``<= n``). None by default. The one declaration of these
+        bounds: ``fit`` and the service's submit both check it (:meth:`check_sample_counts`)."""
+        return {}
+
+    @classmethod
+    def check_sample_counts(cls, params: Mapping[str, Any], n_samples: int) -> None:
+        """Raise :meth:`InvalidParameterError.bound` for the first parameter of ``params``
+        (validated) above its :meth:`sample_bounds` with ``n_samples`` training rows."""
+        for name, left in cls.sample_bounds(params).items():
+            value, most = params[name], n_samples - left
+            if value > most:
+                reading = f"n_samples - {left}" if left else "n_samples"
+                message = f"must be an integer in [1, {reading}] = [1, {most}] (n_samples = {n_samples}), got {value}"
+                raise InvalidParameterError.bound(cls, name, message)
+
     def _check_data_params(self, X: Any, Y: np.ndarray) -> None:
-        """Parameter bounds that depend on the data (``k`` at most n - 1, ...), raised as
-        :meth:`InvalidParameterError.bound`; none by default."""
+        """Parameter bounds that depend on the data beyond its number of rows (distinct rows,
+        ...), raised as :meth:`InvalidParameterError.bound`; none by default."""
 
     def _fit_scaling(self, X: Any) -> FeatureScaling | None:
         """The feature scaling fitted on the training rows, kept as ``scaling_`` and applied to
@@ -330,10 +352,6 @@ class MethodSpec:
     paper: str = ""
     dataset_kind: DatasetKind = "multilabel"
     stages: tuple[str, ...] = field(default_factory=tuple)
-    #: parameters that count clusters rather than neighbours: one cluster a training sample is
-    #: valid (k-means' limiting case), so their value may equal the number of samples, where
-    #: ``k`` neighbours of a sample need ``k`` other samples
-    clusters: tuple[str, ...] = ()
 
     @property
     def default_output(self) -> Output:

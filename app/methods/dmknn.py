@@ -344,6 +344,11 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         model = base.model_bytes + 8 * shape.n + shape.n * shape.q
         return MemoryEstimate(base.train_peak_bytes + 2 * shape.label_bytes, model)
 
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """The label model's (ML-kNN's: K <= m - 1)."""
+        return MLkNN.sample_bounds(params)
+
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
         """Learn the label and itemset models and their Beta thresholds."""
         Y = Yf.astype(np.uint8)

@@ -27,6 +27,8 @@ iteration costs O(d^2 q + d q^2 + q^3) independently of n.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -197,11 +199,15 @@ class ELCFS(RankedSelectorMixin, MethodEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """A given ``n_clusters``: at most n (one a training row is k-means' limiting case)."""
+        return {} if params["n_clusters"] is None else {"n_clusters": 0}
+
     def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
-        k = Y.shape[1] if self.n_clusters is None else self.n_clusters
-        if k > X.shape[0]:
+        if self.n_clusters is None and Y.shape[1] > X.shape[0]:
             raise InvalidParameterError.bound(
-                self, "n_clusters", f"n_clusters={k} exceeds the number of samples {X.shape[0]}"
+                type(self), "n_clusters", f"None is q = {Y.shape[1]} clusters, more than the {X.shape[0]} samples"
             )
         if not self.scale and (X < 0).any():
             raise ValueError("X has negative entries; the multiplicative updates need X >= 0 (use scale=True)")
@@ -345,7 +351,6 @@ SPEC = MethodSpec(
     outputs=("features",),
     params=ELCFSParams,
     estimator=ELCFS,
-    clusters=("n_clusters",),
     summary="Multi-label feature selection with K-means-enhanced label-correlation learning "
     "(non-negative l2,1-sparse projection onto a self-represented label space; "
     "features ranked by row norms of W).",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -286,11 +287,16 @@ class LDLKM(DistributionLearnerMixin, MethodEstimator):
         self.temperature = temperature
 
     # ------------------------------------------------------------------ fit
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """At most n clusters (one a training row is k-means' limiting case)."""
+        return {"k": 0}
+
     def _check_data_params(self, X: np.ndarray, D: np.ndarray) -> None:
         k = int(self.k)
         if k > 1 and not _has_k_distinct_rows(X, k):
             raise InvalidParameterError.bound(
-                self,
+                type(self),
                 "k",
                 f"k={k} exceeds the number of distinct training rows (n_samples = {X.shape[0]}); "
                 "empty clusters could not be avoided",
@@ -441,7 +447,6 @@ SPEC = MethodSpec(
     outputs=("distribution",),
     params=LDLKMParams,
     estimator=LDLKM,
-    clusters=("k",),
     summary=(
         "Label distribution learning based on k-means: batch k-means on the features; a test "
         "sample's distribution is the softmax(1/Minkowski distance)-weighted mean of the "

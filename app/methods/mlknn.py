@@ -35,7 +35,6 @@ from scipy import sparse
 
 from app.methods.base import (
     DataShape,
-    InvalidParameterError,
     MemoryEstimate,
     MethodEstimator,
     MethodParams,
@@ -266,8 +265,10 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         )
         return MemoryEstimate(peak, model)
 
-    def _check_data_params(self, X: np.ndarray, Y: np.ndarray) -> None:
-        self._check_k(X.shape[0])
+    @classmethod
+    def sample_bounds(cls, params: Mapping[str, Any]) -> dict[str, int]:
+        """K <= m - 1: a training sample is never its own neighbour."""
+        return {"k": 1}
 
     def _fit(self, Xs: np.ndarray, Yf: np.ndarray, progress: ProgressFn) -> None:
         """Learn the priors, count likelihoods and label-set rule."""
@@ -301,8 +302,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         own first neighbour followed by its K-1 nearest others (what scikit-multilearn does by
         default; one of DMKNN's readings); ML-kNN proper (the default) leaves it out.
         """
-        self._validated_params()
-        self._check_k(Xs.shape[0])
+        self.check_sample_counts(self._validated_params().model_dump(), Xs.shape[0])
         self.scaling_ = FeatureScaling.identity(Xs.shape[1])
         self.n_features_in_ = Xs.shape[1]
         rows = (
@@ -338,11 +338,6 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
             self.Y_fit_, counts, k, float(self.s), 2.0 * self.s + m
         )
         return neighbours
-
-    def _check_k(self, m: int) -> None:
-        """The one data-dependent bound: K <= m - 1 (a sample is never its own neighbour)."""
-        if not self.k <= m - 1:
-            raise InvalidParameterError.bound(self, "k", f"must be an integer in [1, m-1] = [1, {m - 1}], got {self.k}")
 
     # -------------------------------------------------------------- prediction
     def kneighbors(self, X: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.evaluation import auto_request, pool
 from app.formats import ParsedDataset
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.methods.base import MethodSpec, checked_params
+from app.methods.base import InvalidParameterError, MethodSpec, checked_params
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
 from app.schemas import InlineData, JobOut, TrainRequest
@@ -200,30 +200,13 @@ def prepare_auto(core: Core, body: TrainRequest) -> Prepared:
     return Prepared(None, dataset, payload)
 
 
-# parameters that count training samples: neighbours (each needs fewer than the dataset has) or,
-# when the method's spec lists them in ``clusters``, clusters (at most as many as the samples)
-_SAMPLE_COUNTS = ("k", "n_clusters")
-
-
 def check_sizes(spec: MethodSpec, params: dict[str, Any], n_samples: int) -> None:
-    """Refuse at submit what the job would only find out later: ``k`` neighbours out of a dataset
-    with no more than ``k`` samples, or more clusters than samples."""
-    for name in _SAMPLE_COUNTS:
-        value = params.get(name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            continue
-        if name in spec.clusters and value > n_samples:
-            raise InvalidInput(
-                f"{name}={value} clusters need a dataset of at least {value} samples; this one has {n_samples} "
-                f"(use {name} <= {n_samples})",
-                loc=("body", "params", name),
-            )
-        if name not in spec.clusters and value >= n_samples:
-            raise InvalidInput(
-                f"{name}={value} needs a dataset of more than {value} samples; this one has {n_samples} "
-                f"(use {name} <= {n_samples - 1})",
-                loc=("body", "params", name),
-            )
+    """Refuse at submit what ``fit`` would refuse later, by the estimator's own declaration:
+    ``k`` neighbours or clusters out of a dataset with too few samples."""
+    try:
+        spec.estimator.check_sample_counts(params, n_samples)
+    except InvalidParameterError as exc:
+        raise InvalidInput(exc.errors[0]["msg"], loc=("body", "params", exc.param)) from None
 
 
 def check_selector(session: Session, spec: MethodSpec, body: TrainRequest, feature_names: list[str]) -> None:

@@ -12,9 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.methods.base import InvalidParameterError
+from app.methods.catalog import catalog
 from app.storage.db import Database
 from app.storage.orm import Job
-from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
+from tests.helpers import long_job, make_distribution, make_multilabel, train, upload_csv, wait_status
 
 
 def test_training_adds_versions_with_full_metadata(client, distribution_dataset):
@@ -145,6 +147,47 @@ def test_k_larger_than_the_training_set_is_refused_at_submit(client, multilabel_
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "params", "k"]
     assert client.get("/models/too-big").status_code == 404
     assert client.get("/jobs").json()["items"] == []
+
+
+def test_submit_refuses_exactly_what_fit_refuses_for_the_size_of_the_data(client):
+    """The bounds the number of training rows n sets are declared once, on the estimator: submit
+    answers a 422 at the parameter with fit's own message where fit refuses, and trains where
+    fit fits. aa-knn's k may be n (a query is no training row) unless the leave-one-out choice
+    of its shrinkage predicts each training row from the n - 1 others."""
+    n = 12
+    X, Y = make_multilabel(n=n, seed=1)
+    Xd, D = make_distribution(n=n)
+    ml, ldl = upload_csv(client, X, Y, "ml12")["id"], upload_csv(client, Xd, D, "ldl12")["id"]
+    cases = [  # (method, params, whether fit takes them)
+        ("mlknn", {"k": n - 1}, True),
+        ("mlknn", {"k": n}, False),
+        ("dmknn", {"k": n}, False),
+        ("aa-knn", {"k": n, "shrinkage": 0.3}, True),
+        ("aa-knn", {"k": n}, False),  # shrinkage="loo"
+        ("aa-knn", {"k": n + 1, "shrinkage": 0.3}, False),
+        ("ldlkm", {"k": n}, True),
+        ("ldlkm", {"k": n + 1}, False),
+        ("elcfs", {"n_clusters": n, "max_iter": 5}, True),
+        ("elcfs", {"n_clusters": n + 1}, False),
+    ]
+    for method, params, fits in cases:
+        spec = catalog()[method]
+        data = (Xd, D) if spec.dataset_kind == "distribution" else (X, Y)
+        try:
+            spec.build(params).fit(*data)
+            refused = None
+        except InvalidParameterError as exc:
+            refused = exc
+        assert (refused is None) is fits, (method, params, refused)
+        dataset = ldl if spec.dataset_kind == "distribution" else ml
+        body = {"method": method, "dataset_id": dataset, "model_name": "bounds", "params": params}
+        r = client.post("/train?wait=true", json=body)
+        if refused is None:
+            assert r.status_code == 200 and r.json()["status"] == "succeeded", (method, params, r.text)
+        else:
+            assert r.status_code == 422, (method, params, r.text)
+            [item] = r.json()["detail"]
+            assert item["loc"] == ["body", "params", refused.param] and item["msg"] == refused.errors[0]["msg"]
 
 
 def test_failed_training_reports_why(client):

@@ -106,7 +106,7 @@ def test_k_beyond_the_dataset_is_a_422_at_submit(client: TestClient):
         )
         assert response.status_code == 422, response.text
         assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
-        assert "this one has 12" in response.json()["detail"][0]["msg"]
+        assert "= [1, 11] (n_samples = 12)" in response.json()["detail"][0]["msg"]
     assert client.get("/jobs").json()["items"] == []
 
 
@@ -122,7 +122,7 @@ def test_clusters_may_be_as_many_as_the_samples(client: TestClient):
     )
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"] == ["body", "params", "k"]
-    assert "use k <= 6" in response.json()["detail"][0]["msg"]
+    assert "[1, n_samples] = [1, 6]" in response.json()["detail"][0]["msg"]
 
 
 def test_reads_and_computations_never_wait_for_the_sqlite_write_lock(client: TestClient, settings: Settings):

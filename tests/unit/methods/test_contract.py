@@ -186,3 +186,14 @@ def test_what_strict_mode_still_takes():
     with pytest.raises(InvalidParameterError, match="k: Input should be a JSON value, not object") as raised:
         MLkNN(k=object()).fit(X, Y)
     assert raised.value.param == "k"
+
+
+@pytest.mark.parametrize(("shrinkage", "most"), [(0.2, 12), ("loo", 11)])
+def test_aa_knn_takes_k_up_to_n_unless_its_shrinkage_leaves_a_row_out(shrinkage, most):
+    """A query is no training row, so all n training rows may be its neighbours; the leave-one-out
+    choice of the shrinkage predicts each training row from the others, at most n - 1."""
+    X, D = _fit_data(catalog()["aa-knn"])
+    assert AAKNN(k=most, shrinkage=shrinkage).fit(X, D).k_ == most
+    with pytest.raises(InvalidParameterError, match=rf"\[1, {most}\]") as raised:
+        AAKNN(k=most + 1, shrinkage=shrinkage).fit(X, D)
+    assert raised.value.param == "k"
