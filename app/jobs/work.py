@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import socket
 import threading
 import time
@@ -34,7 +33,7 @@ from app.evaluation import auto_request, choice, pool, reports
 from app.jobs import peak_memory, transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
 from app.methods import fit_warnings
-from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, fit_input
+from app.methods.base import MB, JobCancelled, MethodSpec, ProgressFn, data_shape, draw_seed, fit_input
 from app.methods.catalog import get_method
 from app.methods.memory_bounds import MemoryBudget, fitting
 from app.registry.versions import drop_unused_artifacts, library_versions, register_version, resolve
@@ -502,7 +501,7 @@ def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
     defaults = {name: f.get_default(call_default_factory=True) for name, f in declared.items() if name not in given}
     complete = {**defaults, **given}  # not validated again: that was done at submit, and fit checks
     if "random_state" in declared and complete.get("random_state") is None:
-        complete["random_state"] = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)
+        complete["random_state"] = plan.random_state if plan.random_state is not None else draw_seed()
     if "n_jobs" in spec.params.model_fields:
         bound_n_jobs(complete)
     if isinstance(complete.get("members"), list):  # a blend: its members' own n_jobs too
@@ -514,7 +513,7 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
     """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
     out, with the reason, in the selection record), then fit the winner on every row."""
     request = auto_request.AutoParams.model_validate(plan.params)  # the selection's own declaration
-    seed = plan.random_state if plan.random_state is not None else secrets.randbelow(2**31)  # older rows
+    seed = plan.random_state if plan.random_state is not None else draw_seed()  # older rows
     kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
     named = request.candidates or pool.candidate_pool(kind)
     candidates, left_out = fitting(named, shape, budget)
@@ -686,7 +685,7 @@ def _compare(job_id: str, payload: ComparePayload, database: Database, store: St
             raise LookupError(f"dataset '{payload.dataset_id}' no longer exists")
     progress("loading data", 0.0)
     X, Y = store.load_dataset(dataset.sha256)
-    seed = payload.random_state if payload.random_state is not None else secrets.randbelow(2**31)
+    seed = payload.random_state if payload.random_state is not None else draw_seed()
     result = choice.compare(
         X,
         Y,

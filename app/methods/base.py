@@ -56,6 +56,7 @@ private twins (the ``KMeans.transform`` / ``_transform`` pattern).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -164,6 +165,13 @@ def _has_json_form(value: object) -> bool:
     except TypeError:
         return False
     return True
+
+
+def draw_seed() -> int:
+    """A fresh random seed in [0, 2**31): the one place a seed is drawn when none was given
+    (the service's submit, a job's older rows, the methods' own fallbacks), so every drawn seed
+    is valid for NumPy, scikit-learn and LightGBM alike."""
+    return secrets.randbelow(2**31)
 
 
 _Estimator = TypeVar("_Estimator", bound="MethodEstimator")

@@ -34,7 +34,15 @@ from pydantic import Field
 from scipy import sparse
 from scipy.special import expit
 
-from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import (
+    DataShape,
+    MemoryEstimate,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    draw_seed,
+)
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Fitted, Problem, design_matrix, fit_logistic
 from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
@@ -112,11 +120,7 @@ class EnsembleClassifierChains(LearnedThresholdMixin, ProbabilityClassifierMixin
         self.threshold = threshold
 
     def _fit(self, Xs: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
-        seeds = (
-            np.random.default_rng().integers(2**31 - 1, size=self.n_chains)
-            if self.random_state is None
-            else self.random_state + np.arange(self.n_chains)
-        )
+        seeds = (draw_seed() if self.random_state is None else self.random_state) + np.arange(self.n_chains)
         self.chains_: list[_Chain] = []
         self.n_iter_ = 0
         varying = ~self.constant_

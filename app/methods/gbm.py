@@ -35,7 +35,15 @@ import numpy as np
 from joblib import Parallel, delayed
 from pydantic import Field
 
-from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import (
+    DataShape,
+    MemoryEstimate,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    draw_seed,
+)
 from app.methods.baseline_support import ProbabilityClassifierMixin
 from app.methods.numerics import effective_jobs
 from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
@@ -111,7 +119,7 @@ class GradientBoosting(LearnedThresholdMixin, ProbabilityClassifierMixin, Method
         }
 
     def _fit(self, X: Any, Y: np.ndarray, progress: ProgressFn) -> None:
-        seed = self.random_state if self.random_state is not None else int(np.random.default_rng().integers(2**31))
+        seed = self.random_state if self.random_state is not None else draw_seed()
         varying = np.flatnonzero(~self.constant_)
         params = self.library_params(seed)
         progress("labels", 0.0)

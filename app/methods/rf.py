@@ -34,7 +34,15 @@ from pydantic import Field
 from scipy import sparse
 from sklearn.ensemble import RandomForestClassifier
 
-from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import (
+    DataShape,
+    MemoryEstimate,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+    draw_seed,
+)
 from app.methods.baseline_support import ProbabilityClassifierMixin
 from app.methods.numerics import effective_jobs
 from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
@@ -217,7 +225,7 @@ class RandomForest(LearnedThresholdMixin, ProbabilityClassifierMixin, MethodEsti
         self.threshold = threshold
 
     def _fit(self, X: np.ndarray, Y: np.ndarray, progress: ProgressFn) -> None:
-        seed = self.random_state if self.random_state is not None else int(np.random.default_rng().integers(2**31))
+        seed = self.random_state if self.random_state is not None else draw_seed()
         forest = RandomForestClassifier(
             n_estimators=0,
             max_features=self.max_features,

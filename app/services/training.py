@@ -14,7 +14,6 @@ leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ from app.errors import InvalidFields, InvalidInput, tidy_pydantic
 from app.evaluation import auto_request, pool
 from app.formats import ParsedDataset
 from app.jobs.payloads import SelectorChoice, TrainPayload
-from app.methods.base import InvalidParameterError, MethodSpec, checked_params
+from app.methods.base import InvalidParameterError, MethodSpec, checked_params, draw_seed
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
 from app.schemas import InlineData, JobOut, TrainRequest
@@ -119,10 +118,6 @@ def prepare(core: Core, body: TrainRequest, budget: MemoryBudget | None = None) 
         feature_selector=SelectorChoice.model_validate(selector.model_dump()) if selector else None,
     )
     return Prepared(spec, dataset, payload)
-
-
-def draw_seed() -> int:
-    return secrets.randbelow(2**31)
 
 
 def seeded(validated: BaseModel) -> BaseModel:

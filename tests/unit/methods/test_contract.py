@@ -17,6 +17,7 @@ from app.methods.catalog import catalog, method_module_names
 from app.methods.dmknn import DMKNN
 from app.methods.ecc import EnsembleClassifierChains
 from app.methods.elcfs import ELCFS
+from app.methods.gbm import GradientBoosting
 from app.methods.ghc_dr import GHCDR
 from app.methods.ldlkm import LDLKM
 from app.methods.mi_filter import MIFilter
@@ -197,3 +198,17 @@ def test_aa_knn_takes_k_up_to_n_unless_its_shrinkage_leaves_a_row_out(shrinkage,
     with pytest.raises(InvalidParameterError, match=rf"\[1, {most}\]") as raised:
         AAKNN(k=most + 1, shrinkage=shrinkage).fit(X, D)
     assert raised.value.param == "k"
+
+
+@pytest.mark.parametrize("cls", [RandomForest, GradientBoosting, EnsembleClassifierChains], ids=lambda c: c.__name__)
+def test_an_unseeded_fit_draws_its_seed_where_the_service_does(cls, monkeypatch):
+    """``draw_seed`` is the one place a seed is drawn: an unseeded fit is the fit with its seed."""
+    drawn = []
+    monkeypatch.setattr("app.methods.base.secrets.randbelow", lambda bound: drawn.append(bound) or 7)
+    X, Y = _fit_data(catalog()["br"])
+    small = {"n_chains": 2} if cls is EnsembleClassifierChains else {"n_estimators": 5}
+    unseeded = cls(**small, random_state=None).fit(X, Y)
+    assert drawn and set(drawn) == {2**31}  # (the inner folds of threshold="cv" draw too)
+    np.testing.assert_array_equal(
+        unseeded.decision_function(X), cls(**small, random_state=7).fit(X, Y).decision_function(X)
+    )
