@@ -163,9 +163,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Benchmark data and browsers are slow wherever they are used: out of the quick subset."""
+    """Benchmark data, browsers and the PostgreSQL half of the backend-parametrised tests are
+    slow wherever they are used: out of the quick subset (the full suite runs them)."""
     for item in items:
-        if item.get_closest_marker("realdata") or item.get_closest_marker("browser"):
+        if any(item.get_closest_marker(marker) for marker in ("realdata", "browser", "postgres")):
             item.add_marker(pytest.mark.slow)
 
 

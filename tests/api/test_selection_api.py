@@ -4,6 +4,7 @@ the evaluation report of one version."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.helpers import assert_self_contained, make_mixed_multilabel, make_multilabel, upload_csv, wait_status
 
@@ -31,6 +32,7 @@ def test_auto_registers_the_winner_with_its_leaderboard(client, multilabel_datas
     assert predicted.status_code == 200, predicted.text
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_auto_registers_a_blend_served_like_any_version(client):
     X, Y = make_mixed_multilabel()
     dataset = upload_csv(client, X, Y, "mixed")
@@ -217,6 +219,7 @@ def test_version_report_computes_with_no_session_open(client, multilabel_dataset
     assert page.status_code == 200 and held == [0]  # before: the route's session, open throughout
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_auto_without_a_seed_uses_the_fixed_default_and_says_so(client, multilabel_dataset):
     """The same auto request twice picks the same model with the same leaderboard: the seed of
     the folds and candidates is 0 unless one is given, shown in the 202 answer and the job."""

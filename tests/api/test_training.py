@@ -204,6 +204,7 @@ def test_failed_training_reports_why(client):
     assert client.get("/models/dupes").status_code == 404
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_cancel_running_and_queued_jobs(client):
     X, Y = make_multilabel(n=300, d=60, q=4)
     dataset = upload_csv(client, X, Y, "cancel")

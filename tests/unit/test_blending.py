@@ -190,6 +190,7 @@ def test_fit_reports_members_and_can_be_cancelled() -> None:
 
 
 # ---------------------------------------------------------------------------- auto with a blend
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_auto_blends_complementary_candidates() -> None:
     X, Y = mixed()
     result = choice.select(X, Y, "multilabel", candidates=["br", "rf"], cv=5, random_state=0)
@@ -211,6 +212,7 @@ def test_auto_blends_complementary_candidates() -> None:
     assert labels.any(axis=1).mean() > 0.9 and scoring.macro_f1(Y, labels) > 0.6
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_auto_keeps_a_single_method_when_no_blend_is_better_or_possible() -> None:
     X, Y = mixed(n=90)
     by_labels = choice.select(X, Y, "multilabel", candidates=["br", "rf"], metric="hamming_loss", cv=3)

@@ -57,6 +57,7 @@ def test_pilot_split_takes_a_share_of_a_fold_in_the_folds_proportion() -> None:
     assert (tr.size, te.size) == (240, 60)
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_plan_leaves_out_what_its_pilot_prices_over_the_budget() -> None:
     X, Y = make_multilabel(n=300, d=8, q=3)
     # a forest of 300 trees costs about 40 times the logistic regressions (its pilot about 2 s)
@@ -189,6 +190,7 @@ def test_resampling_is_thorough_on_small_sets_within_the_budget() -> None:
     assert pricing.resampling(5000, 0.01) == (5, 1)
 
 
+@pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_select_defaults_to_the_resampling_and_records_it() -> None:
     X, Y = make_multilabel(n=60, d=5, q=3)
     result = choice.select(X, Y, "multilabel", candidates=["br", "rf"])
