@@ -99,6 +99,24 @@ class Settings(BaseSettings):
     )
     batch_job_rows: int = Field(50_000, ge=1, description="Datasets with more rows are predicted as a background job")
     log_level: str = "INFO"
+    # Switches of the speed machinery, each on by default; off, the plain path does the work
+    # (for telling whether a fault or a cost is theirs; tests/api/test_speed_switches.py)
+    fast_path: bool = Field(
+        True,
+        description="Answer POST /predict and V2 inference of references this process has resolved in front of "
+        "the middlewares and routes (app.api.fast_path); off: every prediction goes through its route",
+    )
+    resolved_refs: bool = Field(
+        True,
+        description="Keep resolved (and refused) model references until the registry token changes, so "
+        "predictions skip the database (app.registry.resolved_refs); off: every prediction resolves its "
+        "reference in the database",
+    )
+    kept_model_pages: bool = Field(
+        True,
+        description="Keep GET /models/{name}'s answers until the registry token changes and answer them on the "
+        "event loop; off: every request reads the database",
+    )
     auto_migrate: bool | None = Field(
         None,
         description="Apply the database migrations when the API starts. Unset: only on SQLite (the "

@@ -62,7 +62,7 @@ class Core:
             cache=ModelCache(
                 store, database, settings.model_cache_size, max_bytes=int(settings.model_cache_mb * 1024 * 1024)
             ),
-            refs=ResolvedRefs(store),
+            refs=ResolvedRefs(store, keep_resolutions=settings.resolved_refs, keep_pages=settings.kept_model_pages),
         )
         core.cache.on_evict(core.refs.forget)
         return core

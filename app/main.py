@@ -96,7 +96,8 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     if gate.api_key is not None:
         api.add_middleware(ApiKeyGate, gate=gate)
     api.add_middleware(RequestMetrics)
-    api.add_middleware(PredictFastPath, routes=routes())  # outermost: it makes the checks of the layers inside itself
+    if settings.fast_path:  # outermost: it makes the checks of the layers inside itself
+        api.add_middleware(PredictFastPath, routes=routes())
     return api
 
 

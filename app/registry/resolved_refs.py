@@ -42,11 +42,19 @@ class ResolvedRefs:
     GIL: with 100 connections predicting an unknown model the page took a p50 of 111 ms, as
     long as ``/health`` did (``benchmarks/faults.py``). Everything a page shows changes with a
     registry change: versions, aliases and deletions, and evaluations, which announce one too.
+
+    ``keep_resolutions`` (resolutions and refusals) and ``keep_pages`` switch the two kinds of
+    entries off (``LABELSERVE_RESOLVED_REFS``, ``LABELSERVE_KEPT_MODEL_PAGES``): nothing of that
+    kind is kept, so every lookup misses and the caller reads the database.
     """
 
-    def __init__(self, store: Store, size: int = REFS_KEPT) -> None:
+    def __init__(
+        self, store: Store, size: int = REFS_KEPT, *, keep_resolutions: bool = True, keep_pages: bool = True
+    ) -> None:
         self._store = store
         self._size = size
+        self._keep_resolutions = keep_resolutions
+        self._keep_pages = keep_pages
         self._lock = threading.Lock()
         self._token: bytes | None = None
         self._served: OrderedDict[str, Served] = OrderedDict()
@@ -82,6 +90,8 @@ class ResolvedRefs:
 
     def put(self, token: bytes, ref: str, served: Served) -> None:
         """Keep a resolution made after reading ``token``; ignored if the registry changed since."""
+        if not self._keep_resolutions:
+            return
         with self._lock:
             if token != self._token:
                 return
@@ -106,6 +116,8 @@ class ResolvedRefs:
     def refuse(self, token: bytes, ref: str, error: DomainError, kind: str = RESOLVING) -> None:
         """Keep the error a ``kind`` lookup of ``ref`` gave after reading ``token``; ignored if the
         registry changed since."""
+        if not self._keep_resolutions:
+            return
         key = (kind, ref)
         with self._lock:
             if token != self._token:
@@ -128,7 +140,7 @@ class ResolvedRefs:
     def keep_page(self, token: bytes, name: str, page: bytes) -> None:
         """Keep the answer of ``GET /models/{name}`` read after ``token``; ignored if the registry
         changed since, or if it is larger than ``PAGE_MAX_BYTES``."""
-        if len(page) > PAGE_MAX_BYTES:
+        if len(page) > PAGE_MAX_BYTES or not self._keep_pages:
             return
         with self._lock:
             if token != self._token:
