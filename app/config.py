@@ -117,6 +117,26 @@ class Settings(BaseSettings):
         description="Keep GET /models/{name}'s answers until the registry token changes and answer them on the "
         "event loop; off: every request reads the database",
     )
+    prune_pickles: bool = Field(
+        True,
+        description="Rewrite large artifacts without the pickle memo entries nothing reads back, so a load does "
+        "not hold the model twice (app.storage.pickle_memo); off: plain pickles",
+    )
+    batched_logs: bool = Field(
+        True,
+        description="Write the request log's lines in batches (app.runtime.observability.BatchedLines); off: "
+        "each line is written at once by the log's stream handler",
+    )
+    tune_allocator: bool = Field(
+        True,
+        description="Apply the glibc malloc settings that keep freed memory for reuse in the API and job "
+        "processes (app.runtime.allocator); off: glibc's defaults",
+    )
+    gc_freeze: bool = Field(
+        True,
+        description="Freeze the objects alive at the end of start-up out of the garbage collector's full "
+        "collections (app.runtime.gc_freeze); off: collections walk them as well",
+    )
     auto_migrate: bool | None = Field(
         None,
         description="Apply the database migrations when the API starts. Unset: only on SQLite (the "

@@ -53,7 +53,7 @@ class Core:
         """
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         database = Database(settings.resolved_database_url)
-        store = Store(settings.model_dir)
+        store = Store(settings.model_dir, prune_pickles=settings.prune_pickles)
         core = cls(
             settings=settings,
             database=database,

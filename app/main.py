@@ -42,8 +42,9 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level)
-        keep_freed_memory()
+        configure_logging(settings.log_level, batched=settings.batched_logs)
+        if settings.tune_allocator:
+            keep_freed_memory()
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         prepare_schema(settings)
         core = api.state.core = Core.open(settings, api.state.metrics)
@@ -52,7 +53,8 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         core.runner.recover()
         sweeper = Sweeper(core).start()
         warmer = Warmer(core).start() if settings.warm_new_versions else None
-        freeze_startup_objects()  # full collections skip what lives as long as the process
+        if settings.gc_freeze:
+            freeze_startup_objects()  # full collections skip what lives as long as the process
         try:
             yield
         finally:

@@ -53,8 +53,8 @@ def app_logs_to_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
     checks the real handlers (it calls ``configure_logging`` itself).
     """
 
-    def configure(level: str) -> None:
-        configure_logging(level)
+    def configure(level: str, *, batched: bool = True) -> None:
+        configure_logging(level, batched=batched)
         for logger in (logging.getLogger("labelserve"), access_log):
             logger.handlers[:] = []
             logger.propagate = True

@@ -260,7 +260,8 @@ def run_worker(concurrency: int) -> None:
     """Start a Celery worker (prefork pool of ``concurrency`` processes) with the environment's settings."""
     settings = celery_settings(get_settings())
     configure_logging(settings.log_level)
-    keep_freed_memory()  # before the pool forks: its processes inherit the setting
+    if settings.tune_allocator:
+        keep_freed_memory()  # before the pool forks: its processes inherit the setting
     _preload_methods()
     celery = make_celery(settings)
     celery.worker_main(

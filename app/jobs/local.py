@@ -69,11 +69,12 @@ def _pool_context() -> multiprocessing.context.ForkServerContext:
     return context
 
 
-def _init_pool_process(api_pid: int, log_level: str) -> None:
+def _init_pool_process(api_pid: int, log_level: str, tune_allocator: bool) -> None:
     """Pool process initializer: log JSON lines as the API does, keep freed memory for reuse
-    (``app.runtime.allocator``), and never outlive the service."""
+    (``app.runtime.allocator``, when ``tune_allocator``), and never outlive the service."""
     configure_logging(log_level)
-    keep_freed_memory()
+    if tune_allocator:
+        keep_freed_memory()
     _die_with_parent(api_pid)
 
 
@@ -187,7 +188,7 @@ class LocalRunner:
             max_workers=1,
             mp_context=_pool_context(),
             initializer=_init_pool_process,
-            initargs=(os.getpid(), self._settings.log_level),
+            initargs=(os.getpid(), self._settings.log_level, self._settings.tune_allocator),
         )
         slot.submit(int)  # start the fork server and the process now, not on the first job
         return slot

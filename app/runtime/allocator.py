@@ -32,7 +32,7 @@ LOADING_MMAP_THRESHOLD_BYTES = 1 << 20
 _M_TRIM_THRESHOLD = -1  # from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 _state = threading.Lock()
-_kept = False  # keep_freed_memory applied its settings
+_applied: dict[str, int] = {}  # what keep_freed_memory set in this process
 _loads = 0  # loads in progress (large_blocks_mapped)
 
 
@@ -52,7 +52,7 @@ def _glibc() -> Any:
 
 def keep_freed_memory() -> bool:
     """Apply the settings to this process (glibc only; elsewhere nothing changes). True if set."""
-    global _kept
+    global _applied
     libc = _glibc()
     if libc is None:
         return False
@@ -62,8 +62,15 @@ def keep_freed_memory() -> bool:
     if not done:
         log.warning("the allocator settings were refused (mallopt); freed memory is returned at once")
     with _state:
-        _kept = done
+        _applied = {"M_MMAP_THRESHOLD": MMAP_THRESHOLD_BYTES, "M_TRIM_THRESHOLD": TRIM_BYTES} if done else {}
     return done
+
+
+def applied() -> dict[str, int]:
+    """The settings ``keep_freed_memory`` applied in this process (mallopt option -> bytes);
+    empty when it was not called (``LABELSERVE_TUNE_ALLOCATOR=false``) or could not apply them."""
+    with _state:
+        return dict(_applied)
 
 
 def release_freed_memory() -> bool:
@@ -97,7 +104,7 @@ def large_blocks_mapped() -> Iterator[None]:
     global _loads
     libc = _glibc()
     with _state:
-        active = _kept and libc is not None
+        active = bool(_applied) and libc is not None
         if active:
             _loads += 1
             if _loads == 1:

@@ -245,8 +245,9 @@ class BatchedLines(logging.Handler):
             pass
 
 
-def configure_logging(level: str) -> None:
-    """JSON lines on stderr for the ``labelserve`` loggers.
+def configure_logging(level: str, *, batched: bool = True) -> None:
+    """JSON lines on stderr for the ``labelserve`` loggers; the request log's in batches
+    (``BatchedLines``) when ``batched``, else through the same stream handler as every other line.
 
     Also switches off what every log record would otherwise collect and no line of ours shows
     (the caller's file and line, thread, process names): the standard library's documented
@@ -262,7 +263,11 @@ def configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
-    batched = BatchedLines()
-    batched.setFormatter(JsonFormatter())
-    access_log.handlers[:] = [batched]
+    if not batched:  # one write per line, by the root's handler (``record_request`` sees no batch)
+        access_log.handlers[:] = []
+        access_log.propagate = True
+        return
+    batch = BatchedLines()
+    batch.setFormatter(JsonFormatter())
+    access_log.handlers[:] = [batch]
     access_log.propagate = False  # its lines go through the batch, not the root's stream

@@ -197,8 +197,11 @@ ARTIFACT_SUFFIXES = (".pkl", ".joblib")
 
 
 class Store:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, prune_pickles: bool = True) -> None:
+        """``prune_pickles``: rewrite artifacts of ``PRUNE_BYTES`` or more without their unread
+        memo entries (``save_artifact``); off, every artifact is the plain pickle."""
         self.root = root
+        self.prune_pickles = prune_pickles
         self.datasets = root / "datasets"
         self.artifacts = root / "artifacts"
         self.results = root / "results"
@@ -303,9 +306,9 @@ class Store:
 
         The pickle is streamed into a temporary file while it is hashed, then renamed to its
         content address: the model is never pickled into memory as a second copy (a 900 MB
-        forest would need 1.8 GB). A pickle of ``PRUNE_BYTES`` or more is then rewritten, file
-        to file, without the memo entries nothing reads back (``app.storage.pickle_memo``), so that its
-        load does not hold the model twice either. Plain pickle: joblib's pickler and
+        forest would need 1.8 GB). A pickle of ``PRUNE_BYTES`` or more is then rewritten (when
+        ``prune_pickles``), file to file, without the memo entries nothing reads back
+        (``app.storage.pickle_memo``), so that its load does not hold the model twice either. Plain pickle: joblib's pickler and
         unpickler are pure Python, and for a model holding its training matrix (ML-kNN on
         scene, 2.9 MB) took 2.9 ms to write and 0.8 ms to read, against 1.2 ms and 0.15 ms.
         """
@@ -317,7 +320,7 @@ class Store:
 
         tmp = _write_temporary(self.artifacts, ".artifact.", write, durable=False)
         try:
-            if tmp.stat().st_size >= PRUNE_BYTES:
+            if self.prune_pickles and tmp.stat().st_size >= PRUNE_BYTES:
                 draft = tmp
 
                 def rewrite(fh: IO[bytes]) -> None:

@@ -1,22 +1,33 @@
 """Guards of the speed machinery: each piece is at work with its switch on (a test fails if it
 silently stops), and its switch turns it off without changing an answer.
+
+The store's pickle rewriting (through ``Core.open``) and the request log's batches are guarded in
+``tests/unit/test_pickle_memo.py`` and ``tests/unit/test_logging.py``; here, that the app hands
+the log its switch.
 """
 
 from __future__ import annotations
 
+import gc
+import logging
+import platform
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
+from app import main
 from app.api.routes import predict as predict_route
 from app.api.v2 import routes as v2_routes
 from app.config import Settings
 from app.main import create_app
+from app.runtime import allocator
+from app.runtime.observability import BatchedLines, access_log, configure_logging
 
 
 @contextmanager
@@ -109,3 +120,35 @@ def test_kept_model_pages_spare_the_database_and_their_switch_turns_them_off(set
             assert again.json() == first.json()
             pages[on] = first.json()
     assert pages[True] == pages[False]
+
+
+def _bare(tmp_path: Path) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}", model_dir=tmp_path / "store")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings are glibc's")
+def test_the_allocator_settings_are_applied_at_start_up_unless_switched_off(tmp_path, monkeypatch):
+    """In the API process and in its job pool's processes."""
+    for on in (False, True):
+        monkeypatch.setattr(allocator, "_applied", {})  # as in a fresh process
+        with _app(_bare(tmp_path), tune_allocator=on) as client:
+            assert bool(allocator.applied()) is on
+            pool = client.app.state.core.runner._slots[0]  # type: ignore[attr-defined]
+            assert bool(pool.submit(allocator.applied).result(timeout=60)) is on
+
+
+def test_start_up_objects_are_frozen_unless_switched_off(tmp_path):
+    for on in (False, True):
+        gc.unfreeze()  # as in a fresh process
+        with _app(_bare(tmp_path), gc_freeze=on):
+            assert (gc.get_freeze_count() > 0) is on
+
+
+def test_the_request_log_is_batched_unless_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(main, "configure_logging", configure_logging)  # the real one, not conftest's
+    for logger in (logging.getLogger("labelserve"), access_log):  # restored afterwards
+        monkeypatch.setattr(logger, "handlers", logger.handlers[:])
+        monkeypatch.setattr(logger, "propagate", logger.propagate)
+    for on in (False, True):
+        with _app(_bare(tmp_path), batched_logs=on):
+            assert [type(handler) for handler in access_log.handlers] == ([BatchedLines] if on else [])

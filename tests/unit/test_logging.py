@@ -179,3 +179,54 @@ def test_a_quiet_request_log_writes_nothing(request_log):
     access_log.setLevel(logging.WARNING)
     record_request(Metrics(), "POST", "/predict", 200, 0.001)
     assert _read_all(request_log) == b""
+
+
+class _Stream:
+    """A text stream writing to ``fd`` that records each write (the stream handler's target)."""
+
+    def __init__(self, fd: int, writes: list[bytes]) -> None:
+        self.fd, self.writes = fd, writes
+
+    def write(self, text: str) -> int:
+        self.writes.append(text.encode())
+        return os.write(self.fd, self.writes[-1])
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+def test_request_lines_are_written_in_batches_unless_switched_off(pipe, monkeypatch, batched):
+    """The guard of ``LABELSERVE_BATCHED_LOGS``: five requests on an event loop cost one write in
+    batches, one write each without; the lines are the same."""
+    r, w = pipe
+    root = logging.getLogger("labelserve")
+    for logger in (root, access_log):  # restored afterwards
+        monkeypatch.setattr(logger, "handlers", logger.handlers[:])
+        monkeypatch.setattr(logger, "propagate", logger.propagate)
+    configure_logging("INFO", batched=batched)
+    writes: list[bytes] = []
+    if batched:
+        access_log.handlers[0].fd = w  # type: ignore[attr-defined]
+        real_write = os.write
+
+        def spy(fd: int, data: bytes) -> int:
+            if fd == w:
+                writes.append(bytes(data))
+            return real_write(fd, data)
+
+        monkeypatch.setattr(os, "write", spy)
+    else:
+        assert access_log.handlers == [] and access_log.propagate
+        root.handlers[0].setStream(_Stream(w, writes))  # type: ignore[attr-defined]
+    metrics = Metrics()
+
+    async def run() -> None:
+        for _ in range(5):
+            record_request(metrics, "POST", "/predict", 200, 0.001)
+        await asyncio.sleep(0.2)
+
+    asyncio.run(run())
+    assert len(writes) == (1 if batched else 5)
+    lines = [json.loads(line) for line in _read_all(r).splitlines()]
+    assert [(e["logger"], e["route"], e["status"]) for e in lines] == [("labelserve.http", "/predict", 200)] * 5

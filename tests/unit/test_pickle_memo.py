@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.config import Settings
+from app.core import Core
 from app.storage.pickle_memo import drop_unread_memo
 from app.storage.store import Store
 
@@ -87,16 +89,16 @@ def test_only_read_entries_remain(tmp_path):
     model = [np.ones(10) * i for i in range(50)]
     plain = pickle.dumps(model, protocol=5)
     data = _rewritten(model, tmp_path)
-
-    def memo(pickled: bytes) -> tuple[int, int]:
-        """(entries memoized, distinct entries read back)"""
-        ops = list(pickletools.genops(pickled))
-        return sum(op.name == "MEMOIZE" for op, _, _ in ops), len({arg for op, arg, _ in ops if "GET" in op.name})
-
-    memoized, read_back = memo(plain)
+    memoized, read_back = _memo(plain)
     assert memoized > 3 * 50  # every array, its buffer, its shape...; read back: the global, dtype, order
-    assert memo(data) == (read_back, read_back)
+    assert _memo(data) == (read_back, read_back)
     assert all(np.array_equal(a, b) for a, b in zip(pickle.loads(data), model))
+
+
+def _memo(pickled: bytes) -> tuple[int, int]:
+    """(entries memoized, distinct entries read back)"""
+    ops = list(pickletools.genops(pickled))
+    return sum(op.name == "MEMOIZE" for op, _, _ in ops), len({arg for op, arg, _ in ops if "GET" in op.name})
 
 
 def test_not_a_pickle_is_refused(tmp_path):
@@ -118,3 +120,19 @@ def test_the_store_rewrites_large_artifacts(tmp_path, monkeypatch):
         loaded = store.load_artifact(sha)
         assert pickle.dumps(loaded, protocol=5) == pickle.dumps(model, protocol=5)
     assert sorted(p.suffix for p in store.artifacts.iterdir()) == [".pkl", ".pkl"]  # no draft left
+
+
+def test_the_core_saves_large_artifacts_pruned_unless_switched_off(tmp_path, monkeypatch):
+    """The guard of ``LABELSERVE_PRUNE_PICKLES``: on, a large artifact has no unread memo entry;
+    off, it is the plain pickle."""
+    monkeypatch.setattr("app.storage.store.PRUNE_BYTES", 1 << 20)
+    model = {"weights": [np.full(300_000, float(i)) for i in range(3)]}
+    plain = pickle.dumps(model, protocol=5)
+    for on in (True, False):
+        store = Core.open(Settings(model_dir=tmp_path / str(on), prune_pickles=on)).store
+        sha = store.save_artifact(model)
+        saved = store.artifact_path(sha).read_bytes()
+        memoized, read_back = _memo(saved)
+        assert (memoized == read_back and len(saved) < len(plain)) is on
+        assert (saved == plain) is not on
+        assert pickle.dumps(store.load_artifact(sha), protocol=5) == plain
