@@ -25,8 +25,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from app.core import Core
 from app.jobs import transitions
 from app.jobs.payloads import TrainPayload
+from app.registry.versions import library_versions, register_version
 from app.storage.db import Database, get_engine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -367,3 +369,28 @@ class LiveServer:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def register_artifact(core: Core, name: str, artifact: object) -> tuple[int, object]:
+    """Save ``artifact`` and register it as the next version of ``name`` (a ``br`` model): its id and creation time."""
+    sha = core.store.save_artifact(artifact)
+    with core.database.session() as session:
+        row = register_version(
+            session,
+            core.store,
+            name,
+            method="br",
+            params={},
+            dataset_id=None,
+            dataset_sha256="0" * 64,
+            feature_names=["f"],
+            label_names=["l"],
+            training_seconds=0.0,
+            warnings=[],
+            library_versions=library_versions(),
+            artifact_sha256=sha,
+            job_id=None,
+            selection=None,
+        )
+        session.commit()
+        return row.id, row.created_at

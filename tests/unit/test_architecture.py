@@ -80,3 +80,10 @@ def test_no_function_passes_80_lines():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80
     ]
     assert long == []
+
+
+def test_unit_tests_start_no_app_and_no_subprocess():
+    """Those belong in tests/api (the ASGI app) and tests/integration (processes)."""
+    starts = re.compile(r"\b(create_app|TestClient|subprocess|Popen)\b")
+    found = [str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "unit").rglob("*.py") if starts.search(p.read_text())]
+    assert found == [str(Path(__file__).relative_to(ROOT))]  # this file names them

@@ -17,7 +17,6 @@ from app.client import Client
 from app.client.cli import cli
 from app.formats import ParseOptions, check_options
 from app.formats.common import DatasetFormatError
-from app.main import create_app
 from app.upload_options import OPTIONS_BY_NAME, PARSE_OPTIONS, UPLOAD_OPTIONS, form_values
 
 
@@ -32,24 +31,6 @@ def test_parse_options_are_the_declared_parser_options() -> None:
         literal = [arg for arg in typing.get_args(field.annotation) or [field.annotation]]
         if option.choices:  # the Literal of the annotation lists exactly the declared choices
             assert typing.get_origin(field.annotation) is typing.Literal and tuple(literal) == option.choices
-
-
-def test_the_route_form_is_the_declaration(tmp_path) -> None:
-    from app.config import Settings
-
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path}/x.db", model_dir=str(tmp_path)))
-    schema = app.openapi()
-    body = schema["paths"]["/datasets"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
-    ref = body["$ref"].rsplit("/", 1)[1]
-    properties = schema["components"]["schemas"][ref]["properties"]
-    assert list(properties) == ["file", "labels_file", *(option.name for option in UPLOAD_OPTIONS)]
-    for option in UPLOAD_OPTIONS:
-        field = properties[option.name]
-        assert field["description"] == option.description
-        if option.choices:
-            assert field["enum"] == list(option.choices) and field["default"] == option.default
-        if option.minimum is not None:
-            assert {"type": "integer", "minimum": option.minimum} in field["anyOf"]
 
 
 def test_the_client_and_the_cli_take_every_declared_option(tmp_path) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a Python subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 # minor page faults of 20 batch predictions' worth (after a first one) of NumPy temporaries, in the blocks of
 # ``ExactKNN`` (scaled queries, distances, selection) for scene's test split against its
