@@ -307,7 +307,8 @@ class RandomForest(LearnedThresholdMixin, ProbabilityClassifierMixin, MethodEsti
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
+        """Rebuilds the flat node arrays; 0.1.x artifacts predate ``max_depth`` (unbounded trees)."""
+        super().__setstate__({"max_depth": None, **state})
         if "forest_" in state:
             self._flat = _FlatForest(self.forest_.estimators_, self.positive_)
 

@@ -116,6 +116,15 @@ class LearnedThresholdMixin:
         progress("threshold", 1.0)
         self.threshold_, self.fill_empty_ = choose_rule(Y, S)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """0.1.x artifacts (br, ecc, rf) predate the learned rule and ``n_jobs``: they predict
+        ``score > 0.5`` and fitted one job at a time, and load as such."""
+        if "threshold" not in state:
+            state = {"threshold": 0.5, "n_jobs": None, **state}
+            if "n_features_in_" in state:
+                state |= {"threshold_": 0.5, "fill_empty_": False}
+        super().__setstate__(state)  # type: ignore[misc]  # a mixin: BaseEstimator is after it
+
     def _default_threshold(self) -> float:
         return float(self.threshold_)
 
