@@ -37,6 +37,7 @@ from app.config import Settings
 from app.main import create_app
 from app.storage.db import Database
 from app.storage.orm import Alias, Job, Model, ModelVersion, VersionCounter
+from app.storage.store import ARTIFACT_FORMAT
 
 N_MODELS = 200
 N_JOBS = 1000
@@ -90,6 +91,7 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
                         warnings=[],
                         library_versions=real["library_versions"],
                         artifact_sha256=real["artifact_sha256"],
+                        artifact_format=ARTIFACT_FORMAT,
                         job_id=None,
                         created_at=now - timedelta(minutes=i),
                     )

@@ -3,8 +3,9 @@
 The payload is stored as JSON in ``jobs.request`` when the job is queued and read back by the
 worker, possibly on another machine and after an upgrade. So it holds only references (ids,
 model references, validated parameters) and never data, and unknown keys are ignored on the way
-back in so that a row written by an older or newer version still loads. The job's ``kind``
-column says which model reads it.
+back in. The job's ``kind`` column says which model reads it; ``payload_format`` which release's
+rules wrote it: a row of 0.1.x has none (format 1), and a worker refuses a format newer than its
+own (queued by a newer release's API) rather than run it by older rules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: the format of the payloads this release writes: 2 since 0.2.0 (complete ``params``, the seed
+#: drawn at submit); a stored row without one was queued by 0.1.x (format 1)
+PAYLOAD_FORMAT = 2
+
 
 class Payload(BaseModel):
     """Base of every payload: ``kind`` is the ``jobs.kind`` value of the jobs that carry it."""
@@ -20,6 +25,8 @@ class Payload(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     kind: ClassVar[str]
+
+    payload_format: int = PAYLOAD_FORMAT
 
     #: the request's own time limit (``max_seconds``, within the server's), carried with the job
     #: so that whichever backend runs it stops it there (``app.jobs.work.TimeLimit``)
@@ -44,7 +51,7 @@ class TrainPayload(Payload):
     validated and dumped whole, with a drawn seed when the method takes one and the request gave
     none; for ``auto`` they are the selection's own parameters and ``random_state`` its seed. The
     job executes the plan: it validates nothing again (``fit`` does) and only bounds ``n_jobs`` by
-    its machine. Rows queued by older versions (partial ``params``, no drawn seed) still run.
+    its machine. Rows of 0.1.x (``payload_format`` 1: partial ``params``, no drawn seed) still run.
     """
 
     kind: ClassVar[str] = "train"
@@ -113,8 +120,15 @@ PAYLOADS: dict[str, type[JobPayload]] = {
 
 
 def load_payload(kind: str, request: dict[str, Any]) -> JobPayload:
-    """The typed payload of a job row (``jobs.kind``, ``jobs.request``)."""
+    """The typed payload of a job row (``jobs.kind``, ``jobs.request``); a row without a
+    ``payload_format`` was queued by 0.1.x."""
     model = PAYLOADS.get(kind)
     if model is None:
         raise ValueError(f"unknown job kind '{kind}'")
-    return model.model_validate(request)
+    payload = model.model_validate({"payload_format": 1, **request})
+    if payload.payload_format > PAYLOAD_FORMAT:
+        raise ValueError(
+            f"the job was queued by a newer release (payload format {payload.payload_format}, this worker "
+            f"reads {PAYLOAD_FORMAT} and earlier): run the same release on the API and every worker"
+        )
+    return payload

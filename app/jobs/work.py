@@ -493,7 +493,7 @@ def _features(plan: TrainPayload, store: Store, sha256: str) -> tuple[Any, np.nd
 def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
     """The plan's parameters with ``n_jobs`` bounded by this machine (and a blend's members' too).
 
-    A row queued by an older version gave only the requested names and left the seed to the job:
+    A 0.1.x row (payload format 1) gave only the requested names and left the seed to the job:
     the others get their declared defaults and the seed is drawn here, as it was then.
     """
     declared = spec.params.model_fields
@@ -513,7 +513,7 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
     """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
     out, with the reason, in the selection record), then fit the winner on every row."""
     request = auto_request.AutoParams.model_validate(plan.params)  # the selection's own declaration
-    seed = plan.random_state if plan.random_state is not None else draw_seed()  # older rows
+    seed = plan.random_state if plan.random_state is not None else draw_seed()  # 0.1.x rows
     kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
     named = request.candidates or pool.candidate_pool(kind)
     candidates, left_out = fitting(named, shape, budget)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.registry.refs import ModelRef, RegistryError, is_version_number
 from app.storage.orm import Alias, Model, ModelVersion, VersionCounter
-from app.storage.store import Store
+from app.storage.store import ARTIFACT_FORMAT, Store
 
 
 def _select_version(session: Session, ref: str, *columns: Any) -> tuple[Any, ...]:
@@ -88,7 +88,8 @@ def notify_on_commit(session: Session, store: Store) -> None:
 
 
 def register_version(session: Session, store: Store, name: str, **fields: Any) -> ModelVersion:
-    """Add the next version of ``name`` (creating the model on first use).
+    """Add the next version of ``name`` (creating the model on first use), its artifact in this
+    release's ``ARTIFACT_FORMAT``.
 
     The model row is locked (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises writers)
     so concurrent trainings of the same name get distinct consecutive versions. The number comes
@@ -109,7 +110,7 @@ def register_version(session: Session, store: Store, name: str, **fields: Any) -
         session.add(VersionCounter(model_name=name, last_version=number))
     else:
         counter.last_version = number
-    row = ModelVersion(model_name=name, version=number, **fields)
+    row = ModelVersion(model_name=name, version=number, artifact_format=ARTIFACT_FORMAT, **fields)
     session.add(row)
     session.flush()
     notify_on_commit(session, store)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -100,6 +101,10 @@ class ModelVersion(Base):
     warnings: Mapped[list[dict[str, str]] | None] = mapped_column(JSON, nullable=True)
     library_versions: Mapped[dict[str, Any]]
     artifact_sha256: Mapped[str] = mapped_column(String(64))
+    #: the store's ``ARTIFACT_FORMAT`` the artifact was written in, so that a release can tell the
+    #: versions its compatibility window leaves out (docs/operations.md); the default, 1, is that of
+    #: 0.1.x's rows (and of any inserted by code that does not know the column)
+    artifact_format: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     job_id: Mapped[str | None] = mapped_column(String(64))
     # set when the method was chosen by ``"method": "auto"``: metric, folds and the leaderboard
     selection: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -184,6 +184,12 @@ PRUNE_BYTES = 16 * 1024 * 1024
 MOVED_CLASSES = {("app.pipeline", "SelectedFeatures"): "app.serving.selected_features"}
 
 
+#: the format of the artifacts this release writes, recorded on each version row
+#: (``model_versions.artifact_format``): 1 for 0.1.x's, 2 for 0.2.x's (the same pickles; the
+#: number says which release's classes they hold, and so which "0.1.x" shims they may need)
+ARTIFACT_FORMAT = 2
+
+
 class _ArtifactUnpickler(pickle.Unpickler):
     """An unpickler that finds the classes of ``MOVED_CLASSES`` where they live now."""
 

@@ -15,7 +15,14 @@ from sqlalchemy.orm import Session
 
 from app.jobs import transitions
 from app.jobs.base import ACTIVE, TERMINAL, JobStatus
-from app.jobs.payloads import BatchPredictPayload, ComparePayload, SelectorChoice, TrainPayload, load_payload
+from app.jobs.payloads import (
+    PAYLOAD_FORMAT,
+    BatchPredictPayload,
+    ComparePayload,
+    SelectorChoice,
+    TrainPayload,
+    load_payload,
+)
 from app.storage.db import Database, migrate
 from app.storage.orm import Job, utcnow
 
@@ -147,9 +154,16 @@ def test_an_orphan_is_failed_only_if_the_dead_process_still_owns_it(url: str) ->
     assert status_of(url, job_id) == JobStatus.FAILED
 
 
-def test_payloads_are_typed_and_rows_of_other_versions_still_load() -> None:
-    legacy = {"method": "mlknn", "dataset_id": "d", "model_name": "m", "params": {}, "data": None}
-    assert load_payload("train", legacy) == TrainPayload(method="mlknn", dataset_id="d", model_name="m")
+def test_payloads_are_typed_and_rows_of_0_1_still_load() -> None:
+    legacy = {"method": "mlknn", "dataset_id": "d", "model_name": "m", "params": {}, "data": None}  # a 0.1.x row
+    assert load_payload("train", legacy) == TrainPayload(
+        method="mlknn", dataset_id="d", model_name="m", payload_format=1
+    )
+    current = TrainPayload(method="mlknn", dataset_id="d", model_name="m")
+    assert current.model_dump(mode="json")["payload_format"] == PAYLOAD_FORMAT == 2
+    assert load_payload("train", current.model_dump(mode="json")) == current
+    with pytest.raises(ValueError, match="queued by a newer release"):
+        load_payload("train", current.model_dump(mode="json") | {"payload_format": PAYLOAD_FORMAT + 1})
     batch = BatchPredictPayload(model="m@2", dataset_id="d", output="ranking", format="csv")
     assert load_payload("predict", batch.model_dump(mode="json")) == batch
     selected = TrainPayload(

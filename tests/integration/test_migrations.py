@@ -13,11 +13,14 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from fastapi.testclient import TestClient
+from sqlalchemy import select, text
 
 from app.config import Settings
 from app.main import create_app
-from app.storage.db import SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
-from app.storage.orm import Base
+from app.registry.versions import register_version
+from app.storage.db import Database, SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
+from app.storage.orm import Base, ModelVersion, utcnow
+from app.storage.store import ARTIFACT_FORMAT, Store
 from tests.helpers import BACKENDS, throwaway_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +49,30 @@ def test_migrations_build_exactly_the_orm_schema(empty_database: str) -> None:
         assert compare_metadata(context, Base.metadata) == []
     migrate(empty_database)  # idempotent: a second run (another replica's deploy) changes nothing
     assert current_revision(empty_database) == head_revision()
+
+
+def test_versions_of_a_0_1_database_are_marked_as_0_1_artifacts(empty_database: str, tmp_path: Path) -> None:
+    """0.1.0's schema is revision 0006: its versions get artifact format 1, new ones this release's."""
+    migrate(empty_database, "0006")
+    with get_engine(empty_database).begin() as connection:
+        connection.execute(text("INSERT INTO models (name, created_at) VALUES ('m', :t)"), {"t": utcnow()})
+        connection.execute(
+            text(
+                "INSERT INTO model_versions (model_name, version, method, params, dataset_sha256, feature_names, "
+                "label_names, training_seconds, library_versions, artifact_sha256, created_at) "
+                "VALUES ('m', 1, 'br', '{}', 'x', '[]', '[]', 1.0, '{}', 'a', :t)"
+            ),
+            {"t": utcnow()},
+        )
+    migrate(empty_database)
+    with Database(empty_database).session() as session:
+        fields = {c.key: getattr(session.get(ModelVersion, 1), c.key) for c in ModelVersion.__table__.columns}
+        fields = {k: v for k, v in fields.items() if k not in ("id", "model_name", "version", "artifact_format")}
+        new = register_version(session, Store(tmp_path / "store"), "m", **fields)
+        assert new.version == 2
+    with Database(empty_database).reading() as session:
+        formats = session.scalars(select(ModelVersion.artifact_format).order_by(ModelVersion.version)).all()
+    assert formats == [1, ARTIFACT_FORMAT] == [1, 2]
 
 
 def test_api_without_auto_migrate_refuses_an_unmigrated_database_then_serves_once_migrated(
