@@ -128,7 +128,7 @@ class DatasetOut(DatasetSummary):
     )
     density: float | None = Field(
         None,
-        description="share of non-zero feature values (0-1); null for datasets stored by earlier releases (dense float64 files) "
+        description="share of non-zero feature values (0-1); null for datasets stored by 0.1.x (dense float64 files) "
         "or when the stored file is missing",
     )
     stored_bytes: int | None = Field(

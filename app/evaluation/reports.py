@@ -150,7 +150,7 @@ def linked(stored: str, script_src: str, download_href: str) -> str:
         f'<p class="note"><a href="{_esc(download_href)}" download>Download this report as one HTML file</a> '
         "(plotly's JavaScript inlined: it opens offline, charts and all).</p>"
     )
-    if DOWNLOAD_MARKER not in stored:  # a report stored by an earlier release
+    if DOWNLOAD_MARKER not in stored:  # a report stored by 0.1.x
         stored = stored.replace("<main>", "<main>" + DOWNLOAD_MARKER, 1)
     return stored.replace(SCRIPT_MARKER, script, 1).replace(DOWNLOAD_MARKER, link, 1)
 

@@ -181,11 +181,11 @@ class AAKNN(DistributionPredictorMixin, MethodEstimator):
         """Distributions (n, c) for a float64 (n, d) array already validated."""
         Qs = np.ascontiguousarray(self.scaling_.transform(X))
         P = self._neighbour_mean(Qs, self.index_.kneighbors(Qs, int(self.k_)))
-        lam = float(getattr(self, "shrinkage_", 0.0))
+        lam = float(self.shrinkage_)
         return (1.0 - lam) * P + lam * self.mean_[None, :] if lam else P
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Models pickled before the weights and the shrinkage existed: uniform, none."""
+        """0.1.x artifacts predate the weights and the shrinkage: uniform, none."""
         state = {"weights": "uniform", "shrinkage": 0.0, **state}
         if "D_fit_" in state:
             mean = np.asarray(state["D_fit_"]).mean(axis=0)

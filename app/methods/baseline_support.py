@@ -40,8 +40,8 @@ class MinMaxOption:
 
 
 class Scaling:
-    """The ``scaling_`` of baselines fitted before the template ``fit`` (a ``FeatureScaling``
-    inside a wrapper); kept so that their artifacts still load and predict."""
+    """The ``scaling_`` of 0.1.x artifacts of the baselines (fitted before the template ``fit``:
+    a ``FeatureScaling`` inside a wrapper); kept so that they still load and predict."""
 
     scaling: FeatureScaling
 

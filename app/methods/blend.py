@@ -201,7 +201,7 @@ class Blend(_Members, ProbabilityClassifierMixin, MethodEstimator):
         return label_sets(self._decision_function(X), float(self.threshold), bool(self.fill_empty))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Blends pickled before ``fill_empty`` existed: the plain threshold rule."""
+        """0.1.x artifacts predate ``fill_empty``: the plain threshold rule."""
         super().__setstate__({"fill_empty": False, **state})
 
 

@@ -321,8 +321,8 @@ class DMKNN(MultiLabelClassifierMixin, MethodEstimator):
         self.label_sets = label_sets
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Models pickled before ``neighbors`` existed searched exactly: they load as such; models
-        pickled before ``label_sets`` existed used Algorithm 4."""
+        """0.1.x artifacts predate ``neighbors`` (they searched exactly) and ``label_sets`` (they
+        used Algorithm 4), and load as such."""
         if "label_sets" not in state:
             state = {**state, "label_sets": "paper"}
             if "scaling_" in state:

@@ -165,7 +165,7 @@ class EnsembleClassifierChains(LearnedThresholdMixin, ProbabilityClassifierMixin
         return MemoryEstimate(peak, model)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Artifacts fitted before the template ``fit`` stored ``varying_`` instead of ``constant_``."""
+        """0.1.x artifacts (fitted before the template ``fit``) hold ``varying_`` instead of ``constant_``."""
         if "varying_" in state:
             state["constant_"] = ~state.pop("varying_")
         super().__setstate__(state)

@@ -229,7 +229,7 @@ class MLkNN(MultiLabelClassifierMixin, MinMaxOption, MethodEstimator):
         self.neighbors = neighbors
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Models pickled before ``neighbors`` existed searched exactly: they load as such."""
+        """0.1.x artifacts predate ``neighbors``: they searched exactly, and load as such."""
         if "neighbors" not in state:
             state = {**state, "neighbors": "exact"}
             if "scaling_" in state:

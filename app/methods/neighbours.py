@@ -132,7 +132,7 @@ class ExactKNN:
 
     @property
     def is_sparse(self) -> bool:
-        """Whether the training matrix is CSR (derived, so older pickles load unchanged)."""
+        """Whether the training matrix is CSR (derived, so 0.1.x pickles load unchanged)."""
         return bool(sparse.issparse(self.X))
 
     @property
@@ -441,9 +441,6 @@ class ApproximateKNN:
     def __setstate__(self, state: dict[str, Any]) -> None:
         if state["index"] is not None:
             state["index"] = faiss.deserialize_index(state["index"])
-        state.setdefault("loo_rows", state["X"].shape[0])  # indexes pickled before the two breadths
-        state.setdefault("float32_exact", False)
-        state.setdefault("ordered_csr", None)
         self.__dict__.update(state)
         self.set_probes(self.n_probe)
         self._query_arrays()

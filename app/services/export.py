@@ -1,11 +1,11 @@
 """``GET /models/{name}/versions/{v}/artifact``: a version's model file, to use it elsewhere.
 
 The answer is a zip holding the artifact exactly as stored (``model.pkl``, a pickle of protocol
-5; ``model.joblib`` for a version of an earlier store) and ``manifest.json``: what the version
-record says (method, params, names, lineage), the library versions it was trained with (a pickle
-only loads reliably with the same scikit-learn, numpy and scipy), the artifact's sha256 and how
-to load it. The artifact is hashed while it is copied and the download refused (409) when it no
-longer matches the version's sha256, as loading it for a prediction would be.
+5) and ``manifest.json``: what the version record says (method, params, names, lineage), the
+library versions it was trained with (a pickle only loads reliably with the same scikit-learn,
+numpy and scipy), the artifact's sha256 and how to load it. The artifact is hashed while it is
+copied and the download refused (409) when it no longer matches the version's sha256, as loading
+it for a prediction would be.
 
 Members are stored, not compressed: a pickle of float arrays hardly compresses, and the copy stays
 one pass. The zip is written to a temporary file that the route deletes once it is sent, so a
@@ -30,12 +30,11 @@ from app.services.models import show_version
 from app.storage.store import Store
 
 _CHUNK = 1 << 20
-_LOADING = {
-    ".pkl": "pickle.load(open('model.pkl', 'rb')) with the library versions of 'library_versions' installed "
-    "(labelserve among them: the estimator classes are its own); unpickling runs code, so load only files you trust",
-    ".joblib": "joblib.load('model.joblib') with the library versions of 'library_versions' installed "
-    "(labelserve among them); unpickling runs code, so load only files you trust",
-}
+_MEMBER = "model.pkl"
+_LOADING = (
+    "pickle.load(open('model.pkl', 'rb')) with the library versions of 'library_versions' installed "
+    "(labelserve among them: the estimator classes are its own); unpickling runs code, so load only files you trust"
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,6 @@ def export_version(session: Session, store: Store, name: str, version: int) -> E
         artifact = store.stored_artifact(record.artifact_sha256)
     except FileNotFoundError:
         raise Conflict("the model version's artifact is missing from the store", loc=("path", "version")) from None
-    member = f"model{artifact.suffix}"
     manifest: dict[str, Any] = {
         "name": record.name,
         "version": record.version,
@@ -68,17 +66,17 @@ def export_version(session: Session, store: Store, name: str, version: int) -> E
         "dataset_sha256": record.dataset_sha256,
         "created_at": record.created_at.isoformat(),
         "library_versions": record.library_versions,
-        "artifact": member,
+        "artifact": _MEMBER,
         "artifact_sha256": record.artifact_sha256,
-        "format": "pickle (protocol 5)" if artifact.suffix == ".pkl" else "joblib",
-        "load": _LOADING[artifact.suffix],
+        "format": "pickle (protocol 5)",
+        "load": _LOADING,
     }
     handle, temporary = tempfile.mkstemp(prefix="labelserve-export-", suffix=".zip")
     os.close(handle)
     path = Path(temporary)
     try:
         with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
-            digest = _copy_hashed(artifact, archive, member)
+            digest = _copy_hashed(artifact, archive, _MEMBER)
             if digest != record.artifact_sha256:
                 raise Conflict(
                     f"artifact {record.artifact_sha256[:12]} is corrupt on disk (sha256 {digest[:12]}); "

@@ -31,7 +31,7 @@ def budget_of(settings: Settings) -> MemoryBudget:
 
 def dataset_shape(store: Store, dataset: Dataset) -> DataShape:
     """The dataset's sizes, its non-zeros read from the stored file's ``info`` member when it is
-    stored sparse (a missing or older file counts as dense)."""
+    stored sparse (a missing file, or a 0.1.x one, counts as dense)."""
     n, d, q = dataset.n_samples, dataset.n_features, dataset.n_labels
     storage = store.dataset_storage(dataset.sha256)
     if storage is None or storage.storage != "sparse" or storage.density is None:

@@ -2,8 +2,8 @@
 
 A zip of ``.npy`` members, as ``numpy.load`` reads it:
 
-* ``layout``: ``"2"`` (files of earlier releases have no such member: ``X`` and ``Y`` dense
-  float64, checked by :func:`legacy_digest`; they still load);
+* ``layout``: ``"2"`` (0.1.x files have no such member: ``X``, ``Y`` dense float64 and their
+  ``sha256`` by :func:`legacy_digest`; they still load);
 * features, dense (``X``, float64) or, when the upload was sparse or its table is mostly zeros,
   CSR (``X_data`` float64, ``X_indices``, ``X_indptr``, ``X_shape``): a sparse file is never
   stored as its dense table (bibtex's training part: 74 MiB dense, under 1 MiB so);
@@ -49,7 +49,7 @@ class DatasetStorage:
     """What ``GET /datasets/{id}`` reports of a stored dataset."""
 
     storage: str  # "dense" or "sparse"
-    density: float | None  # non-zero share of the feature table (None: a file of an earlier release)
+    density: float | None  # non-zero share of the feature table (None: a 0.1.x file)
     stored_bytes: int
 
 
@@ -140,9 +140,9 @@ def write(fh: IO[bytes], X: np.ndarray | sp.csr_matrix, Y: np.ndarray) -> None:
 def read(path: Path) -> StoredArrays:
     """The verified arrays of a dataset file (either layout); ``ChecksumMismatch`` when corrupt."""
     with np.load(path, allow_pickle=False) as data:
-        if "layout" not in data.files:
+        if "layout" not in data.files:  # a 0.1.x file
             legacy = StoredArrays(data["X"], data["Y"])
-            if "sha256" in data.files and str(data["sha256"]) != legacy_digest(legacy.X, legacy.Y):
+            if str(data["sha256"]) != legacy_digest(legacy.X, legacy.Y):
                 raise ChecksumMismatch(path.name)
             return legacy
         members = {name: data[name] for name in data.files}
@@ -165,7 +165,7 @@ def storage(path: Path) -> DatasetStorage:
     """Form, density and size of a dataset file, reading only its ``info`` member."""
     size = path.stat().st_size
     with np.load(path, allow_pickle=False) as data:
-        if "info" not in data.files:
+        if "info" not in data.files:  # a 0.1.x file
             return DatasetStorage("dense", None, size)
         n, d, stored, nonzero = (int(v) for v in data["info"])
         form = "sparse" if "X_data" in data.files else "dense"
@@ -173,7 +173,7 @@ def storage(path: Path) -> DatasetStorage:
 
 
 def legacy_digest(X: np.ndarray | sp.csr_matrix, Y: np.ndarray) -> str:
-    """The check of earlier releases' files: sha256 over shapes and float64 C-order bytes."""
+    """The check of 0.1.x files: sha256 over shapes and float64 C-order bytes."""
     h = hashlib.sha256()
     for array in (X, Y):
         data = np.ascontiguousarray(array, dtype=np.float64)

@@ -7,7 +7,7 @@ mismatch is refused, never loaded. Datasets carry their own check: the ``.npz`` 
 of its arrays, verified on every load, so a corrupt or missing dataset file is a clear 409
 (``DatasetUnavailable``) rather than whatever numpy raises. Their layout is in
 ``dataset_files``: sparse features as CSR, 0/1 labels as packed bits, each member compressed
-where that pays; the dense float64 ``.npz`` files of earlier releases still load.
+where that pays; the dense float64 ``.npz`` files of 0.1.x still load.
 
 A write that finds the disk full is an ``InsufficientStorage`` (507), and the partial file is
 removed. Temporary files of writes that never finished (the process was killed) and files no
@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-import joblib
 import numpy as np
 import scipy.sparse as sp
 
@@ -180,7 +179,7 @@ DENSE_MAX_CELLS = 50_000_000
 PRUNE_BYTES = 16 * 1024 * 1024
 
 #: classes that moved since a supported release wrote its artifacts: (module, name) as pickled
-#: -> the module that holds the class now (0.1.0 kept the selected-features wrapper in app.pipeline)
+#: -> the module that holds the class now (0.1.x artifacts: the selected-features wrapper was in app.pipeline)
 MOVED_CLASSES = {("app.pipeline", "SelectedFeatures"): "app.serving.selected_features"}
 
 
@@ -197,9 +196,8 @@ class _ArtifactUnpickler(pickle.Unpickler):
         return super().find_class(MOVED_CLASSES.get((module, name), module), name)
 
 
-#: artifact file formats by suffix, the one written first: pickles, and the joblib files that
-#: stores of earlier releases hold (still loaded, never written)
-ARTIFACT_SUFFIXES = (".pkl", ".joblib")
+#: an artifact's file: ``<sha256>.pkl`` (0.1.0 wrote them so already)
+ARTIFACT_SUFFIX = ".pkl"
 
 
 class Store:
@@ -305,7 +303,7 @@ class Store:
     # artifacts ----------------------------------------------------------------------------
     def artifact_path(self, sha256: str) -> Path:
         """Where an artifact is written: a pickle (protocol 5) named by its sha256."""
-        return self.artifacts / f"{sha256}{ARTIFACT_SUFFIXES[0]}"
+        return self.artifacts / f"{sha256}{ARTIFACT_SUFFIX}"
 
     def save_artifact(self, obj: Any) -> str:
         """Persist ``obj`` durably and return the sha256 of its bytes.
@@ -350,47 +348,41 @@ class Store:
         return sha256
 
     def load_artifact(self, sha256: str) -> Any:
-        """The artifact with this sha256, verified; a joblib file of an earlier store loads too.
+        """The artifact with this sha256, verified.
 
         The open file is hashed in chunks, then unpickled from the same descriptor (the same
         inode, whatever is renamed meanwhile): the model is never held as bytes beside itself.
         """
-        for suffix in ARTIFACT_SUFFIXES:
-            try:
-                fh = open(self.artifacts / f"{sha256}{suffix}", "rb")  # noqa: SIM115 (closed below)
-            except FileNotFoundError:
-                continue
-            with fh:
-                actual = _file_sha256(fh)
-                if actual != sha256:
-                    raise ArtifactIntegrityError(
-                        f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
-                    )
-                fh.seek(0)
-                return _ArtifactUnpickler(fh).load() if suffix == ".pkl" else joblib.load(fh)
-        raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
+        try:
+            fh = open(self.artifact_path(sha256), "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store") from None
+        with fh:
+            actual = _file_sha256(fh)
+            if actual != sha256:
+                raise ArtifactIntegrityError(
+                    f"artifact {sha256[:12]} is corrupt on disk (sha256 {actual[:12]}); refusing to load"
+                )
+            fh.seek(0)
+            return _ArtifactUnpickler(fh).load()
 
     def stored_artifact(self, sha256: str) -> Path:
-        """The file holding the artifact (a pickle, or an earlier store's joblib file), not
-        verified: its reader checks the sha256 (``load_artifact``, the artifact download)."""
-        for suffix in ARTIFACT_SUFFIXES:
-            path = self.artifacts / f"{sha256}{suffix}"
-            if path.exists():
-                return path
-        raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
+        """The file holding the artifact, not verified: its reader checks the sha256
+        (``load_artifact``, the artifact download)."""
+        path = self.artifact_path(sha256)
+        if not path.exists():
+            raise FileNotFoundError(f"artifact {sha256[:12]} is not in the store")
+        return path
 
     def artifact_size(self, sha256: str) -> int:
         """The artifact file's size in bytes (0 when it is not in the store)."""
-        for suffix in ARTIFACT_SUFFIXES:
-            try:
-                return (self.artifacts / f"{sha256}{suffix}").stat().st_size
-            except FileNotFoundError:
-                continue
-        return 0
+        try:
+            return self.artifact_path(sha256).stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def delete_artifact(self, sha256: str) -> None:
-        for suffix in ARTIFACT_SUFFIXES:
-            (self.artifacts / f"{sha256}{suffix}").unlink(missing_ok=True)
+        self.artifact_path(sha256).unlink(missing_ok=True)
 
     # registry change notices (see ``app.storage.registry_token``) ---------------------------------
     # The store is shared by the API processes and the workers (artifacts live here), so a
@@ -421,13 +413,13 @@ class Store:
         """
         cutoff = time.time() - grace_seconds
         keep = {self.dataset_path(s).name for s in referenced_datasets} | {
-            f"{s}{suffix}" for s in referenced_artifacts for suffix in ARTIFACT_SUFFIXES
+            self.artifact_path(s).name for s in referenced_artifacts
         }
         removed = []
-        for folder, suffixes in ((self.datasets, (".npz",)), (self.artifacts, ARTIFACT_SUFFIXES)):
+        for folder, suffix in ((self.datasets, ".npz"), (self.artifacts, ARTIFACT_SUFFIX)):
             for path in folder.iterdir():
                 temporary = path.name.startswith(".") and path.name.endswith(".tmp")
-                orphan = path.suffix in suffixes and path.name not in keep
+                orphan = path.suffix == suffix and path.name not in keep
                 try:
                     if (temporary or orphan) and path.stat().st_mtime < cutoff:
                         path.unlink()

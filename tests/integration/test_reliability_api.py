@@ -414,9 +414,8 @@ def test_sweep_removes_only_old_unreferenced_files(client: TestClient, settings:
     old = time.time() - 7200
     leftovers = [
         store.datasets / ".abc.npz.1234.tmp",
-        store.artifacts / ".def.joblib.99.tmp",
+        store.artifacts / ".artifact.99.tmp",
         store.datasets / f"{'0' * 64}.npz",
-        store.artifacts / f"{'1' * 64}.joblib",
         store.artifacts / f"{'2' * 64}.pkl",
         store.results / "job.jsonl.part",
     ]

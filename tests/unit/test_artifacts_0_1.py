@@ -3,7 +3,8 @@
 The fixtures (``tests/fixtures/artifacts-0.1``) were written by the 0.1.0 code itself
 (``tests/fixtures/make_artifacts_0_1.py``): every method of its catalog and a selected-features
 model, which 0.1.0 pickled as ``app.pipeline.SelectedFeatures``. Each goes through
-``Store.load_artifact`` (sha256 checked, moved classes found) and answers the fixture's rows.
+``Store.load_artifact`` (sha256 checked, moved classes found) and answers the fixture's rows;
+the training data, stored by 0.1.0 as a dense ``.npz``, loads through ``Store.load_dataset``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(tmp_path_factory.mktemp("store"))
     for name, entry in MANIFEST["models"].items():
         shutil.copyfile(FIXTURES / f"{name}.pkl", store.artifacts / f"{entry['sha256']}.pkl")
+    shutil.copyfile(FIXTURES / "dataset.npz", store.dataset_path(MANIFEST["dataset"]["sha256"]))
     return store
 
 
@@ -49,6 +51,16 @@ def test_the_fixtures_are_0_1_artifacts_of_every_0_1_method() -> None:
     methods = {entry["method"] for entry in MANIFEST["models"].values()}
     assert len(methods) == 14  # 0.1.0's catalog
     assert b"app.pipeline" in (FIXTURES / "selected-mlknn.pkl").read_bytes()  # the module that moved
+
+
+def test_a_0_1_dataset_file_loads(store: Store) -> None:
+    sha256 = MANIFEST["dataset"]["sha256"]
+    X, Y = store.load_dataset(sha256)
+    with np.load(FIXTURES / "expected.npz") as npz:
+        np.testing.assert_array_equal(X, npz["train.X"])
+        np.testing.assert_array_equal(Y, npz["train.Y"])
+    storage = store.dataset_storage(sha256)
+    assert storage is not None and (storage.storage, storage.density) == ("dense", None)
 
 
 @pytest.mark.parametrize("name", sorted(MANIFEST["models"]))

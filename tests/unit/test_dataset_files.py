@@ -1,5 +1,5 @@
 """Datasets stored in their compact form: sparse stays sparse from the parser to the store, the
-methods get back exactly the dense tables they got before, and earlier stores' files still load."""
+methods get back exactly the dense tables they got before, and 0.1.x stores' files still load."""
 
 from __future__ import annotations
 
@@ -148,11 +148,11 @@ def test_dense_measurements_stay_dense_and_distributions_stay_float(store):
     np.testing.assert_array_equal(stored.Y, Y)
 
 
-def test_datasets_stored_by_earlier_releases_still_load(store):
+def test_datasets_stored_by_0_1_still_load(store):
     rng = np.random.default_rng(3)
     X, Y = rng.random((30, 4)), (rng.random((30, 2)) < 0.5).astype(float)
     path = store.dataset_path("o" * 64)
-    with open(path, "wb") as fh:  # the layout every earlier release wrote
+    with open(path, "wb") as fh:  # the layout 0.1.x wrote (tests/fixtures/artifacts-0.1 has one it wrote)
         np.savez(fh, X=X, Y=Y, sha256=np.array(legacy_digest(X, Y)))
     Xl, Yl = store.load_dataset("o" * 64)
     np.testing.assert_array_equal(Xl, X)
@@ -163,6 +163,10 @@ def test_datasets_stored_by_earlier_releases_still_load(store):
         np.savez(fh, X=X + 1, Y=Y, sha256=np.array(legacy_digest(X, Y)))
     store_module.VERIFIED.__init__(1 << 20)
     with pytest.raises(DatasetUnavailable, match="checksum"):
+        store.load_dataset("o" * 64)
+    with open(path, "wb") as fh:  # no checksum: older than 0.1.0, outside the compatibility window
+        np.savez(fh, X=X, Y=Y)
+    with pytest.raises(DatasetUnavailable, match="unreadable"):
         store.load_dataset("o" * 64)
 
 

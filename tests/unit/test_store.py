@@ -1,14 +1,12 @@
 """The file store: dataset reads verified once per process while the file is unchanged; artifacts
-in either format, verified before loading."""
+verified before loading."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from pathlib import Path
 
-import joblib
 import numpy as np
 import pytest
 
@@ -82,25 +80,24 @@ def test_the_budget_keeps_the_most_recently_used():
     assert cache.get(("big", 0, 0, 0)) is None and cache.get(("3", 0, 0, 0)) is not None
 
 
-def test_artifacts_are_pickles_and_joblib_files_of_earlier_stores_still_load(store):
+def test_artifacts_are_pickles_verified_before_loading(store):
     model = {"weights": np.arange(6.0).reshape(2, 3), "name": "m"}
     sha = store.save_artifact(model)
-    assert store.artifact_path(sha).suffix == ".pkl" and store.artifact_path(sha).exists()
+    path = store.artifact_path(sha)
+    assert path.suffix == ".pkl" and path.exists() and store.stored_artifact(sha) == path
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
     loaded = store.load_artifact(sha)
     assert loaded["name"] == "m" and np.array_equal(loaded["weights"], model["weights"])
-    buffer = io.BytesIO()
-    joblib.dump(model, buffer)  # what the store wrote before it wrote pickles
-    old = hashlib.sha256(buffer.getvalue()).hexdigest()
-    (store.artifacts / f"{old}.joblib").write_bytes(buffer.getvalue())
-    assert np.array_equal(store.load_artifact(old)["weights"], model["weights"])
-    (store.artifacts / f"{old}.joblib").write_bytes(buffer.getvalue()[:-4] + b"oops")
+    assert store.artifact_size(sha) == path.stat().st_size
+    path.write_bytes(path.read_bytes()[:-4] + b"oops")
     with pytest.raises(ArtifactIntegrityError):
-        store.load_artifact(old)
-    store.delete_artifact(old)
+        store.load_artifact(sha)
     store.delete_artifact(sha)
-    assert list(store.artifacts.iterdir()) == []
+    assert list(store.artifacts.iterdir()) == [] and store.artifact_size(sha) == 0
     with pytest.raises(FileNotFoundError):
         store.load_artifact(sha)
+    with pytest.raises(FileNotFoundError):
+        store.stored_artifact(sha)
 
 
 def test_an_artifact_naming_a_class_where_release_0_1_kept_it_loads(store, monkeypatch):
