@@ -8,8 +8,8 @@ over labels and samples (spec A9), so every reading is printed:
 * ``maF1``: per-label F1 averaged over labels (sklearn's macro, 0/0 = 0);
 * ``maF1*``: eq. 13 applied to the label-averaged P and R;
 * ``miF1``: pooled TP/FP/FN (micro); ``exF1``: per-sample F1 averaged (example-based);
-* Hamming loss (HL), ranking loss (RL) and average precision (AP); DMKNN's ranking is the
-  spec's (predicted labels first, then by ML-kNN posterior; section 1).
+* Hamming loss (HL), ranking loss (RL) and average precision (AP); DMKNN's ranking is its
+  default (the per-label ML-kNN posteriors: the paper defines none), so these equal ML-kNN's.
 
 Protocols (spec A10; the paper states none):
 

@@ -1,7 +1,8 @@
 """Warnings a fit raises when its result should not be trusted as is.
 
 An estimator that stops without converging raises scikit-learn's ``ConvergenceWarning``; one
-that meets a degenerate case raises a subclass of :class:`DegenerateFitWarning`. The job runner
+that meets a degenerate case raises a subclass of :class:`DegenerateFitWarning`; one whose rule
+scored below another it measured on the same training data, :class:`BetterRuleWarning`. The job runner
 records every warning a training raised on the model version, so an API user sees them next to
 the version's metrics; the fitted attributes (``converged_``, ``convex_``, ...) keep the detail.
 """
@@ -19,6 +20,7 @@ __all__ = [
     "EmptyLabelSetWarning",
     "ConstantScoresWarning",
     "NonConvexWarning",
+    "BetterRuleWarning",
     "EMPTY_SHARE_LIMIT",
     "warn_if_mostly_empty",
     "warn_if_constant",
@@ -44,6 +46,12 @@ class ConstantScoresWarning(DegenerateFitWarning):
 class NonConvexWarning(DegenerateFitWarning):
     """The objective is not strictly convex at these parameters: the solution is a saddle point or
     the minimum-norm solution of a singular system, not the unique minimiser."""
+
+
+class BetterRuleWarning(UserWarning):
+    """Another rule the fit measured beside the one in use scored higher on the same leave-one-out
+    training predictions: the model is as asked for (e.g. a paper's rule), but the data favour
+    the other."""
 
 
 def warn_if_mostly_empty(Y: np.ndarray, Yhat: np.ndarray, method: str, what: str, stacklevel: int = 3) -> float:

@@ -79,6 +79,8 @@ def test_dmknn_is_evaluated_once_as_its_ranking_twin_for_a_ranking_metric() -> N
     assert pool.ranking_twin(("dmknn", {}), [("mlknn", {})]) == ("mlknn", {})
     assert pool.ranking_twin(("dmknn", {"k": 5}), [("mlknn", {})]) is None
     assert pool.ranking_twin(("dmknn", {"ranking": "predicted_first"}), [("mlknn", {})]) is None
+    for rule in ("paper", "auto", "posterior"):  # the label-set rule never changes the ranking
+        assert pool.ranking_twin(("dmknn", {"label_sets": rule}), [("mlknn", {})]) == ("mlknn", {})
     result = choice.select(X, Y, "multilabel", candidates=["mlknn", "dmknn"], cv=3)
     rows = {row["method"]: row for row in result.record()["leaderboard"]}
     assert rows["dmknn"]["same_ranking_as"] == "mlknn" and rows["dmknn"]["measured_seconds"] is None
