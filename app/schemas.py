@@ -362,7 +362,9 @@ class VersionOut(BaseModel):
     selection: dict[str, Any] | None = Field(
         None,
         description='how "method": "auto" chose this method: metric, cv and the leaderboard (best first); '
-        "left_out: the candidates whose memory estimate exceeded LABELSERVE_MAX_MODEL_MB, with the reason",
+        "left_out: the candidates whose memory estimate exceeded LABELSERVE_MAX_MODEL_MB, with the reason; "
+        "resized: those cross-validated at the largest size that fits it (params, e.g. rf's n_estimators), with the "
+        "reason they did not fit at their defaults",
     )
     fit_details: dict[str, Any] | None = Field(
         None,

@@ -8,7 +8,7 @@ leaderboard; ``compare`` ranks methods at their defaults for ``POST /compare``.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,11 +160,14 @@ def select(
     budget: float | None = None,
     n_jobs: int | None = None,
     exclude: Collection[str] = (),
+    sizes: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
 ) -> Selection:
     """Rank the candidates by cross-validated ``metric`` (default: the kind's).
 
-    ``exclude``: methods left out before pricing (the job's memory bound refused them).
+    ``exclude``: methods left out before pricing (the job's memory bound refused them);
+    ``sizes``: parameters given to every entry of a method (the job's memory bound fits it only
+    smaller, e.g. ``{"rf": {"n_estimators": 195}}``), priced and cross-validated so.
 
     The candidates (default: ``candidate_pool``) are priced and chosen by ``plan`` at 5 folds (or
     the ``cv`` named), so the extra folds of a small dataset never cost a candidate; ``cv`` and
@@ -175,8 +178,11 @@ def select(
     progress = progress or no_progress
     n = X.shape[0]
     methods = [m for m in (list(candidates) if candidates else candidate_pool(kind)) if m not in exclude]
+    sizes = sizes or {}
     entries = [
-        (m, _prepared(m, p, random_state, n_jobs)) for m in methods for p in (grid(m) if tune else default_entries(m))
+        (m, _prepared(m, {**p, **sizes.get(m, {})}, random_state, n_jobs))
+        for m in methods
+        for p in (grid(m) if tune else default_entries(m))
     ]
     chosen = plan(
         X,

@@ -510,27 +510,30 @@ def _machine_params(spec: MethodSpec, plan: TrainPayload) -> dict[str, Any]:
 
 
 def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressFn, budget: MemoryBudget) -> _Fitted:
-    """``auto``: cross-validate the candidates that fit the memory ``budget`` (the others are left
-    out, with the reason, in the selection record), then fit the winner on every row."""
+    """``auto``: cross-validate the candidates that fit the memory ``budget``, a candidate that
+    fits only smaller at the largest size that fits (``rf``'s ``n_estimators``), the others left
+    out; both with the reason in the selection record. Then fit the winner on every row."""
     request = auto_request.AutoParams.model_validate(plan.params)  # the selection's own declaration
     seed = plan.random_state if plan.random_state is not None else draw_seed()  # 0.1.x rows
     kind, shape = data.dataset.kind, data_shape(data.X, data.Y)
     named = request.candidates or pool.candidate_pool(kind)
-    candidates, left_out = fitting(named, shape, budget)
-    if not candidates:
-        raise InvalidInput("no candidate fits LABELSERVE_MAX_MODEL_MB: " + "; ".join(left_out.values()))
+    cpus = machine_cpus()
+    fit = fitting(named, shape, budget, n_jobs=cpus)
+    if not fit.kept:
+        raise InvalidInput("no candidate fits LABELSERVE_MAX_MODEL_MB: " + "; ".join(fit.left_out.values()))
     result = choice.select(
         data.X,
         data.Y,
         kind,
         candidates=request.candidates,
-        exclude=set(left_out),
+        exclude=set(fit.left_out),
+        sizes=fit.resized,
         metric=request.metric,
         cv=request.cv,
         tune=request.tune,
         random_state=seed,
         budget=request.budget_seconds,
-        n_jobs=machine_cpus(),
+        n_jobs=cpus,
         progress=_scaled(progress, 0.0, 0.9, "selection: "),
     )
     spec = get_method(result.best.method)
@@ -541,8 +544,13 @@ def _select_and_fit(plan: TrainPayload, data: _TrainingData, progress: ProgressF
     record = result.record() | {"random_state": seed, "request": request.model_dump(mode="json")}
     # beside the candidates the time budget left out: those the memory bound refused, with why
     record["left_out"] = list(record.get("left_out", [])) + [
-        {"method": method, "reason": reason} for method, reason in left_out.items()
+        {"method": method, "reason": reason} for method, reason in fit.left_out.items()
     ]
+    if fit.resized:
+        record["resized"] = [
+            {"method": method, "params": params, "reason": fit.reasons[method]}
+            for method, params in fit.resized.items()
+        ]
     return replace(fitted, selection=record)
 
 
