@@ -6,20 +6,11 @@ their label distributions, which is again a distribution. Neighbours are exact a
 go to the lower training index (the service's ``ExactKNN``, shared with ML-kNN), so predictions
 are deterministic.
 
-Defaults by measurement (issue 27; figures in docs/methods/aa-knn.md). At the literal defaults
-(k=5, uniform weights, min-max scaling) AA-kNN was worse than predicting the training mean on
-every yeast set, by 1-9% Chebyshev, and still took 15-31% of auto's blends. The defaults are now
-``weights="distance"`` (inverse-distance weights, as scikit-learn's ``KNeighborsRegressor``:
-better than uniform on every set), min-max scaling kept (standardised features were no better:
-worse on SJAFFE and Movie, within 0.00003 on the yeast sets), chosen on training folds only
-(``benchmarks/aa_knn_defaults.py``), and two choices made at fit time on the leave-one-out
-predictions of the training rows (the neighbours of each training row without itself, on a
-seeded sample of at most ``LOO_MAX_ROWS`` rows): ``k`` (``k="loo"``) from ``auto``'s grid ``K_GRID``, and a **shrinkage** towards the
-training mean: the prediction is ``(1 - lambda) * kNN + lambda * mean``, with ``lambda``
-(``shrinkage="loo"``) from ``SHRINKAGE_GRID``; the pair with the lowest mean Chebyshev distance
-is kept (the yeast sets wanted 20 neighbours, SJAFFE 5). ``lambda = 1`` is the training mean itself, so on the training rows the rule is
-never worse than the mean; where the features say little about the distributions (the yeast
-sets) it leans on the mean. ``k=5, weights="uniform", shrinkage=0`` is the literal method.
+Departures from the literal method (``LITERAL_DEFAULTS``), chosen on training folds
+(docs/methods/aa-knn.md): inverse-distance weights, and ``k`` and a **shrinkage** towards the
+training mean, ``(1 - lambda) * kNN + lambda * mean``, chosen at fit time (from ``K_GRID`` and
+``SHRINKAGE_GRID``) by the leave-one-out Chebyshev distance of at most ``LOO_MAX_ROWS`` training
+rows. ``lambda = 1`` is the training mean itself, so on the training rows the rule is never worse.
 """
 
 from __future__ import annotations
@@ -47,12 +38,11 @@ K_GRID = (3, 5, 10, 20)
 #: the weights on the training mean that ``shrinkage="loo"`` chooses from
 SHRINKAGE_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 #: training rows whose leave-one-out predictions choose (k, shrinkage): a seeded sample above
-#: this, so the choice costs at most this many queries (a full leave-one-out pass is an n x n
-#: search: on Movie's 6,204 rows it made aa-knn's pilot predict more than auto's budget)
+#: this, so the choice costs at most this many queries (a full leave-one-out pass is an n x n search)
 LOO_MAX_ROWS = 1000
 #: query rows whose neighbour distances are gathered at once (bounds the (rows, k, d) temporary)
 _BLOCK = 256
-#: literal defaults of the method (Geng 2016, and this service before issue 27)
+#: literal defaults of the method (Geng 2016)
 LITERAL_DEFAULTS: dict[str, Any] = {"k": 5, "weights": "uniform", "scale": "minmax", "shrinkage": 0.0}
 
 

@@ -1,31 +1,18 @@
 """Blend: a weighted mean of other methods' predictions (ensemble selection).
 
 What ``"method": "auto"`` registers when a mix of its candidates beats every single one in the
-inner cross-validation (Caruana et al., "Ensemble selection from libraries of models", ICML 2004;
-the ensemble builder of auto-sklearn). ``app.evaluation.blending`` chooses the members and weights from
-the candidates' out-of-fold predictions; this module is the fitted model: every member fitted on
-all the data, and predictions that average theirs.
+inner cross-validation (Caruana et al., ICML 2004, as auto-sklearn's ensemble builder does it).
+``app.evaluation.blending`` chooses the members and weights from the candidates' out-of-fold
+predictions; this module is the fitted model: every member fitted on all the data, and
+predictions that average theirs.
 
-Classifiers (``blend``). The score of a label is the weighted mean of the members' scores. Only
-members whose scores are probabilities of the label, on the same [0, 1] scale, may be mixed
-(``PROBABILITY_SCORES``: ``br``, ``ecc``, ``rf``, ``gbm``, ``mlknn``, and ``dmknn`` with its default
-posterior ranking); a margin such as ``trans-ovk``'s has another scale and is refused. The label
-set is every label whose blended score is above ``threshold``; ``auto`` sets it to the grid value
-(0.05, 0.10, ..., 0.95) maximising micro-F1 on the out-of-fold blended scores, since a mean of
-probabilities is less extreme than its members and rarely clears 0.5 for a rare label. With
-``fill_empty`` a row left empty gets its top-scored label: ``auto`` turns it on where that raised
-micro-F1 on the same out-of-fold scores, the rule of the single baselines
-(``app.methods.thresholds.choose_rule``; before it, ``auto``'s blends left 8-10% of the test
-rows of scene, medical, Arts and Recreation empty where the truth has no empty row).
-
-Label distributions (``blend-ldl``). The prediction is the weighted mean of the members'
-distributions, again a distribution; any label distribution learner may be a member.
-
-Both are also trainable by name, with explicit members and weights (to refit a blend that
-``auto`` chose on new data, say); the defaults (``br`` + ``rf``, ``aa-knn`` + ``sa-maxent``,
-equal weights) exist so that the estimators are constructible without arguments, as
-scikit-learn requires, and are not a recommendation. A blend is never one of ``auto``'s or
-``/compare``'s default candidates (``auto`` builds its own) and cannot be a member of a blend.
+``blend`` (classifiers) averages the members' label scores, so only members whose scores are
+probabilities on one [0, 1] scale may be mixed (``PROBABILITY_SCORES``); its label set is every
+label above ``threshold``, with ``fill_empty`` for a row left empty (both chosen by ``auto`` on the
+out-of-fold scores, the rule of ``app.methods.thresholds``). ``blend-ldl`` averages distributions.
+Both are trainable by name; their default members exist only so that the estimators are
+constructible without arguments, as scikit-learn requires. A blend is never a default candidate
+of ``auto`` or ``/compare``, nor a member of a blend.
 """
 
 from __future__ import annotations

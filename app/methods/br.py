@@ -10,9 +10,8 @@ The fitted coefficients are stacked into one (q, d) matrix, so prediction is one
 and a sigmoid whatever q is. The per-label fits are independent: ``n_jobs`` worker processes fit
 them side by side, on a CSR copy of the features when they are sparse (``app.methods.per_label``).
 Each fit uses one BLAS thread: each problem is too small to gain from more, and BLAS threads
-competing for the cores of a busy machine made them 20 times slower (Yahoo Arts: 2.2 s instead
-of 0.11 s per label). A label that is constant in the training data (never or always
-present) has no logistic regression; it is predicted with that constant (probability 0 or 1).
+competing for the cores of a busy machine made them far slower (docs/methods/br.md). A label
+constant in the training data has no logistic regression; it is predicted with that constant.
 """
 
 from __future__ import annotations

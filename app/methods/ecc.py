@@ -1,26 +1,17 @@
 """ECC: an ensemble of classifier chains over logistic regression.
 
-Read, Pfahringer, Holmes and Frank's classifier chains: the labels are put in an order and label
-j's logistic regression sees the features plus the labels before it in the chain (true labels
-when fitting, the chain's own 0/1 predictions when predicting). The ensemble fits ``n_chains``
-scikit-learn ``ClassifierChain``s in random orders (chain i seeded ``random_state + i``) and
-averages their probabilities; the label set is every label above one threshold learned on
-inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``; a float keeps ``p > threshold``).
+Read, Pfahringer, Holmes and Frank's classifier chains: label j's logistic regression sees the
+features plus the labels before it in the chain (true labels when fitting, the chain's own 0/1
+predictions when predicting). ``n_chains`` chains in random orders (chain i seeded
+``random_state + i``) are averaged; the label set is every label above one threshold learned on
+inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``). A label constant in the
+training data is left out of the chains (a constant feature moves nothing) and predicted with
+its constant.
 
-A label that is constant in the training data has no logistic regression (it sees one class).
-Such labels are left out of the chains, where they would be a constant extra feature that moves
-nothing, and predicted with their constant.
-
-Fitting is scikit-learn's ``ClassifierChain`` (``cv=None``) unrolled: the chain's order is
-``RandomState(seed).permutation`` of the varying labels, as scikit-learn draws it, and link t is
-a ``LogisticRegression`` on the features plus the true labels before it. Given the true labels
-a chain's m links are independent problems, fitted side by side by ``n_jobs`` worker processes (one
-chain after the other, so one chain's n x (d + m) matrix is held at a time), on CSR copies when
-the features are sparse
-(``app.methods.per_label``; one BLAS thread each, for the reason given in ``app.methods.br``).
-
-Prediction replays the chains in NumPy from the fitted coefficients: one matrix product for the
-feature part of every link, then a loop over the links for the label part.
+Fitting is scikit-learn's ``ClassifierChain`` (``cv=None``) unrolled, same orders and links: given
+the true labels a chain's links are independent problems, fitted side by side by ``n_jobs``
+worker processes (``app.methods.per_label``), one chain at a time. Prediction replays the chains
+in NumPy from the fitted coefficients.
 """
 
 from __future__ import annotations

@@ -3,25 +3,16 @@
 Teng Shaohua, Lu Jianlei, Teng Luyao, Zhang Wei, "Multi-label feature selection method with
 enhanced learning of label correlations" (增强学习标签相关性的多标签特征选择方法), Application
 Research of Computers 41(7):2079-2086, 2024. The source text lost its display equations; the model
-below is a reconstruction pinned by the prose's term list and the one surviving equation (15)
-(docs/methods/elcfs.md).
+below is a reconstruction from the prose and equation (15), explained in docs/methods/elcfs.md.
 
-Model. Training samples are clustered with K-means; each cluster contributes a representative
-instance (h_i, t_i) = (mean features, mean label vector) of its members. With H (k x d) and
-T (k x q) stacking them, ELCFS solves, over W >= 0 (d x q) and Z >= 0 (q x q),
+With K-means cluster representatives stacked in H (mean features) and T (mean label vectors),
+ELCFS solves over W >= 0 (d x q, features onto labels) and Z >= 0 (q x q, label correlations)
 
     min ||XW - YZ||^2 + l1 ||HW - TZ||^2 + l2 (||YZ - Y||^2 + ||TZ - T||^2)
         + l3 ||Z||_{2,1} + l4 ||W||_{2,1}
 
-(Z: label self-representation / label correlations; W: projection of features onto the
-reconstructed label space). Features are ranked by the l2 norms of the rows of W.
-
-Optimisation is the paper's alternating multiplicative (KKT) updates, eq. (15)/(16) for W and the
-analogous rule for Z, with the l2,1 norms re-weighted (u_i = 1 / (2 sqrt(||w^i||^2 + eps))).
-As printed, "2 l4 U W" is the half-gradient of 2 l4 ||W||_{2,1}; the objective that the updates
-provably decrease (``objective_``) therefore carries 2 l3 and 2 l4 (a re-parametrisation
-of the grid-searched lambdas). Every data product goes through Gram matrices computed once, so an
-iteration costs O(d^2 q + d q^2 + q^3) independently of n.
+by the paper's multiplicative updates (re-weighted l2,1 norms, Gram matrices computed once, so an
+iteration's cost does not depend on n), and ranks features by the l2 norms of the rows of W.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """GBM: one-vs-rest gradient boosting with LightGBM (a catalog baseline).
 
 Label j is predicted by a LightGBM ``LGBMClassifier`` (binary log loss, histogram trees grown
-leaf-wise) fitted on (X, Y[:, j]) alone, as a practitioner's ``OneVsRestClassifier(LGBMClassifier())``
-would; a label's score is its booster's probability. A label constant in the training data has no
-booster and is predicted with that constant. The label set is every label above one threshold
-learned on inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``).
+leaf-wise) fitted on (X, Y[:, j]) alone, as ``OneVsRestClassifier(LGBMClassifier())`` would; a
+label's score is its booster's probability, a label constant in the training data is predicted
+with that constant, and the label set is every label above one threshold learned on inner
+out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``). LightGBM rather than
+scikit-learn's ``HistGradientBoostingClassifier``: the same accuracy, much cheaper on sparse
+features; the defaults were chosen on training parts only (``LIBRARY_DEFAULTS`` are LightGBM's
+own). Both comparisons, with ``benchmarks/gbm_choice.py``, are in docs/methods/gbm.md.
 
-Why LightGBM rather than scikit-learn's ``HistGradientBoostingClassifier``: at each library's
-defaults (100 rounds, learning rate 0.1, 31 leaves, one thread) the two reached the same test
-average precision (emotions 0.808 vs 0.812, scene 0.884 vs 0.885, Yahoo Arts 0.602 vs 0.599),
-but LightGBM fitted Arts' 26 labels in 11 CPU-s against 54 (its histograms skip the zeros of
-sparse features, and it takes CSR as it is): ``benchmarks/gbm_choice.py``, docs/methods/gbm.md.
-
-Defaults. Chosen by 3-fold cross-validation on the training parts of five benchmark sets only
-(``benchmarks/gbm_choice.py --defaults``; the test parts were not read): 200 rounds at learning
-rate 0.05, 7 leaves, 5 samples per leaf and half the features per tree (mean CV average precision
-0.718 over emotions, scene, yeast, birds and Yahoo Arts, the best of the five points tried and
-among the cheapest), against LightGBM's own 100 / 0.1 / 31 / 20 / all features (0.706); both are
-listed in docs/methods/gbm.md with the figures.
-
-The labels are independent problems: ``n_jobs`` threads fit them side by side, each booster with
-one thread of its own (LightGBM releases the GIL while it trains), so the results do not depend
-on ``n_jobs``; progress is reported from the calling thread after each finished label, where a
-cancellation stops the fit. Every booster is seeded with ``random_state`` (the feature draws of
-``colsample_bytree``), so a fit is reproducible.
+``n_jobs`` threads fit the labels side by side, each booster with one thread (LightGBM releases
+the GIL), so results do not depend on ``n_jobs``; progress is reported, and a cancellation stops
+the fit, after each finished label. Every booster is seeded with ``random_state``.
 """
 
 from __future__ import annotations

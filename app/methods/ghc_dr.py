@@ -5,29 +5,17 @@ Driven by Higher-Order Correlation and Dual Redundancy" (Xi'an Shiyou University
 leaves a choice open, the choice is a constructor parameter; docs/methods/ghc-dr.md gives the
 default reading of each and why. Equation and definition numbers are the paper's.
 
-Model (GRRO framework with two changes). With C (d x q) the feature-label mutual information, G
-(d x d) the feature-feature MI and R = 1 - cos(label columns) (q x q),
+Model (GRRO with two changes): with C (d x q) the feature-label mutual information, G (d x d) the
+feature-feature MI and R = 1 - cos(label columns) (q x q),
 
     min_Z ||Z - diag(w) C||_F^2 + alpha tr(Z' G_FGM Z) + beta tr(R Z'Z),
     G_FGM = (1 - omega) G + omega FF_graph,
 
-where w rescales the k-NN fuzzy dependency FD(f_t, L) of every feature on the whole label set (a
-fuzzy-rough "higher-order relevance") and FF_graph is a k-NN Gaussian graph over features. The
-gradient condition is the Sylvester equation (I + alpha G_FGM) Z + Z (beta R) = diag(w) C, solved
-exactly by eigendecomposition of the two symmetric matrices; features are ranked by a row score of
-Z (row sum by default, as Algorithm 1 step 28).
-
-Tractability. The composite similarity S(x_i, x_j) = min_t R_t(x_i, x_j) is never stored as an
-n x n x d tensor, nor as a dense n x n matrix: it is computed in row blocks whose size comes from a
-memory budget, keeping a running minimum over features taken most-selective first; a pair whose
-running minimum hits 0 stays 0, so dead columns are dropped and, once few pairs survive, the block
-continues on a list of surviving pairs (exact: min is order-free). Each block keeps only its
-sparse rows of S, which give S Y and the row sums of S (Eq. 4). The label-space similarity SIM and
-the soft heterogeneous sets DT are computed in row blocks too (only the n x k_DT index array is
-kept), and the fuzzy dependency FD for all features at once from those sets. Blocks run under
-joblib threads (numpy releases the GIL in the heavy element-wise work). Every per-row quantity is
-computed from that row only, in a fixed order, so results do not depend on the block size or on
-``n_jobs``.
+where w rescales each feature's k-NN fuzzy dependency on the whole label set and FF_graph is a
+k-NN Gaussian graph over features. The Sylvester equation of the gradient is solved exactly by
+eigendecomposition; features are ranked by a row score of Z (row sum by default). The fuzzy
+similarity is computed in row blocks sized from a memory budget, with exact pruning of pairs that
+reach 0, and results depend neither on the block size nor on ``n_jobs``.
 """
 
 from __future__ import annotations

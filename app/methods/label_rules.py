@@ -1,15 +1,13 @@
 """Turning per-label scores into label sets: learned thresholds and the never-empty fallback.
 
-ML-kNN's own rule (posterior > 0.5) is a per-label MAP decision. On data where every label is
-rare and weakly predictable (the Yahoo web-page sets: 1.5 labels per page out of 22-33) no
-posterior reaches 0.5 for most samples, and 47-92% of them get an empty set although every page
-carries a label. Two remedies, both learned from the training data alone:
+ML-kNN's own rule (posterior > 0.5) is a per-label MAP decision: where every label is rare and
+weakly predictable (the Yahoo web-page sets) no posterior reaches 0.5 for most samples, and most
+get an empty set although every page carries a label (docs/methods/mlknn.md). Two remedies, both
+learned from the training data alone:
 
 * :func:`loo_threshold` -- one threshold on the posteriors that maximises the micro-F1 of the
-  leave-one-out training predictions (ML-kNN computes those posteriors anyway when it fits, so
-  this costs one sort). One global threshold rather than one per label: per-label F1-optimal
-  thresholds chase the few positives of rare labels and predict 7-17 labels per sample on the
-  sparse sets (5-fold CV on the training splits, ``docs/methods/mlknn.md``).
+  leave-one-out training predictions (ML-kNN computes them anyway, so this costs one sort). One
+  global threshold: per-label ones chase the few positives of rare labels.
 * :func:`fill_empty` -- a sample whose set would be empty gets its single best-scoring label;
   :func:`nonempty_by_default` says whether the training data justify it (nearly every training
   sample carries a label).
@@ -20,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 #: ``ensure_nonempty="auto"`` turns the fallback on when at most this share of the training
-#: samples has an empty label set (birds, with 44% empty sets, keeps empty predictions).
+#: samples has an empty label set (so a set whose truth is often empty keeps empty predictions)
 AUTO_NONEMPTY_MAX_EMPTY = 0.01
 
 

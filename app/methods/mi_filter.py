@@ -1,32 +1,18 @@
 """MI filter: features ranked by their mutual information with the labels, summed over labels.
 
 The reference filter of multi-label feature selection: score(f) = sum_j I(x_f; y_j), features
-ranked best first (ties by the lower index). Two estimators of I:
+ranked best first (ties by the lower index); a label constant in the training data carries no
+information (I = 0) and is skipped. Two estimators of I:
 
-* ``"knn"``: scikit-learn's ``mutual_info_classif`` (Kraskov-style nearest-neighbour
-  estimate for continuous features, ``n_neighbors`` neighbours; it jitters features with seeded
-  noise, hence ``random_state``). Its cost grows as n log n per feature and label: about 7 s per
-  label on 2000 x 600 (a Yahoo set), so minutes for 30 labels.
-* ``"binned"``: each feature cut into ``n_bins`` equal-frequency bins (duplicate edges merged, so
-  a mostly-zero text feature gets a "zero" bin), plug-in mutual information from the counts.
-  Exact for the binned data, deterministic, a fraction of a second on the same set.
+* ``"knn"``: scikit-learn's ``mutual_info_classif`` (Kraskov-style nearest-neighbour estimate,
+  seeded jitter, hence ``random_state``); it costs n log n per feature and label and densifies
+  sparse features (scikit-learn treats a sparse matrix's features as discrete).
+* ``"binned"``: each feature cut into ``n_bins`` equal-frequency bins, plug-in mutual information
+  from the counts: exact for the binned data, deterministic, far cheaper; reads CSR a column at a time.
 
-``"auto"`` (the default) takes ``"knn"`` unless its predicted cost passes ``KNN_MAX_SECONDS``,
-and then ``"binned"``, saying so in a warning (kept on the model version): at the earlier
-``"knn"`` default a 2,000-row Yahoo set did not finish in 6 minutes on a loaded machine
-(issue 27). The prediction is ``KNN_SECONDS_PER_FEATURE_LABEL * d * q * (n / 2000) ** 0.9``
-CPU seconds, measured with ``mutual_info_classif`` on one label of Yahoo Arts (2,000 x 462:
-5.3 ms per feature) and scene (1,211 x 294: 3.4 ms), load average 8-9; the bound keeps the
-nearest-neighbour estimate on emotions, scene, yeast and birds (1-13 s predicted) and bins the
-Yahoo sets (about 60 s and more), genbase and medical.
-
-Both take CSR features: the binned estimator reads one column at a time (a dense vector of n);
-the ``knn`` estimator densifies them, because scikit-learn treats every feature of a sparse
-matrix as discrete (its estimate for continuous ones is only defined on dense data), which the
-memory estimate counts.
-
-A label constant in the training data carries no information about any feature (I = 0); it is
-skipped rather than passed to the estimator.
+``"auto"`` (the default) takes ``"knn"`` unless its predicted cost passes ``KNN_MAX_SECONDS``, and
+then ``"binned"``, saying so in a warning kept on the model version. The prediction and the sets
+it bins are measured in docs/methods/mi-filter.md.
 """
 
 from __future__ import annotations
@@ -53,7 +39,7 @@ from app.methods.base import (
 
 #: predicted CPU seconds of the ``knn`` estimator above which ``"auto"`` bins instead
 KNN_MAX_SECONDS = 30.0
-#: CPU seconds of ``mutual_info_classif`` per feature and label at n = 2000 (see the module docstring)
+#: CPU seconds of ``mutual_info_classif`` per feature and label at n = 2000 (docs/methods/mi-filter.md)
 KNN_SECONDS_PER_FEATURE_LABEL = 5.3e-3
 
 

@@ -1,27 +1,18 @@
 """ML-kNN: multi-label k-nearest neighbours (Zhang & Zhou 2007).
 
 M.-L. Zhang, Z.-H. Zhou, "ML-KNN: A lazy learning approach to multi-label learning", Pattern
-Recognition 40(7):2038-2048, 2007. This is also the per-label ("independent") score model of
-DMKNN, which reuses this module (docs/methods/mlknn.md).
+Recognition 40(7):2038-2048, 2007; also DMKNN's per-label score model (docs/methods/mlknn.md).
 
-For every label l_j the estimator learns, from the training set alone:
+For every label l_j fit learns the prior ``p(l_j)`` and the likelihoods ``p(C | l_j)`` and
+``p(C | not l_j)`` of C = 0..K, how many of a training sample's K nearest *other* training
+samples have l_j (leave-one-out: a sample is never its own neighbour; its duplicates are). A
+query's score is the posterior ``p(l_j | C_j(x))``, which depends on x only through C, so fit
+stores a (q, K+1) table and prediction is one neighbour search plus a look-up.
 
-* the prior ``p(l_j) = (s + #positives) / (2s + m)``;
-* the count-conditioned likelihoods ``p(C | l_j)`` and ``p(C | not l_j)``, C = 0..K, from how
-  many of each training sample's K nearest *other* training samples have l_j (leave-one-out:
-  a sample is never its own neighbour; duplicates of it are);
-
-and scores a query by the posterior ``p(l_j | C_j(x))``, where C_j(x) counts l_j among x's K
-nearest training samples. The posterior depends on x only through C in {0..K}, so fit stores it
-as a (q, K+1) table and prediction is one neighbour search plus a table look-up.
-
-Neighbours are deterministic and **distance ties go to the lower training index** (the rule
-matters on binary or sparse data, where ties at the K-th neighbour are the norm). Up to
-``EXACT_MAX_N`` training rows (and always with ``neighbors="exact"``) they are exact
-(:class:`app.methods.neighbours.ExactKNN`: a GEMM, or a KD-tree in low dimension, with an exact
-recomputation at near-ties); above it (or with ``neighbors="approximate"``) an inverted-file index (faiss)
-proposes candidates that are re-ranked by exact distance, and the fit records the index's
-sampled recall of the true K neighbours (``neighbour_recall_``; docs/neighbours.md).
+Neighbours are deterministic, **distance ties to the lower training index** (ties at the K-th
+neighbour are the norm on binary or sparse data): by default exact up to ``EXACT_MAX_N`` training
+rows and above it an approximate index whose sampled recall the fit records (``neighbors``,
+``app.methods.neighbours``).
 """
 
 from __future__ import annotations

@@ -2,30 +2,15 @@
 inverted-file index above ``EXACT_MAX_N`` training rows, and one neighbour graph shared within
 a selection.
 
-Exact search (:class:`ExactKNN`) is one GEMM over all pairs: its fit cost grows as n^2 d (41 s
-for tmc2007-500's 21,519 rows on a quiet machine) and a one-row query scans the whole training
-matrix. Above ``EXACT_MAX_N`` rows ``neighbors="auto"`` switches to :class:`ApproximateKNN`:
-k-means cells of about ``ROWS_PER_LIST`` rows (faiss; oversized cells split); the fit's
-leave-one-out graph compares each cell with a budget of rows from its nearest cells and is
-exact within them, a query reads the rows of its own few nearest cells. docs/neighbours.md has
-the measurements behind the choice of library (hnswlib, pynndescent and faiss were compared)
-and of the constants below. Both give the same contract: ``kneighbors(Q, k)`` -> (n, k)
-training indices, nearest first, ties by lower index among the candidates, ``Q=None`` for
-leave-one-out neighbourhoods (each row excluded by index, never by distance, so its duplicates
-stay eligible).
-
-An approximate graph is only as good as its recall, so :func:`training_graph` measures it: on a
-sample of training rows, the share of returned neighbours that are true k nearest neighbours
-(tie-aware: a neighbour at the k-th true distance counts). Because the graph is exact within
-what it searches, one exact pass over the sample gives the recall of every breadth, and the
-least breadth reaching ``RECALL_TARGET`` is kept, for the graph and for queries of new rows.
-The recalls are kept on the graph and the estimators record them as fitted attributes (the
-version shows them).
-
-Within one ``auto`` run ``mlknn`` and ``dmknn`` compute the same leave-one-out graph over the
-same scaled training rows in every fold: :func:`training_graph` consults the cache a selection
-opens (:mod:`app.methods.graph_cache`), so the second method of a fold reuses the first one's
-graph and index.
+:class:`ExactKNN` is one GEMM over all pairs (fit cost n^2 d). :class:`ApproximateKNN` (faiss
+k-means cells of about ``ROWS_PER_LIST`` rows) is exact within the rows it searches: the fit's
+leave-one-out graph compares each cell with a budget of rows from its nearest cells, a query reads
+its own few nearest cells. Both answer ``kneighbors(Q, k)`` -> (n, k) training indices, nearest
+first, ties by lower index, ``Q=None`` for leave-one-out (each row excluded by index, never by
+distance, so its duplicates stay eligible). :func:`training_graph` measures the approximate
+graph's recall on a sample, keeps the least breadth reaching ``RECALL_TARGET`` and reuses graphs
+within a selection (:mod:`app.methods.graph_cache`). docs/neighbours.md has the measurements
+behind the library and the constants.
 """
 
 from __future__ import annotations
@@ -54,8 +39,8 @@ MAX_LISTS = 4096
 TRAIN_ROWS_PER_LIST = 40
 #: A k-means cell of more rows than this is clustered again (``_balanced_centroids``).
 SPLIT_ROWS_PER_LIST = 2 * ROWS_PER_LIST
-#: k-means iterations of the cells (faiss's default is 25: no gain in recall per row read on
-#: tmc2007-500, at 2.5x the training time; the recall is measured either way).
+#: k-means iterations of the cells (faiss's default, 25, gained no recall per row read and cost
+#: more: docs/neighbours.md; the recall is measured either way).
 KMEANS_ITERATIONS = 10
 #: Sampled recall the breadths (cells probed) are chosen for: the fewest cells that reach it.
 RECALL_TARGET = 0.96
@@ -86,7 +71,7 @@ Matrix: TypeAlias = Any
 #: half the multiplications of a GEMM.
 _BLOCK_ENTRIES = 1 << 22
 #: The same for queries of new rows, smaller: a 2 MB block stays in cache for the selection
-#: that follows the GEMM (scene's test split against its training split: 23 -> 19 ms).
+#: that follows the GEMM (docs/benchmarks.md, training latency).
 _QUERY_BLOCK_ENTRIES = 1 << 18
 #: Relative slack on GEMM distances when collecting candidates for the exact recomputation;
 #: far above the rounding error of ||a||^2 + ||b||^2 - 2ab, far below any real gap.
@@ -94,8 +79,8 @@ _GEMM_RTOL = 1e-9
 #: scikit-learn's ``algorithm="auto"`` uses a KD-tree for Euclidean data up to this dimension.
 _KD_TREE_MAX_DIM = 15
 #: Queries of new rows skip the tree when the training matrix has at most this many entries:
-#: a GEMM over it costs less than one ``KDTree.query`` call (whose input checks alone take
-#: about 100 microseconds). Both searches are exact with ties by index: the same neighbours.
+#: a GEMM over it costs less than one ``KDTree.query`` call and its input checks. Both searches
+#: are exact with ties by index: the same neighbours.
 _BRUTE_QUERY_MAX_ENTRIES = 1 << 17
 
 
@@ -418,8 +403,8 @@ class ApproximateKNN:
         self.cell = cell
         self.set_probes(self.n_lists)
         #: sparse rows (at most ``QUERY_SPARSE_DENSITY`` non-zero): a query reads its probed
-        #: cells' non-zeros from this CSR copy in cell order, not dense float32 rows
-        #: (tmc2007-500, 4.5% non-zero: a tenth of the bytes per row read)
+        #: cells' non-zeros from this CSR copy in cell order, not dense float32 rows (fewer bytes
+        #: read per row, docs/neighbours.md)
         self.ordered_csr = None if dense_rows else sparse.csr_matrix(self.X[self.by_cell], dtype=np.float64)
         self._query_arrays()
 

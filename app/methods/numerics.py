@@ -1,7 +1,7 @@
 """Numerical building blocks shared by several methods: feature scaling and the row-block runner.
 
-Each of these used to exist once per method with small differences; the differences that matter
-are now explicit options (the treatment of constant features), the others are gone.
+What legitimately differs between the methods is an explicit option (the treatment of constant
+features); nothing else does.
 """
 
 from __future__ import annotations

@@ -2,26 +2,16 @@
 
 Each problem is one scikit-learn ``LogisticRegression`` (L-BFGS) on the first ``width`` columns
 of a design matrix and one 0/1 target. The problems share nothing, so with ``n_jobs`` > 1 they
-are fitted in ``n_jobs`` forked worker processes; the results do not depend on ``n_jobs``
-(L-BFGS is deterministic; equality tested). Processes rather than threads: a fit on sparse
-data is short (bibtex: 159 labels of about 10 ms each) and most of it is Python-level code
-holding the GIL (scipy's L-BFGS driver, scikit-learn's checks and loss wrappers), so two threads
-mostly took turns: 1.03-1.30x on two free cores, against 1.6-1.9x for two processes
-(``docs/scaling.md``). The workers are forked, so they start in milliseconds and read the
-design matrix copy-on-write, without pickling it. Small work (``PROCESS_MIN_WORK``), or a
-process that cannot fork workers (no ``fork`` start method, or one that may not have children),
-runs the fits in threads instead.
+are fitted in ``n_jobs`` forked worker processes (results independent of ``n_jobs``, tested):
+processes because each fit is short and mostly Python-level code holding the GIL, so threads
+take turns; forked, so they start at once and read the design matrix copy-on-write. Small work
+(``PROCESS_MIN_WORK``), or a process that cannot fork, runs the fits in threads instead. The
+design matrix is a CSR copy of ``X`` when at most ``SPARSE_DENSITY`` of it is non-zero (the same
+L-BFGS over the non-zeros only). Measurements of both choices: docs/scaling.md.
 
-Sparse input. The design matrix is a CSR copy of ``X`` when at most ``SPARSE_DENSITY`` of its
-entries are non-zero: the same L-BFGS then costs matrix products over the non-zeros only. On
-bibtex (1,836 binary features, 3.7% non-zero) 20 labels took 1.8 s instead of 13.9 s with
-identical average precision; liblinear took 3.2-4.7 s (and penalises the intercept, a different
-model), saga 90 s (benchmark in ``docs/scaling.md``).
-
-BLAS runs with one thread (the reason is in ``app.methods.br``; forked workers inherit the
-limit); ``progress`` is called from the calling thread only, after each finished problem (each
-finished chunk of problems with processes), so a ``JobCancelled`` it raises stops the fits at a
-safe point.
+BLAS runs with one thread (the reason is in ``app.methods.br``); ``progress`` is called from the
+calling thread only, after each finished problem or chunk of problems, so a ``JobCancelled`` it
+raises stops the fits at a safe point.
 """
 
 from __future__ import annotations
@@ -47,14 +37,11 @@ from app.methods.numerics import effective_jobs
 SPARSE_DENSITY = 0.1
 
 #: chunks of problems per worker process: progress and cancelling come between chunks, and
-#: uneven fits (iterations differ from label to label) even out over many small chunks (bibtex,
-#: two workers: 1.71-1.99x over one process with 32, 1.72-1.85x with 8)
+#: uneven fits (iterations differ from label to label) even out over many small chunks
 CHUNKS_PER_PROCESS = 32
 
 #: least work (non-zero design entries x problems) for which the fits go to worker processes:
-#: each call's pool costs about 20 ms to fork and join, and bibtex's fits take about 7e-8 s per
-#: non-zero and problem, so below about a third of a second of fits the pool is overhead
-#: (an ECC of 10 chains on 80 rows: 1.17 s with processes against 0.29 s in one thread)
+#: below it forking and joining the pool costs more than it saves (docs/scaling.md)
 PROCESS_MIN_WORK = 5_000_000
 
 log = logging.getLogger(__name__)

@@ -3,24 +3,15 @@
 ``RandomForestClassifier`` fitted on the (n, q) label matrix grows each tree on all labels at
 once (a multi-output tree: the split criterion is summed over the labels). A label's score is the
 forest's mean leaf frequency of that label; the label set is every label above one threshold
-learned on inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``). Trees
-need no feature scaling. A label constant in the training data is a one-class output, scored
-with that constant.
+learned on inner out-of-fold scores (``threshold="cv"``, ``app.methods.thresholds``). A label
+constant in the training data is a one-class output, scored with that constant. The forest is
+grown in batches of trees with ``warm_start`` so that a job can report progress and be
+cancelled between batches (the trees are a single ``fit``'s, tested).
 
-The forest is grown in batches of trees with ``warm_start`` so that a job can report progress
-and be cancelled between batches; with a fixed ``random_state`` the trees are the ones a single
-``fit`` grows (tested).
-
-Prediction of a few rows (up to ``_FLAT_ROWS``, what a request usually holds) walks every tree at
-once: the trees' node arrays are concatenated once (``_FlatForest``, built at the end of ``fit``
-and again when an artifact loads, never pickled) and the rows descend all trees together, one level per step (a few
-NumPy operations on (rows, trees) arrays per level, at most the forest's depth), instead of one
-``tree_.predict`` call per tree: one row took 0.17 ms instead of 13.8 ms (200 trees of depth 28,
-docs/scaling.md). A row goes left where ``x <= threshold`` with ``x`` rounded to float32 first,
-as scikit-learn's trees decide, so the scores are those of ``predict_proba`` (tested). Larger
-batches call each tree's compiled ``tree_.predict`` (what ``predict_proba`` does after its
-per-call checks and thread pool): from about 30 rows on, the compiled walk of one tree over all
-rows beats the gathers of the flat walk.
+Up to ``_FLAT_ROWS`` rows (what a request usually holds) descend all trees at once through their
+concatenated node arrays (``_FlatForest``, rebuilt on load, never pickled), one NumPy step per
+level, rather than one ``tree_.predict`` call per tree; larger batches, where the compiled walk
+wins, call each tree's. Both give ``predict_proba``'s scores (tested); docs/scaling.md times them.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Label sets from probability scores: one global threshold learned on inner out-of-fold scores.
 
-At a fixed 0.5 the per-label baselines leave most rows of the sparse Yahoo sets with an empty label
-set (a rare label's probability seldom clears 0.5): rf 38-84% of held-out pages, br 35-66%
-(issue 27). The rule here is the one the classifier blend already used: the value of
-``THRESHOLDS`` maximising micro-F1 of ``scores > t`` (ties: the one nearest 0.5), chosen on scores
-of rows the model did not see. With ``threshold="cv"`` (the default of ``br``, ``ecc``, ``rf``
-and ``gbm``) the estimator, after its own fit, fits ``INNER_FOLDS`` copies of itself at 0.5 on
-the inner folds of its training rows (shuffled, seeded), scores the held-out rows and chooses the
-threshold on those out-of-fold scores; a float keeps the plain ``score > threshold`` rule (0.5 is
-the earlier default, documented as an option).
-
-Never empty. On the same out-of-fold scores the rule is also tried with a fallback: a row that
-would get no label gets its top-scored label. It is kept (``fill_empty_``) only where it raises
-micro-F1 there, so a set whose truth is often empty (birds: 44% of the rows) keeps its empty sets.
-
-Cost: ``INNER_FOLDS`` more fits on (k-1)/k of the rows. ``auto`` ranks by scores, not label sets,
-so its cross-validation fits candidates at 0.5 and only the registered model pays
-(``app.evaluation``).
+At a fixed 0.5 the per-label baselines leave most rows of sparse sets with rare labels empty (a
+rare label's probability seldom clears 0.5; figures in docs/methods/br.md). The rule here is the
+classifier blend's: the value of ``THRESHOLDS`` maximising micro-F1 of ``scores > t`` (ties: the one
+nearest 0.5), chosen on scores of rows the model did not see. With ``threshold="cv"`` (the
+default of ``br``, ``ecc``, ``rf`` and ``gbm``) the estimator, after its own fit, fits
+``INNER_FOLDS`` copies of itself at 0.5 on inner folds of its training rows and chooses on their
+out-of-fold scores; there it also keeps the never-empty fallback (``fill_empty_``: a row left
+empty gets its top-scored label) where that raises micro-F1, so a set whose truth is often empty
+keeps its empty sets. A float keeps the plain ``score > threshold`` rule. The cost, ``INNER_FOLDS``
+more fits, is paid by the registered model only: ``auto`` ranks by scores and cross-validates its
+candidates at 0.5.
 """
 
 from __future__ import annotations

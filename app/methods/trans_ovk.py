@@ -2,58 +2,19 @@
 
 WANG Zhenxin, CHEN Degang, CHE Xiaoya, "Transformable operator-valued kernels driven by
 multi-label datasets", CAAI Trans. Intelligent Systems 21(2), 2026 (doi 10.11992/tis.202503021).
-docs/methods/trans-ovk.md gives the readings chosen and the reproduction figures.
+Training is the paper's stages: (A) per label, per-feature Gaussian kernels aligned to ``y y^T``
+(a QP on the simplex); (B) the same QP with each training sample left out, by exact rank
+corrections; (C) a 2x2 PCA and a normaliser per (sample, label), the sample-level distribution;
+(D) ``K_x = M_x M_x^T`` and ``K(x, z) = K_x K_z``; (E) kernel ridge regression in rank-q form;
+(F) a ridge map per label from x to its distribution, for unseen samples. docs/methods/trans-ovk.md
+describes each stage, the readings chosen and the reproduction figures.
 
-Training:
-
-A. per label, a convex combination of per-feature Gaussian kernels aligned to ``y y^T``: a QP on
-   the simplex (``lambda_a mu^T G mu - a^T mu``), giving the global distribution ``mu_alpha(X)``;
-B. the same QP with each training sample left out, by exact rank corrections of G and a;
-C. per (sample, label) the 2x2 PCA of [global; leave-one-out] and a normaliser, giving the
-   sample-level distribution ``mu_alpha(x_i)``;
-D. ``K_x = M_x M_x^T`` (q x q) and the operator-valued kernel ``K(x, z) = K_x K_z``;
-E. kernel ridge regression ``(bold K + n lambda_k I)^{-1} bold Y``, solved exactly in rank-q form
-   (``bold K = Phi^T Phi``), never as the nq x nq system;
-F. one linear ridge map per label from x to ``mu_alpha(x)`` for unseen samples.
-
-Prediction (the paper): ``g(x) = K_x^2 h(x)`` with ``h(x) = sum_i K(x_i, x) c_i``. Label set
-``{alpha : g_alpha > threshold}``.
-
-Why the paper read literally collapses (``LITERAL_READING``; measured on the official splits by
-``benchmarks/trans_ovk_reproduce.py``, tables in the README): the training samples' K_x
-come from their leave-one-out problems, i.e. from their own labels, while an unseen sample's
-come from the ridge map; the KRR is fitted on kernel values that never occur at prediction
-time. The map's outputs hardly vary (the leave-one-out effect is O(1/n)), the kernel is
-non-negative with tiny entries against ``n lambda_k`` (KRR degenerates to a kernel-weighted
-sum of mostly -1 targets), and with the leading factor the ranking is the Perron vector of
-``K_x``: every score negative in a narrow band, one or two rankings for all samples, empty
-label sets at threshold 0 (emotions test scores in [-0.00148, -0.00119]).
-
-The default keeps stages A-C and the ridge maps as the paper states them (row centring,
-min-max-sum normaliser) and fixes the head in the method's own terms:
-
-* ``kernel_inputs='mapped'``: every sample's K_x, training or unseen, comes from the fitted
-  ridge map, so the operator-valued kernel is one function on X x X;
-* ``head='trace'``: the scalar kernel ``tr K(x, z) = <K_x, K_z>_F`` (the trace of the paper's
-  interaction matrix) with an intercept per label, centred and scaled so ``lambda_k`` is
-  relative to the kernel's size; this is a ridge model on the entries of K_x, the reading the
-  calibration notes found to carry the label information;
-* ``lambda_w`` and ``lambda_k`` chosen on the training data by exact leave-one-out average
-  precision of the head; per-label thresholds maximising each label's F1 on the leave-one-out
-  scores, and the top label for a sample left empty when that raises the training micro-F1.
-
-Cost (``max_alignment_samples``, ``loo_solver``): stages A-C cost ``n^2 d^2`` (alignment) and
-n q QPs (leave-one-out); by default they run on at most 600 training samples and every
-leave-one-out solution stays on its label's global support (both approximations; the literal
-reading disables them). The head always uses every training sample.
-
-``local_k`` (off by default) is an alternative reading of Stage B: "measure the distribution
-*at* the missing point x_i" (缺失点处) as the alignment QP on the k nearest neighbours of x_i
-(local kernel alignment, the paper's ref. [31]).
-
-Nothing of size n q d is held: each leave-one-out block is turned into its sample-level
-distributions at once and kept only on the union of the supports
-(:class:`~app.methods.ovk_kernels.SampleStats`); predictions go in row chunks.
+Read literally (``LITERAL_READING``) the method collapses: the KRR is fitted on training K_x
+that come from the samples' own labels (B) while unseen samples' come from the ridge map. The
+default keeps A-C and the maps and fixes the head: every K_x from the map
+(``kernel_inputs='mapped'``), ridge regression on the scalar kernel ``tr K(x, z)``
+(``head='trace'``), penalties and per-label thresholds by exact leave-one-out on the training
+data. Stages A-C are approximated by default (``max_alignment_samples``, ``loo_solver``).
 """
 
 from __future__ import annotations
