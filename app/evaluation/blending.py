@@ -1,30 +1,15 @@
 """Ensemble selection on out-of-fold predictions: the blend ``"method": "auto"`` may register.
 
-Caruana et al. (ICML 2004), as auto-sklearn's ensemble builder does it: start from nothing and,
-for ``ROUNDS`` rounds, add the candidate (with replacement) whose addition gives the best metric
-of the averaged out-of-fold predictions; a member's weight is the number of times it was added,
-and the ensemble kept is the best prefix of the rounds (so one member alone is a possible
-answer). Every repeat of the cross-validation contributes its out-of-fold predictions (each
-sample is held out once per repeat), so the choice averages over the repeats' shuffles. The
-greedy runs on bootstrap samples and its weights are summed (bagged ensemble selection, the
-paper's remedy for overfitting the selection: see ``choose``).
-
-An honest score. Choosing the weights on the out-of-fold predictions and scoring the blend on
-the same predictions would flatter it (it is fitted to them), so that a blend of two tied methods
-would always "win". The blend's cross-validation row is therefore cross-fitted: for every fold,
-the weights (and the threshold) are chosen on the out-of-fold predictions of the samples outside
-that fold, then scored on the fold, the same folds as every candidate. ``auto`` registers the blend
-only when that mean beats the best single candidate's.
-
-Label sets of a classifier blend: blended score > ``threshold``, the value of ``THRESHOLDS``
-maximising micro-F1 on the out-of-fold blended scores (ties: the one nearest 0.5), and a row left
-empty given its top-scored label (``fill_empty``) where that raised micro-F1 there: the rule of
-``app.methods.thresholds``, which the single baselines learn on their inner folds.
-
-Only ranking-type metrics (``average_precision``, ``ranking_loss``, ``one_error``, ``coverage``)
-and the label distribution metrics are blended; a selection by a label-set metric (F1, Hamming
-loss, subset accuracy) keeps the single best method, since averaging scores says nothing
-about another method's threshold rule.
+Caruana et al. (ICML 2004), as auto-sklearn's ensemble builder does it: for ``ROUNDS`` rounds add
+the candidate (with replacement) whose addition gives the best metric of the averaged out-of-fold
+predictions of every repeat; a member's weight is how often it was added, the best prefix is
+kept, and the greedy runs on ``BAGS`` bootstrap samples whose weights are summed (the paper's
+remedy for overfitting the selection). The blend's cross-validation row is cross-fitted (weights
+and threshold chosen without the fold they are scored on), so ``auto`` registers a blend only
+when it beats the best single candidate on the same folds. A classifier blend's label sets follow
+``app.methods.thresholds``. Only ranking-type and label distribution metrics are blended: a
+label-set metric keeps the single best method, since averaging scores says nothing about another
+method's threshold rule.
 """
 
 from __future__ import annotations

@@ -41,10 +41,9 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
     "elcfs": {"lambda4": [0.1, 1.0]},
     "ghc-dr": {"alpha": [0.1, 1.0]},
 }
-#: grids ``auto`` searches even without ``tune``: cheap ones whose parameter moves results a lot.
-#: sa-maxent's penalty: the four fits cost about 4x one default fit (Movie, 1,250 rows: 9.4 CPU s
-#: against 2.5 s; the smaller the penalty, the longer L-BFGS runs), and a practitioner's KL
-#: softmax regression takes its penalty by cross-validation (issue 27)
+#: grids ``auto`` searches even without ``tune``: cheap ones whose parameter moves results a lot
+#: (sa-maxent's penalty: a practitioner's KL softmax regression takes it by cross-validation;
+#: its cost is in docs/auto.md)
 DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {"sa-maxent": GRIDS["sa-maxent"]}
 
 

@@ -36,21 +36,10 @@ _SMALL_RESAMPLING = ((10, 3), (10, 2), (10, 1))
 #: share of the budget the extra folds of a small dataset may take
 _RESAMPLING_SHARE = 0.25
 #: Growth exponent in the training rows n of one fold's seconds (fit, then score the held-out
-#: part, both growing with n): a fold on n rows costs ``pilot seconds * (n / pilot rows) ** GROWTH``.
-#: The classifiers': least-squares slopes of log CPU seconds of one fold (``fit_and_score``) on
-#: log n over tmc2007-500 prefixes of 500-4,000 training rows (``benchmarks/scaling_growth.py --folds``,
-#: docs/scaling.md), the range a pilot extrapolates over (a factor of up to 5). Fixed costs make
-#: them lower than the large-n slopes (BR's per-label overhead; ML-kNN's all-pairs product takes
-#: over from about 2,000 rows). The neighbour classifiers' (1.5, and ``GRAPH_REUSE_GROWTH``
-#: for the second of them in a selection, which reuses the first one's graph): what the pilots
-#: themselves extrapolate over, the median fold of a 5-fold cross-validation against the median
-#: of 3 pilots on bibtex and the 7 Yahoo sets' training splits (``benchmarks/auto_cost.py
-#: --pilot-growth``, two runs: the graph's builder 1.09-1.82, means 1.51 and 1.50; the reuser
-#: 1.07-1.60, means 1.36 and 1.27; docs/scaling.md).
-#: They replaced tmc2007's 1.25 / 1.45, whose 500-row point paid the process's one-off costs: on
-#: the Yahoo sets those priced ``dmknn`` 1.0-2.0x low. The LDL methods and selectors are not measured yet: their
-#: exponents are those of the cost models they had before (quadratic neighbour and kernel
-#: methods, linear sa-maxent and ldlkm; the selectors are scored by ML-kNN fits).
+#: part): a fold on n rows costs ``pilot seconds * (n / pilot rows) ** GROWTH``. Measured over the
+#: range a pilot extrapolates across (``benchmarks/scaling_growth.py --folds``; for the kNN methods
+#: ``benchmarks/auto_cost.py --pilot-growth``; figures in docs/scaling.md). The LDL methods and the
+#: selectors keep the exponents of their former cost models until they are measured the same way.
 GROWTH: dict[str, float] = {
     "br": 0.4,
     "ecc": 0.5,
@@ -73,12 +62,12 @@ GRAPH_REUSE_GROWTH = 1.35
 DEFAULT_GROWTH = 1.5
 #: a pilot fits this share of a fold's training rows (at least ``PILOT_MIN_ROWS`` of them): large
 #: enough that fixed costs do not dominate the timing, small enough to cost about
-#: ``PILOT_SHARE ** GROWTH / cv`` of the cross-validation (1.5% for br at 5 folds)
+#: ``PILOT_SHARE ** GROWTH / cv`` of the cross-validation (about 10% for br, 2% for mlknn, at 5 folds)
 PILOT_SHARE = 0.2
 PILOT_MIN_ROWS = 500
 #: a pilot shorter than ``PILOT_REPEAT_SECONDS`` runs again (up to ``PILOT_RUNS`` times) and its
 #: fastest run counts: on a shared machine a fraction of a second of wall time is mostly how the
-#: scheduler treated it (the Yahoo sets' ML-kNN pilots, 0.3 s, predicted 2-4x the folds' time)
+#: scheduler treated it (docs/scaling.md)
 PILOT_RUNS = 3
 PILOT_REPEAT_SECONDS = 1.0
 
