@@ -2,41 +2,17 @@
 
 Multi-label metrics take ``Y`` (n, q) true label sets (0/1; anything > 0 counts as relevant),
 ``Yhat`` (n, q) predicted label sets, and/or ``S`` (n, q) real-valued scores (higher = more
-relevant). Label distribution metrics take ``D`` (n, c) true and ``Dhat`` (n, c) predicted
-distributions. Every function returns the mean over samples as a Python ``float``.
+relevant); label distribution metrics take ``D`` (n, c) true and ``Dhat`` (n, c) predicted
+distributions. Every function returns the mean over samples as a Python ``float``, ``nan`` when
+every row is skipped (JSON layers map it to ``null``).
 
-Definitions follow the papers (Zhang & Zhou's ML-kNN evaluation and the method papers, see
-docs/methods/). Where scikit-learn has the same definition it is used (Hamming loss, subset
-accuracy, the three F1 scores, coverage). The ranking metrics are vectorised here because
-scikit-learn's ``label_ranking_loss`` and ``label_ranking_average_precision_score`` loop over
-samples in Python and treat degenerate rows differently (see below); on the rows we keep, their
-values are identical to scikit-learn's (tested).
-
-Conventions (decided here, used everywhere in the service and the benchmarks):
-
-* **Ties in scores** are resolved pessimistically: ``rank(l)`` is the number of labels whose
-  score is >= the score of ``l`` (1 = top). A tie between a relevant and an irrelevant label
-  counts as a ranking error (ranking loss ``<=``, as the papers write it), and coverage and
-  average precision use the pessimistic rank, as scikit-learn does.
-* **Degenerate rows.** ``ranking_loss``, ``one_error`` and ``average_precision`` skip rows whose
-  label set is empty or full (every label relevant): ranking loss is 0/0 there and the other two
-  are trivially perfect whatever the scores. This is the convention of the ML-kNN authors' MATLAB
-  evaluation code used by the papers. ``coverage`` skips only rows with an empty label set (the
-  max over an empty set is undefined). Hamming loss, subset accuracy and the F1
-  scores use every row. When every row is skipped the metric is undefined and the function
-  returns ``nan`` (JSON layers must map it to ``null``).
-* **One-error ties**: when several labels share the top score, the sample counts as correct if
-  any of them is relevant (the MATLAB evaluation code's rule).
-* **Coverage** is the papers' definition, ``max_{l in Y_i} rank(l) - 1`` in ``[0, q-1]``;
-  scikit-learn's ``coverage_error`` is one higher.
-* **F1 with a zero denominator** (no true and no predicted positive: per label for macro-F1, per
-  sample for example-F1, overall for micro-F1) scores ``zero_division``, default 0.0, as the papers'
-  evaluations do (scikit-learn ``zero_division=0``). Mulan scores such cases 1.0; pass
-  ``zero_division=1.0`` to get that reading.
-* **LDL metrics** (the LDLKM paper's six, plus Kullback-Leibler from Geng's LDL toolbox): Clark and
-  Canberra terms with ``d_l + d̂_l = 0`` are 0 (0/0 := 0); cosine with a zero-norm row is 0;
-  KL is ``sum_l d_l log(d_l / max(d̂_l, eps))`` with terms ``d_l = 0`` equal to 0 and
-  ``eps = 1e-12`` (finite when a predicted probability is exactly 0).
+Definitions follow the papers (the ML-kNN authors' MATLAB evaluation code for multi-label, Geng's
+LDL toolbox for distributions); scikit-learn is used where its definition is the same, and the
+ranking metrics are vectorised here (equal to scikit-learn's on the rows both keep, tested). The
+conventions that change numbers, used everywhere in the service and the benchmarks, are listed in
+docs/metrics.md: pessimistic ranks for ties, degenerate rows skipped by the ranking metrics, the
+papers' coverage (scikit-learn's minus one), F1's ``zero_division`` 0.0 (Mulan's 1.0 on request),
+and 0/0 := 0 in the LDL metrics.
 """
 
 from __future__ import annotations

@@ -1,35 +1,18 @@
 """The prediction hot path: ``POST /predict`` and the V2 ``.../infer`` routes answered in front
 of the app's own middlewares.
 
-For a one-row prediction the model's own work is tens of microseconds, while FastAPI's request
-machinery costs several times that: the middlewares (our metrics, key gate and upload limit:
-each a coroutine and a wrapped ``send``), route matching (linear over every route), dependency
-solving and JSON decoding (``json.loads``: about 20 microseconds per kilobyte of numbers).
-``PredictFastPath`` is the outermost of the app's middlewares (only FastAPI's own error,
-telemetry and body-limit layers are outside it). It takes a ``POST /predict`` with a JSON body
-whose declared length is within the upload limit and, when the server has an API key, the right
-key; decodes it with orjson (ten times faster; anything orjson refuses goes to the route, whose
-``json.loads`` then decides), validates it as the route does (``PredictRequest.model_validate``) and answers it when
-``prediction.predict_cached`` can: the reference is already resolved in this process and the
-body gives instances; or when the reference is one this process has seen refused since the
-registry last changed (an unknown model, version or alias: the route's 404 or 422, shaped by the
-same ``app.api.errors`` function, without the route's worker thread). A V2 inference (``/v2/models/{name}[/versions/{version}]/infer``) is taken
-the same way when its reference is resolved: FastAPI's matching of those path templates was
-40% of its cost. A small body is answered on the event loop (cheaper than a hop to a worker
-thread), a larger one in a thread. It counts, times and logs what it answers exactly as
-``RequestMetrics`` does (``record_request``).
-
-The service's own refusals of a resolved reference (the answer bound's 413, an output or
-features the model lacks) are answered here too: ``predict_cached`` makes the route's checks in
-the route's order, and ``app.api.errors.domain_error_response`` shapes them as the route would.
-Everything else, every other error included (a missing or wrong key, a body over the limit or
-of undeclared length, a body that does not validate, a model not looked up yet), is handed to
-the full stack with the body replayed, so the key gate, the upload limit and the route stay the one place that rejects
-requests, resolves references and reads stored datasets; ``tests/api/test_fast_path.py`` checks
-that both paths give the same answers. Answering the refusals here matters under a flood of
-them: 100 connections predicting an unknown model each took a hop to the shared thread pool,
-and a plain ``GET /models/{name}`` (whose session and handler need the same pool) waited behind
-them, p99 127-146 ms (``benchmarks/faults.py``).
+A one-row prediction's own work costs a fraction of FastAPI's request machinery (middlewares,
+route matching, dependency solving, JSON decoding), so ``PredictFastPath``, the outermost of the
+app's middlewares, answers what it can: a request the gate admits (``RequestGate.admits``: a
+declared length within the upload limit, the right key), decoded with orjson and validated as
+the route does, whose reference this process has resolved (``prediction.predict_cached``) or has
+seen refused since the registry last changed. The service's refusals of such a request are
+answered here too, shaped by ``app.api.errors.domain_error_response`` as the route would, so a
+flood of them never queues for the shared thread pool. Everything else, every other error
+included, goes to the full stack with the body replayed, so the gate, the upload limit and the
+route stay the one place that rejects requests and resolves references; both paths give the same
+answers (``tests/api/test_fast_path.py``). It counts, times and logs what it answers as
+``RequestMetrics`` does. Measured in docs/benchmarks.md (serving) and docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 (rows x labels) on the event loop, anything larger in the app's one thread for them. Shared by
 the fast path and the V2 routes (neither imports the other).
 
-Bytes alone do not bound the work: a 14 KB body of 2,000 short rows asking a 2,000-label ranking
-built a 177 MB answer and held the event loop for 14 s. The body's size decides where it is
-decoded; the answer's cells (known once it is decoded and its model found) where it is computed.
+Bytes alone do not bound the work (a small body may ask for a huge ranking: docs/scale.md). The
+body's size decides where it is decoded; the answer's cells (known once it is decoded and its
+model found) where it is computed.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import anyio
 from starlette.datastructures import State
 
-#: bodies up to this size (about 600 rows of 10 features; 1-4 ms of work) are answered on the event
+#: bodies up to this size (a few milliseconds of work: docs/scale.md) are answered on the event
 #: loop, larger ones in a thread of their own
 INLINE_BYTES = 128 * 1024
-#: answers of at most this many rows x labels (about 1-2 ms to build) are computed on the event loop
+#: answers of at most this many rows x labels (a few milliseconds to build) are computed on the event loop
 INLINE_CELLS = 20_000
 
 

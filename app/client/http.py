@@ -8,17 +8,12 @@
         job = client.wait(job["job_id"])
         client.predict("toy-mlknn", instances=[[0.85, 0.15, 0.2]])
 
-Matrices go in as they are: ``upload_arrays(X, Y)`` uploads a NumPy array, a SciPy sparse
-matrix or a pandas DataFrame (its column names become feature and label names), ``train(...,
-data=(X, Y))`` sends them inline, ``predict`` takes them as ``instances`` (a DataFrame's columns
-are matched to the model's features by name) and ``predict_array`` answers with a NumPy array.
-A model is named as everywhere in the API: ``name``, ``name@3`` or ``name@alias``.
-
-Every method returns the server's JSON as plain dicts and lists (the shapes the HTTP API
-documents), so nothing here has to change when the server adds a field. A 4xx or 5xx answer
-raises :class:`ApiError` with the status and the server's ``detail``; an unreachable server
-raises ``httpx.TransportError``. The server is ``url``, else ``LABELSERVE_URL``, else
-``http://127.0.0.1:8000``; the key is ``api_key``, else ``LABELSERVE_API_KEY``.
+Matrices (NumPy, SciPy sparse, pandas, by ``app.client.arrays``) go in as they are: to
+``upload_arrays``, ``train(..., data=(X, Y))`` and ``predict``; ``predict_array`` answers with a
+NumPy array. Every method returns the server's JSON as plain dicts and lists, so nothing here
+changes when the server adds a field; a 4xx or 5xx answer raises :class:`ApiError`. The server is
+``url``, else ``LABELSERVE_URL``, else ``http://127.0.0.1:8000``; the key is ``api_key``, else
+``LABELSERVE_API_KEY``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Waiting for a job to end without polling the database: in-process events fed by the backends.
 
 A waiter (``POST /train?wait=true``, ``GET /jobs/{id}?wait=``) registers for its job, then reads
-the job's row; whenever it hears that the job may have ended it reads the row again. What it
-hears comes from the job's backend: the local runner's future completing, an API-side transition
-(cancel, reaper, broker down), or for Celery a message on Redis that the worker publishes once
-its job's end is committed (``RedisJobEnded``).
+the job's row, and reads it again whenever it hears that the job may have ended: from the local
+runner's future, an API-side transition (cancel, reaper, broker down), or for Celery a Redis
+message the worker publishes once the job's end is committed (``RedisJobEnded``). A notification
+is a hint, never the truth: the row decides, and a waiter that hears nothing reads the row every
+``fallback`` seconds anyway, so a lost notification costs latency, never a wrong answer.
 
-Each process parks at most ``max_waiters`` waiting requests (``LABELSERVE_MAX_WAITERS``): 300
-concurrent long polls slowed every other route 35x, each one a task, a registration and a read of
-its row every fallback. A request beyond them is refused at once (``admitted``: 429 with
-``Retry-After``), before it queues anything, so the same request can simply be sent again.
-
-A notification is a hint, never the truth: the row decides, and a waiter that hears nothing
-reads the row anyway every ``fallback`` seconds (``LABELSERVE_WAIT_POLL_SECONDS``). So a lost
-notification (Redis restarted, the job run by another API process's pool) costs latency, never
-a wrong answer, and a spurious or duplicate one costs one read.
+Each process parks at most ``max_waiters`` waiting requests (``LABELSERVE_MAX_WAITERS``), since
+each costs a task, a registration and reads of its row (docs/reliability.md); one more is refused
+at once (``admitted``: 429 with ``Retry-After``), before it queues anything.
 """
 
 from __future__ import annotations

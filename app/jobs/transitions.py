@@ -15,13 +15,10 @@ A job moves through ``JobStatus`` like this (``-`` = not allowed; the row is lef
                               timeout)
 
 Every transition is one compare-and-set ``UPDATE ... WHERE status IN (<allowed sources>)`` and
-says whether it applied. That is what makes the API, the worker running the job, a reaper in
-another process and a duplicate delivery of the same message safe against each other: whoever
-moves the row first wins, and the others see that they lost (a cancelled job's next progress
-report returns False and the job stops; a second claim of a running job does nothing).
-
-The functions take a session and never commit: the caller decides the transaction (a training
-registers its version and succeeds in one).
+says whether it applied, so the API, the job's worker, a reaper and a duplicate delivery are safe
+against each other: whoever moves the row first wins, the others see that they lost. The functions
+never commit: the caller decides the transaction (a training registers its version and succeeds
+in one).
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ glibc serves a large allocation (above a threshold it adjusts itself, from 128 k
 fresh ``mmap`` and returns it to the system when it is freed, and trims the top of the heap
 whenever more than twice that lies free. A NumPy temporary of a few megabytes, such as a block
 of distances or a scaled copy of the queries, then costs a page fault per 4 kB on every
-request: scaling scene's test split (1196 x 294) took 1.1 ms of page faults for 0.3 ms of work,
-and a batch prediction of it was 2.5 ms (10%) slower than with the memory kept. Keeping freed
+request, often more than the work itself (docs/benchmarks.md, training latency). Keeping freed
 memory for reuse is the allocator's documented tuning (``mallopt``, the ``MALLOC_*`` variables).
 The price is that a process keeps up to ``TRIM_BYTES`` of freed heap instead of returning it.
 """

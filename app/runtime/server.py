@@ -1,17 +1,13 @@
 """Running the API under uvicorn: one process, or several behind one port.
 
 With several workers uvicorn binds one listening socket in the supervisor and every worker
-accepts from it. Under keep-alive load that splits connections badly: the worker that wakes
-first accepts the whole burst of new connections (16 from one load generator: all of them), so
-a second worker stayed idle (``benchmarks/serving.py`` measured one worker's rate with two).
-Here each worker listens on a socket of its own, all bound to the same address with
-``SO_REUSEPORT``, and the kernel spreads new connections across them by a hash of the
-connection's addresses.
-
-The supervisor stays uvicorn's (worker start, restart of a worker that dies, signals): it passes
+accepts from it; under keep-alive load the worker that wakes first accepts a whole burst of new
+connections and the others stay idle (docs/benchmarks.md, serving). Here each worker listens on a
+socket of its own, all bound to the same address with ``SO_REUSEPORT``, and the kernel spreads
+new connections across them. The supervisor stays uvicorn's (start, restart, signals): it passes
 the workers a ``PerWorkerSocket``, bound but never listening, so the port is reserved and a
-taken port fails at start. Pickled into each spawned worker, it becomes that worker's own
-socket on the same address instead of a duplicate of the supervisor's.
+taken port fails at start; pickled into each spawned worker, it becomes that worker's own socket
+on the same address.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Prediction: resolving the model, checking the request against it, and answering it, either at
 once or, for a stored dataset larger than ``batch_job_rows``, as a batch prediction job.
 
-Every answer is bounded before it is computed: rows x labels (``answer_cells``) at most
-``LABELSERVE_MAX_ANSWER_CELLS``, or the request is refused with a 413 that says how to batch, or,
-when it names a stored dataset, predicted by a batch job (decided by cells as well as by
-``batch_job_rows``). The compact ``scores`` output (the label names once, a float32 row-major
-matrix) costs about 11 bytes a score where ``ranking`` costs a JSON object (about 40 bytes, and a
-Python dict of some 300 while it is built), so one of its scores counts 1/16 of a cell.
-
-The hot path: a reference resolved once is kept in the core's ``ResolvedRefs`` until the registry changes
-(see ``Store.registry_changed``), so a prediction of a few instances with a cached reference
-needs no database session: ``app.api.fast_path`` answers it (``predict_cached``), a small one
-on the event loop. Everything else goes through ``predict`` in a worker thread. Both run the
-same checks, in the same order, and give the same answers.
+Every answer is bounded before it is computed: rows x labels (``answer_cells``; a score of the
+compact ``scores`` output counts ``1 / SCORES_PER_CELL``, for what it costs: docs/scale.md) at
+most ``LABELSERVE_MAX_ANSWER_CELLS``, else a 413 that says how to batch, or a batch job for a
+stored dataset. A reference resolved once is kept in the core's ``ResolvedRefs`` until the
+registry changes, so a prediction with a cached reference needs no database session:
+``app.api.fast_path`` answers it (``predict_cached``); everything else goes through ``predict``
+in a worker thread. Both run the same checks, in the same order, and give the same answers.
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ from app.serving.answers import (
 from app.storage.orm import Dataset
 
 #: a ``PredictResponse`` as plain JSON values, built directly: validating and serialising the
-#: response model cost five times what orjson takes for the same bytes, on every prediction
+#: response model costs several times what orjson takes for the same bytes (docs/benchmarks.md)
 Answer = dict[str, Any]
 
 

@@ -1,17 +1,12 @@
 """Warming newly registered versions: loaded into this process's model cache before anyone asks.
 
-Without it the first prediction of a new version pays its load inside the request (28.9 s for a
-fresh 883 MB forest, issue 22). With ``LABELSERVE_WARM_NEW_VERSIONS`` on, each API process runs a
-``Warmer``: a daemon thread that reads the registry token (``Store.registry_token``, a memory
-mapping: no database round trip) every ``warm_poll_seconds``; when it changed, it asks the
-database for the versions registered since its last look and loads the newest of each model name
-through the model cache (``ModelCache.get``), as a request would. A request arriving meanwhile
-waits for that load instead of starting its own (the cache loads a version once at a time).
-
-Warming is a load like any other: it makes room by evicting the least recently used models. A
-version whose artifact is larger than the whole cache is not warmed (it would evict every other
-model); its first request loads it. Versions that existed when the process started are not
-warmed: the cache fills from the requests, as before.
+Without it the first prediction of a new version pays its load inside the request (docs/scale.md).
+With ``LABELSERVE_WARM_NEW_VERSIONS`` on, each API process runs a ``Warmer``: a daemon thread that
+reads the registry token (``Store.registry_token``, no database round trip) every
+``warm_poll_seconds``; when it changed, it loads the newest of each model name's versions
+registered since its last look through the model cache (``ModelCache.get``), as a request would,
+and a request arriving meanwhile waits for that load. Warming evicts like any load; a version
+larger than the whole cache is not warmed, nor are versions that existed at start-up.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """Engine and sessions, and the schema: applying the Alembic migrations, checking they were applied.
 
 SQLite gets WAL and a busy timeout so the API process and the training processes can write
-concurrently; any other SQLAlchemy URL (PostgreSQL via psycopg) is used as given.
+concurrently; any other SQLAlchemy URL (PostgreSQL via psycopg) is used as given. SQLite
+transactions are made real with SQLAlchemy's documented pysqlite recipe (the driver's own
+transaction handling, which let a ``SAVEPOINT``'s rollback undo nothing, is off) and begin with
+``BEGIN IMMEDIATE``, so a transaction that reads then writes (the next version number) is
+serialised against every other writer instead of failing with "database is locked". Two kinds
+begin deferred, as read snapshots that never wait for the writer: a ``Database.reading()``
+session, and a nested read on a thread that already holds the write lock (it would wait for itself).
 
-SQLite transactions are made real with SQLAlchemy's documented pysqlite recipe: the driver's own
-transaction handling is switched off (it begins a transaction only before a data change, and it
-lets a ``SAVEPOINT`` start one that its ``RELEASE`` commits at once, so a later rollback undid
-nothing) and SQLAlchemy emits the ``BEGIN`` itself. It is ``BEGIN IMMEDIATE``: the write lock is
-taken when the transaction starts, so a transaction that reads and then writes (the next version
-number of a model) is serialised against every other writer instead of failing with "database
-is locked" when another writer committed after its read. Two kinds of transaction begin
-deferred (a plain ``BEGIN``, a read snapshot that never waits for the writer in WAL mode): those
-of a ``Database.reading()`` session, and one a thread opens while it already holds the
-write lock on another connection (a nested read, e.g. loading a model inside a request's
-session), which would otherwise wait for itself.
-
-Migrating is a deployment step (``labelserve migrate``, the compose file's ``migrate`` service),
-run once before the API and the workers start, so that several API replicas never race to alter
-the schema and a migration that fails stops the rollout instead of one replica.
-``prepare_schema`` is what the API does at start-up: migrate when ``LABELSERVE_AUTO_MIGRATE``
-says so (by default only on SQLite, the embedded single-process set-up), otherwise refuse to
-start on a database whose schema is not the one this code needs.
+Migrating is a deployment step (``labelserve migrate``), run once before the API and the workers
+start; ``prepare_schema`` is what the API does at start-up: migrate when ``LABELSERVE_AUTO_MIGRATE``
+says so (by default only on SQLite), otherwise refuse a database whose schema is not this code's.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """One migration at a time per database, across processes.
 
-Two API processes started together on a new SQLite store both migrated it at start-up: each
-found no schema, and the second to create a table died with "table datasets already exists"
-(3 of 4 runs). A migration therefore holds an inter-process lock while it runs, so the second
-process waits, then finds the schema current and has nothing to do:
+Two API processes started together on a new store would both find no schema and race to create
+it, and the second would fail (docs/reliability.md). A migration therefore holds an
+inter-process lock while it runs, so the second process waits, then finds the schema current:
 
-- SQLite: an exclusive ``flock`` on a file next to the database (``<db>.migrate-lock``). The
-  kernel releases it when its holder dies, so a process killed mid-migration never leaves the
-  next one waiting on a stale lock file.
+- SQLite: an exclusive ``flock`` on a file next to the database (``<db>.migrate-lock``), which
+  the kernel releases when its holder dies, so a killed migration leaves no stale lock.
 - PostgreSQL: a session-level advisory lock, held on a connection of its own for the migration's
-  duration (released by the server when that connection closes, whatever happened to its
-  client).
+  duration (released by the server when that connection closes).
 
-Other databases are migrated without a lock, as before.
+Other databases are migrated without a lock.
 """
 
 from __future__ import annotations

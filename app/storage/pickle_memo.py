@@ -1,17 +1,13 @@
 """Pickles that load without holding a second copy of the model: memo entries nobody reads are dropped.
 
-A pickler memoizes every object it writes (``MEMOIZE``), in case it meets the same object again,
-and the unpickler keeps every memoized object until the whole load ends. For a model whose
-objects copy their arrays on load (scikit-learn's trees copy their node and value arrays into
-their own memory in ``__setstate__``, a faiss index is deserialised from its bytes) the memo
-thus holds each array a second time until the last one is read: a 78 MiB forest of 400 labels
-peaked at 212 MB over the process's size while loading, against the 98 MB it holds once loaded.
-
+A pickler memoizes every object it writes (``MEMOIZE``), and the unpickler keeps every memoized
+object until the whole load ends. For a model whose objects copy their arrays on load
+(scikit-learn's trees in ``__setstate__``, a faiss index deserialised from its bytes) the memo
+thus holds each array a second time until the last one is read (docs/scale.md measures it).
 ``drop_unread_memo`` rewrites a pickle so that only the memo entries some ``GET`` reads back (a
 shared or recursive object) remain, renumbered: the stdlib's ``pickletools.optimize``, but
-streamed from file to file in two passes (large arguments are skipped and copied in chunks,
-never read whole), so the model is never held as bytes either. The result is an ordinary pickle
-of the same protocol, loaded by ``pickle.load``; objects that were shared stay shared.
+streamed from file to file in two passes (large arguments copied in chunks, never read whole).
+The result is an ordinary pickle of the same protocol; objects that were shared stay shared.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """The registry token: one small file in the store that every registry change rewrites.
 
-Every process that serves predictions keeps resolved references (``name``, ``name@alias``) in
-memory and trusts them only while the token it read before resolving is still the current one
-(``services.prediction.ResolvedRefs``), so the token is read on every prediction.
-
-On a local file system the file is mapped into memory once and each read is a memory load:
-the page cache is shared by every process of the host, so a write by any of them is visible at
-once, and a one-row prediction is spared the three system calls of opening and reading the
-file. A mapping is not kept coherent between hosts on a network file system (NFS, SMB, ...),
-so there, and wherever the type cannot be told, every read opens the file, as NFS's
-close-to-open consistency requires.
-
-Writers overwrite the file in place, never by rename: a mapping follows its file, not its
-name. A reader may catch a write half done; it then sees a token that is neither the old nor
-the new one, which only drops its resolutions once more. Should the file be replaced behind the
-service's back (restored from a backup, say), readers notice within ``RECHECK_SECONDS``.
+Every process that serves predictions keeps resolved references in memory and trusts them only
+while the token it read before resolving is still the current one (``ResolvedRefs``), so the
+token is read on every prediction. On a local file system the file is mapped into memory once
+and each read is a memory load (the page cache is shared by every process of the host, so a
+write is visible at once). A mapping is not kept coherent between hosts on a network file system
+(NFS, SMB, ...), so there, and wherever the type cannot be told, every read opens the file, as
+close-to-open consistency requires. Writers overwrite the file in place, never by rename (a
+mapping follows its file, not its name); a reader catching a half-done write only drops its
+resolutions once more. A file replaced behind the service's back is noticed within
+``RECHECK_SECONDS``.
 """
 
 from __future__ import annotations

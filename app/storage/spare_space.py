@@ -1,18 +1,14 @@
 """A preallocated spare file beside the SQLite database, given up when a deletion finds the disk full.
 
 Deleting is how an operator makes room on a full disk, yet on SQLite a deletion needs room
-itself: in WAL mode a commit appends its pages to the ``-wal`` file. Measured on a 16 MB tmpfs
-filled to 0 bytes free, every ``DELETE`` (a dataset, a version, a model) failed that way, and
-removing a small dataset's file first did not free enough for the commit. So the API keeps
-``SPARE_BYTES`` allocated in a file next to the database (``<db>.spare``, made at start-up and
-on each store sweep when there is room) and removes it when a deletion's commit meets a full
-disk (``app.storage.db.commit_deletion``); the deletion then commits into the space it freed, and the
-spare is made again once the deleted files are gone. A deletion uses a few WAL frames (4 KiB
-each), so one spare covers many deletions in a row.
-
-The spare is allocated (``posix_fallocate``), not sparse, and written under a temporary name
-then renamed, so that no process ever finds a half-made spare under its name; several API
-processes sharing the database share one spare.
+itself: in WAL mode a commit appends its pages to the ``-wal`` file, so on a full disk every
+``DELETE`` failed (docs/reliability.md). The API therefore keeps ``SPARE_BYTES`` allocated in
+``<db>.spare`` (made at start-up and on each store sweep when there is room) and removes it when
+a deletion's commit meets a full disk (``app.storage.db.commit_deletion``); the deletion commits
+into the space it freed, and the spare is made again once there is room. A deletion uses a few
+WAL frames, so one spare covers many in a row. The spare is allocated (``posix_fallocate``), not
+sparse, and written under a temporary name then renamed, so no process finds a half-made spare;
+API processes sharing the database share one spare.
 """
 
 from __future__ import annotations

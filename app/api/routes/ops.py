@@ -28,7 +28,7 @@ class Readiness(BaseModel):
 @router.get("/health")
 async def health() -> dict[str, str]:
     # on the event loop: a plain ``def`` took two hops to the thread pool, each a turn of a busy
-    # loop (p50 137 ms under 100 connections predicting an unknown model, benchmarks/faults.py)
+    # loop (docs/reliability.md, the unknown-model flood)
     return {"status": "ok"}
 
 

@@ -1,17 +1,13 @@
 """The bodies of a V2 inference: plain JSON, or the binary tensor data extension's framing.
 
 With the extension (KServe and Triton; Triton's clients use it by default) a body is a JSON
-inference header followed by raw tensor bytes: the header's length is in the
-``Inference-Header-Content-Length`` HTTP header, each binary input says its byte length in
-``parameters.binary_data_size`` and its bytes follow the header in the order of ``inputs``,
-little-endian, row-major, without padding (a BOOL is one byte). Outputs are binary when asked:
-``parameters.binary_data`` on a requested output, else ``parameters.binary_data_output`` of the
-request. Binary input skips building and validating a list of floats, and binary output skips
-formatting them, which is most of the cost of a 100-row JSON inference.
-
-The route and the fast path both answer through ``answer``, so both read, check and frame a
-body alike; every fault is an ``InvalidInput`` in the protocol's terms (the request's fields,
-bytes and headers), never a parser's message.
+inference header, its length in the ``Inference-Header-Content-Length`` HTTP header, followed by
+each binary input's raw bytes (``parameters.binary_data_size``) in the order of ``inputs``,
+little-endian, row-major, unpadded (a BOOL is one byte). Outputs are binary when asked
+(``binary_data`` on an output, else ``binary_data_output`` of the request). Binary tensors skip
+parsing and formatting decimal numbers (docs/benchmarks.md). The route and the fast path both
+answer through ``answer``, so both read, check and frame a body alike; every fault is an
+``InvalidInput`` in the protocol's terms.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ async def _model_metadata(request: Request, name: str, version: str | None) -> R
 async def _model_ready(request: Request, name: str, version: str | None) -> Response:
     # A reference this process holds resolved and loaded is ready: answered on the event loop, as
     # orchestrators poll readiness while the process serves (a worker thread's answer waits for
-    # turns of a busy loop: issue 24's unknown-model flood).
+    # turns of a busy loop: the unknown-model flood of docs/reliability.md).
     try:
         ref = inference.reference(name, version)
         core: Core = request.app.state.core
