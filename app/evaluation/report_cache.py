@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
-#: the memory the cached pages of one process may take (hundreds of reports; sizes in docs/ui.md)
+#: the memory the cached pages of one process may take (hundreds of reports: docs/ui.md)
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 
