@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: the Host names answered when LABELSERVE_ALLOWED_HOSTS is unset (``labelserve serve`` adds a specific bind address)
+DEFAULT_ALLOWED_HOSTS = ("localhost", "127.0.0.1", "::1")
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LABELSERVE_", env_file=".env", extra="ignore")
@@ -22,6 +25,18 @@ class Settings(BaseSettings):
     )
     model_dir: Path = Field(Path("models"), description="Artifact and dataset store")
     api_key: str | None = Field(None, description="When set, required on every route but ops/docs")
+    # The web surface: browsers' sessions and the Host names answered (see app.api.browser, app.api.gate)
+    secret_key: str | None = Field(
+        None,
+        description="Signs the dashboard's session cookies and CSRF tokens; unset: a random secret made once and "
+        "kept in `secret.key` in the model dir (mode 0600), shared by every process on that store",
+    )
+    session_hours: float = Field(12.0, gt=0, description="How long a dashboard session lasts after sign-in")
+    allowed_hosts: str | None = Field(
+        None,
+        description="Comma-separated Host names answered (any other: 400); `*.example.org` covers subdomains, `*` "
+        "any. Unset or empty: localhost, 127.0.0.1, ::1 and the specific address `labelserve serve --host` binds",
+    )
     max_upload_mb: float = Field(200, gt=0, description="Largest accepted upload")
     # What an upload may become once parsed (see app.formats.limits; same defaults there)
     max_dataset_cells: int = Field(20_000_000, ge=1, description="Most values (samples x columns) of a dataset")
@@ -149,6 +164,13 @@ class Settings(BaseSettings):
         if self.heartbeat_timeout < 3 * self.heartbeat_seconds:
             raise ValueError("heartbeat_timeout must be at least 3 heartbeat_seconds")
         return self
+
+    @property
+    def trusted_hosts(self) -> list[str]:
+        """``allowed_hosts`` as Starlette's ``TrustedHostMiddleware`` matches them (IPv6 in brackets)."""
+        given = self.allowed_hosts.split(",") if self.allowed_hosts else DEFAULT_ALLOWED_HOSTS
+        names = [name.strip().lower() for name in given if name.strip()]
+        return [f"[{name}]" if ":" in name and not name.startswith("[") else name for name in names]
 
     @property
     def resolved_database_url(self) -> str:

@@ -13,13 +13,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount, Route
 
 import app as package
 from app import ui
 from app.api import errors
 from app.api.fast_path import PredictFastPath
-from app.api.gate import ApiKeyGate, RequestGate, UploadLimit
+from app.api.gate import ApiKeyGate, CrossSiteGate, RequestGate, UploadLimit
+from app.api.headers import SecurityHeaders
 from app.api.router import TAGS, api_router, routes
 from app.api.routes import ops
 from app.config import Settings, get_settings
@@ -46,6 +48,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         if settings.tune_allocator:
             keep_freed_memory()
         settings.model_dir.mkdir(parents=True, exist_ok=True)
+        gate.sessions.open()
         prepare_schema(settings)
         core = api.state.core = Core.open(settings, api.state.metrics)
         core.metrics.registry.register(JobCounts(core.database))
@@ -88,16 +91,19 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     # before the dashboard's routes (also outside the schema) are added; the dashboard's own gate
     # is its login page and assets (app.ui.session).
     open_paths = [getattr(route, "path", "") for route in ops.router.routes]
-    open_paths += [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+    docs_pages = [r.path for r in api.routes if isinstance(r, APIRoute | Route) and not r.include_in_schema]
+    open_paths += docs_pages
     open_prefixes = [f"{r.path}/" for r in api.routes if isinstance(r, Mount)]
     ui.install(api)
     open_paths += ["/", "/ui/login"]
     open_prefixes += [f"{ui.STATIC_PATH}/"]
     gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes)
     api.add_middleware(UploadLimit, gate=gate)
-    if gate.api_key is not None:
-        api.add_middleware(ApiKeyGate, gate=gate)
+    api.add_middleware(ApiKeyGate if gate.api_key is not None else CrossSiteGate, gate=gate)
+    api.add_middleware(TrustedHostMiddleware, allowed_hosts=gate.allowed_hosts, www_redirect=False)
     api.add_middleware(RequestMetrics)
+    # the docs pages inline a script of their own, allowed by its hash (app.api.headers)
+    api.add_middleware(SecurityHeaders, hashed_paths=[p for p in docs_pages if p != api.openapi_url])
     if settings.fast_path:  # outermost: it makes the checks of the layers inside itself
         api.add_middleware(PredictFastPath, routes=routes())
     return api

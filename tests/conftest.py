@@ -38,6 +38,10 @@ from tests.helpers import (
     upload_csv,
 )
 
+# In-process apps are asked for as http://testserver (Starlette's TestClient): answered like the
+# default Host names (LABELSERVE_ALLOWED_HOSTS). Servers the tests start get a clean environment.
+os.environ.setdefault("LABELSERVE_ALLOWED_HOSTS", "testserver,localhost,127.0.0.1,::1")
+
 POSTGRES_ADMIN_URL = os.environ.get(
     "LABELSERVE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )

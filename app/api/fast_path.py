@@ -4,7 +4,8 @@ of the app's own middlewares.
 A one-row prediction's own work costs a fraction of FastAPI's request machinery (middlewares,
 route matching, dependency solving, JSON decoding), so ``PredictFastPath``, the outermost of the
 app's middlewares, answers what it can: a request the gate admits (``RequestGate.admits``: a
-declared length within the upload limit, the right key), decoded with orjson and validated as
+declared length within the upload limit, an allowed ``Host``, the right key or, without one, no
+other site's page), decoded with orjson and validated as
 the route does, whose reference this process has resolved (``prediction.predict_cached``) or has
 seen refused since the registry last changed. The service's refusals of such a request are
 answered here too, shaped by ``app.api.errors.domain_error_response`` as the route would, so a
@@ -12,7 +13,8 @@ flood of them never queues for the shared thread pool. Everything else, every ot
 included, goes to the full stack with the body replayed, so the gate, the upload limit and the
 route stay the one place that rejects requests and resolves references; both paths give the same
 answers (``tests/api/test_fast_path.py``). It counts, times and logs what it answers as
-``RequestMetrics`` does. Measured in docs/benchmarks.md (serving) and docs/reliability.md.
+``RequestMetrics`` does, with the constant ``X-Content-Type-Options: nosniff`` that
+``app.api.headers.SecurityHeaders`` adds to the others. Measured in docs/benchmarks.md (serving) and docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import domain_error_response
 from app.api.gate import RequestGate
+from app.api.headers import NOSNIFF
 from app.api.offload import INLINE_BYTES, INLINE_CELLS, large_body_limiter
 from app.api.v2 import binary, inference
 from app.core import Core
@@ -106,6 +109,7 @@ class PredictFastPath:
             return
         scope["route"] = route  # the route template, for the metrics, the log and FastAPI's telemetry
         if isinstance(answer, Response):
+            answer.raw_headers.append(NOSNIFF)
             await answer(scope, receive, send)
             record_request(core.metrics, "POST", route.path, answer.status_code, time.perf_counter() - start)
             return
@@ -114,7 +118,7 @@ class PredictFastPath:
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [(b"content-length", str(len(content)).encode()), *headers],
+                "headers": [(b"content-length", str(len(content)).encode()), NOSNIFF, *headers],
             }
         )
         await send({"type": "http.response.body", "body": content})
@@ -122,8 +126,9 @@ class PredictFastPath:
 
 
 def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, json_only: bool = True) -> bool:
-    """A body the request gate admits (declared length within the upload limit and, if the server
-    has a key, the right key: the gate's own checks, short of answering), and JSON when
+    """A body the request gate admits (an allowed Host, declared length within the upload limit
+    and, if the server has a key, the right key, else no other site's Origin: the gate's own
+    checks, short of answering), and JSON when
     ``json_only`` (the V2 routes read any body themselves, and Triton's clients send none)."""
     content_type = length = None
     for name, value in headers:

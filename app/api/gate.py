@@ -1,13 +1,17 @@
-"""The request gate: the API key and the upload size limit, declared once.
+"""The request gate: the API key, the upload size limit and the Host names, declared once.
 
-``RequestGate`` holds both rules (built from ``Settings`` and the app's open paths in
-``create_app``, kept on ``app.state.gate``). Three places apply them and none restates them:
+``RequestGate`` holds the rules (built from ``Settings`` and the app's open paths in
+``create_app``, kept on ``app.state.gate``). These places apply them and none restates them:
 
 * ``ApiKeyGate``, an ASGI middleware, answers 401/403 from the headers alone, before anything reads
   the body: FastAPI reads (and for multipart, spools and parses) a request's body before it runs
   the route's dependencies, so a dependency alone would make an unauthenticated 48 MB upload cost
   its full transfer and parse. The ``require_api_key`` dependency stays on the routes for the
   OpenAPI security declaration, and asks the same gate.
+* ``CrossSiteGate``, on a server without a key, answers 403 to a request that would change
+  something (POST, PUT, PATCH, DELETE) on the JSON API and names another site in its ``Origin``:
+  a browser sending a page's cross-site "simple" request (a form, a multipart upload), which no
+  CORS preflight stops. Clients other than browsers send no ``Origin`` and pass.
 * ``UploadLimit``, an ASGI middleware, enforces ``LABELSERVE_MAX_UPLOAD_MB`` while the body
   streams in: the declared Content-Length is checked first, and the bytes actually received are
   counted as they arrive, so a lying or chunked client is cut off at the limit too. It also
@@ -15,11 +19,14 @@
   one describes the body is ambiguous, and the layers read it differently (Starlette's headers
   the first, the fast path the last), so the same request was answered by one and refused by
   the other.
-* The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says both
-  layers would let it through, and otherwise leaves it to them to refuse.
+* Starlette's ``TrustedHostMiddleware`` answers 400 to a ``Host`` not in ``allowed_hosts``
+  (``LABELSERVE_ALLOWED_HOSTS``): a page of a name rebound to this server's address (DNS
+  rebinding) is same-origin with it for the browser, but names itself in ``Host``.
+* The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says all
+  of these would let it through, and otherwise leaves it to them to refuse.
 
-The dashboard's pages (``/ui``) may carry the key in the HttpOnly cookie its login page sets
-(``app.ui.session``) instead of a header; a page asked for without a valid one is redirected to
+The dashboard's pages (``/ui``) may instead carry the signed session cookie its login page
+issues (``app.api.browser``); a page asked for without a valid one is redirected to
 ``/ui/login``. The JSON API never accepts the cookie, so a page of another site can never spend it.
 """
 
@@ -27,32 +34,42 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.browser import SESSION_COOKIE, Sessions
 from app.config import Settings
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
 INVALID = "invalid API key"
-#: the dashboard's cookie carrying the key, and the path prefix under which it counts as a credential
-KEY_COOKIE = "labelserve_ui_key"
+CROSS_SITE = (
+    "cross-site request refused: a page of another site (Origin: {origin}) may not change anything on this "
+    "server; send the request without an Origin header, as API clients do"
+)
+#: the path prefix under which the dashboard's session cookie counts as a credential
 UI_PREFIX = "/ui"
+#: the methods of requests that change something
+CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 @dataclass(frozen=True)
 class RequestGate:
-    """Who may call the API and how large a body may be.
+    """Who may call the API, from where, under which Host name, and how large a body may be.
 
     ``api_key`` is None when the server has none (an empty ``LABELSERVE_API_KEY`` is no key);
     ``open_paths`` and paths under ``open_prefixes`` (operations, docs pages and their assets)
-    never need it.
+    never need it. ``allowed_hosts`` are ``TrustedHostMiddleware``'s patterns; ``sessions`` reads
+    the dashboard's session cookies.
     """
 
     api_key: bytes | None
     max_upload_mb: float
+    sessions: Sessions
+    allowed_hosts: tuple[str, ...]
     open_paths: frozenset[str] = frozenset()
     open_prefixes: tuple[str, ...] = ()
 
@@ -61,6 +78,8 @@ class RequestGate:
         return cls(
             api_key=settings.api_key.encode() if settings.api_key else None,
             max_upload_mb=settings.max_upload_mb,
+            sessions=Sessions(settings),
+            allowed_hosts=tuple(settings.trusted_hosts),
             open_paths=frozenset(open_paths),
             open_prefixes=tuple(open_prefixes),
         )
@@ -87,19 +106,47 @@ class RequestGate:
         return None
 
     def ui_cookie_admits(self, path: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
-        """Whether ``path`` is a dashboard page and the request's cookie carries the right key."""
+        """Whether ``path`` is a dashboard page and the request's session cookie signed in with the key."""
         if not is_ui_path(path) or self.api_key is None:
             return False
-        given = ui_cookie_key(headers)
-        return given is not None and hmac.compare_digest(given, self.api_key)
+        return self.sessions.signed_in(self.sessions.read(cookie(headers, SESSION_COOKIE)))
+
+    def cross_site_refusal(self, method: str, path: str, headers: Mapping[bytes, bytes]) -> str | None:
+        """The message refusing a request that would change something on the JSON API of a server
+        without a key and whose ``Origin`` is another site's (or ``null``), else None. The
+        dashboard's forms have their own, stricter check (``app.ui.session.csrf_ok``)."""
+        origin = headers.get(b"origin")
+        if self.api_key is not None or origin is None or method not in CHANGING or is_ui_path(path):
+            return None
+        text = origin.decode("latin-1")
+        return None if same_host(text, headers.get(b"host", b"").decode("latin-1")) else CROSS_SITE.format(origin=text)
+
+    def host_admitted(self, host: bytes | None) -> bool:
+        """Whether ``TrustedHostMiddleware`` would answer this ``Host``: one of ``allowed_hosts``,
+        or under a ``*.`` pattern's domain. The fast path's question; anything this does not
+        recognise goes to the middleware, which decides."""
+        if "*" in self.allowed_hosts:
+            return True
+        if host is None:
+            return False
+        text = host.decode("latin-1").lower()
+        colon = text.find(":", text.find("]") + 1 if text.startswith("[") else 0)  # past an IPv6 literal
+        name, port = (text, "") if colon < 0 else (text[:colon], text[colon + 1 :])
+        if not name or (colon >= 0 and not port.isdigit()):
+            return False
+        return any(name == p or (p.startswith("*.") and name.endswith(p[1:])) for p in self.allowed_hosts)
 
     def admits(self, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
-        """Whether both layers would let this request through: a declared length (``length``,
-        the Content-Length header) within the limit, one Content-Type at most, and the right key
-        if ``path`` needs one. The fast path's question, answered without refusing anything."""
+        """Whether every layer would let this POST through: an allowed ``Host``, a declared length
+        (``length``, the Content-Length header) within the limit, one Content-Type at most, and
+        the right key if ``path`` needs one, or, on a server without a key, no other site's
+        ``Origin``. The fast path's question, answered without refusing anything."""
         if length is None or not length.isdigit() or int(length) > self.max_body_bytes:
             return False
         if content_type_refusal(headers) is not None:
+            return False
+        named = dict(headers)
+        if not self.host_admitted(named.get(b"host")) or self.cross_site_refusal("POST", path, named) is not None:
             return False
         return self.is_open(path) or self.key_refusal(headers) is None
 
@@ -134,8 +181,14 @@ def is_ui_path(path: str) -> bool:
     return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
 
 
-def ui_cookie_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
-    """The key the dashboard's cookie carries (only ever read on ``/ui`` paths)."""
+def same_host(url: str, host: str | None) -> bool:
+    """Whether ``url`` (an ``Origin`` or ``Referer``) names the host of ``host`` (the request's
+    ``Host`` header, port included). ``null``, the origin of sandboxed and local pages, names none."""
+    return bool(host) and url != "null" and urlsplit(url).netloc.lower() == (host or "").lower()
+
+
+def cookie(raw_headers: Iterable[tuple[bytes, bytes]], wanted: str) -> str | None:
+    """The value of the request's cookie ``wanted``, or None."""
     cookies: SimpleCookie = SimpleCookie()
     for name, value in raw_headers:
         if name == b"cookie":
@@ -143,8 +196,8 @@ def ui_cookie_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
                 cookies.load(value.decode("latin-1"))
             except CookieError:
                 return None
-    morsel = cookies.get(KEY_COOKIE)
-    return morsel.value.encode() if morsel is not None and morsel.value else None
+    morsel = cookies.get(wanted)
+    return morsel.value if morsel is not None and morsel.value else None
 
 
 class ApiKeyGate:
@@ -170,6 +223,23 @@ class ApiKeyGate:
         # the unread body must not be taken for the next request
         headers = [(b"connection", b"close"), *([(b"www-authenticate", b"Bearer")] if status == 401 else [])]
         await _reject(send, status, message, headers)
+
+
+class CrossSiteGate:
+    """On a server without a key, refuse (403) a request that would change something on the JSON
+    API and that a page of another site sent (``RequestGate.cross_site_refusal``)."""
+
+    def __init__(self, app: ASGIApp, gate: RequestGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.gate.cross_site_refusal(scope["method"], scope["path"], dict(scope["headers"]))
+            if refusal is not None:
+                await _reject(send, 403, refusal, [(b"connection", b"close")])
+                return
+        await self.app(scope, receive, send)
 
 
 class UploadLimit:

@@ -12,9 +12,10 @@ on the same address.
 
 from __future__ import annotations
 
+import os
 import socket
 
-from app.config import get_settings
+from app.config import DEFAULT_ALLOWED_HOSTS, get_settings
 from app.storage.db import migrate
 
 # the app logs every request itself, as a JSON line with the route template and the duration
@@ -53,11 +54,21 @@ def reserve(host: str, port: int) -> PerWorkerSocket:
     return sock
 
 
+def allow_bind_host(host: str) -> None:
+    """Answer the Host name of a specific bind address too, when ``LABELSERVE_ALLOWED_HOSTS`` is
+    unset: the app (this process's or each worker's) reads the variable this sets."""
+    if host in ("", "0.0.0.0", "::", *DEFAULT_ALLOWED_HOSTS) or get_settings().allowed_hosts:
+        return
+    os.environ["LABELSERVE_ALLOWED_HOSTS"] = ",".join([*DEFAULT_ALLOWED_HOSTS, host])
+    get_settings.cache_clear()
+
+
 def serve(host: str, port: int, workers: int) -> None:
     """Serve the API on ``host:port`` with ``workers`` processes."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    allow_bind_host(host)
     if workers <= 1:
         uvicorn.run(APP, host=host, port=port, access_log=False)
         return

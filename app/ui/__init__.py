@@ -14,7 +14,9 @@ STATIC_PATH = "/ui/static"
 def install(api: FastAPI) -> None:
     """Add the dashboard's pages, its assets and the redirect of ``/`` to it (none in the OpenAPI schema)."""
     from app.ui.routes import router
+    from app.ui.session import LoginThrottle
 
+    api.state.login_throttle = LoginThrottle()
     api.include_router(router)
     api.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="ui-static")
 

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
 from app import __version__
+from app.api.headers import report_policy
 from app.errors import DomainError, InvalidInput
 from app.evaluation import reports
 from app.evaluation.pool import metric_names
@@ -67,16 +68,26 @@ templates.env.globals["upload_options"] = UPLOAD_OPTIONS
 templates.env.globals["int_type"] = int
 
 
-def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
-    """A page, with the CSRF token its forms carry (and the cookie it is checked against)."""
-    token = session.csrf_token(request)
+def render(
+    request: Request, name: str, context: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> HTMLResponse:
+    """A page, with the CSRF token its forms carry (and a session, for a browser that has none)."""
+    current, cookie = session.current(request), None
+    if current is None:
+        current, cookie = session.sessions(request).new()
     response = templates.TemplateResponse(
         request,
         name,
-        {"csrf": token, "key_required": bool(request.app.state.settings.api_key), **context},
+        {
+            "csrf": session.sessions(request).csrf_token(current),
+            "key_required": bool(request.app.state.settings.api_key),
+            **context,
+        },
         status_code=status,
+        headers=headers,
     )
-    session.remember_csrf(request, response, token)
+    if cookie is not None:
+        session.keep(request, response, cookie)
     return response
 
 
@@ -116,17 +127,26 @@ def login_page(request: Request) -> HTMLResponse:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
+    """Checks the key (at most ``LoginThrottle.LIMIT`` wrong ones a minute from one address) and
+    starts a signed-in session."""
     form = await _form(request)
     if isinstance(form, Response):
         return form
-    key = _text(form, "api_key")
     expected: str = request.app.state.settings.api_key or ""
     if not expected:
         return _see("/ui")
-    if not hmac.compare_digest(key.encode(), expected.encode()):
+    throttle: session.LoginThrottle = request.app.state.login_throttle
+    client = request.client.host if request.client else ""
+    wait = throttle.retry_after(client)
+    if wait is not None:
+        error = f"too many wrong keys from this address: try again in {wait} s"
+        return render(request, "login.html", {"title": "API key", "error": error}, 429, {"Retry-After": str(wait)})
+    if not hmac.compare_digest(_text(form, "api_key").encode(), expected.encode()):
+        throttle.failed(client)
         return render(request, "login.html", {"title": "API key", "error": "api_key: this is not the key"}, 403)
+    throttle.succeeded(client)
     response = _see("/ui")
-    session.keep_key(response, key, secure=request.url.scheme == "https")
+    session.keep(request, response, session.sessions(request).new(signed_in=True)[1])
     return response
 
 
@@ -136,7 +156,7 @@ async def logout(request: Request) -> Response:
     if isinstance(form, Response):
         return form
     response = _see("/ui/login")
-    session.forget_key(response)
+    session.forget(response)
     return response
 
 
@@ -432,12 +452,16 @@ def job_report(request: Request, job_id: str) -> Response:
 
 def _report(request: Request, stored: str, filename: str) -> HTMLResponse:
     """A stored report as a page that loads plotly from the cached asset, or with ``?download=1``
-    as the file to keep: the bundle inlined, so that it opens offline."""
+    as the file to keep: the bundle inlined, so that it opens offline. Either with the policy
+    allowing the scripts it inlines (``report_policy``)."""
     if request.query_params.get("download") == "1":
+        page = reports.with_scripts(stored)
         disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
-        return HTMLResponse(reports.with_scripts(stored), headers=disposition)
-    download = f"{request.url.path}?{urlencode({**request.query_params, 'download': '1'})}"
-    return HTMLResponse(reports.linked(stored, f"/ui/assets/{reports.plotly_asset()[0]}", download))
+    else:
+        download = f"{request.url.path}?{urlencode({**request.query_params, 'download': '1'})}"
+        page = reports.linked(stored, f"/ui/assets/{reports.plotly_asset()[0]}", download)
+        disposition = {}
+    return HTMLResponse(page, headers={"Content-Security-Policy": report_policy(page), **disposition})
 
 
 @router.get("/assets/{name}")

@@ -1,5 +1,8 @@
 """The dashboard's pages through the ASGI app: every page renders, forms change things only with
-their CSRF token, errors are pages with the service's 4xx, and the key cookie counts on /ui alone."""
+their CSRF token, errors are pages with the service's 4xx, and the session cookie counts on /ui alone.
+
+The clients post as a browser does, naming the page's origin (``Origin: http://testserver``);
+``tests/api/test_web_security.py`` sends what a browser would from another site."""
 
 from __future__ import annotations
 
@@ -13,6 +16,13 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
+
+
+@pytest.fixture(autouse=True)
+def same_origin(request: pytest.FixtureRequest) -> None:
+    for name in ("client", "keyed"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).headers["Origin"] = "http://testserver"
 
 
 def _csrf(client: TestClient, path: str) -> str:
@@ -110,9 +120,8 @@ def test_errors_are_pages_naming_the_field(client: TestClient) -> None:
 
 def test_forms_without_their_token_change_nothing(client: TestClient, multilabel_dataset: dict) -> None:
     train(client, "br", multilabel_dataset["id"], "guarded")
-    _csrf(client, "/ui/datasets")  # the browser has a token cookie, the forged form does not carry it
+    token = _csrf(client, "/ui/datasets")  # the browser has a session, the forged form does not carry its token
     assert client.post("/ui/models/guarded/delete", data={"confirm": "guarded"}).status_code == 403
-    token = client.cookies.get("labelserve_csrf")
     forged = client.post(
         "/ui/models/guarded/delete",
         data={"csrf": token, "confirm": "guarded"},
@@ -128,7 +137,7 @@ def keyed(tmp_path: Path) -> Iterator[TestClient]:
         yield test_client
 
 
-def test_the_key_is_asked_once_and_counts_on_ui_paths_only(keyed: TestClient) -> None:
+def test_the_key_is_asked_once_and_the_session_counts_on_ui_paths_only(keyed: TestClient) -> None:
     r = keyed.get("/ui/models", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/ui/login"
     token = _csrf(keyed, "/ui/login")
@@ -136,7 +145,8 @@ def test_the_key_is_asked_once_and_counts_on_ui_paths_only(keyed: TestClient) ->
     r = keyed.post("/ui/login", data={"csrf": token, "api_key": "k-123"}, follow_redirects=False)
     assert r.status_code == 303
     cookie = r.headers["set-cookie"]
-    assert "labelserve_ui_key=k-123" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert cookie.startswith("labelserve_session=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "k-123" not in cookie and "Path=/ui" in cookie and "Max-Age=43200" in cookie
     assert keyed.get("/ui/models").status_code == 200
     assert keyed.get("/models").status_code == 401  # the cookie is no credential of the JSON API
     assert keyed.get("/models", headers={"X-API-Key": "k-123"}).status_code == 200

@@ -390,7 +390,11 @@ def test_the_api_key_is_checked_before_the_body_is_read(settings: Settings):
         "path": "/datasets",
         "raw_path": b"/datasets",
         "query_string": b"",
-        "headers": [(b"content-type", b"multipart/form-data; boundary=x"), (b"content-length", b"50000000")],
+        "headers": [
+            (b"host", b"127.0.0.1"),  # an allowed name (LABELSERVE_ALLOWED_HOSTS): else a 400 before the key
+            (b"content-type", b"multipart/form-data; boundary=x"),
+            (b"content-length", b"50000000"),
+        ],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
         "scheme": "http",

@@ -397,7 +397,7 @@ def test_serve_workers_start_on_a_new_database_and_share_the_connections(
     connections = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(32)]
     try:
         for conn in connections:  # each connection answered, and kept open
-            conn.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert conn.recv(4096).startswith(b"HTTP/1.1 200")
         served_by = _owners(server.port, [c.getsockname()[1] for c in connections], workers)
         assert len(served_by) == 32 and set(served_by.values()) == set(workers), served_by

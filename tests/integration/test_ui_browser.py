@@ -2,7 +2,8 @@
 
 Debian's ``chromium`` runs headless, driven by Playwright, against ``labelserve serve`` with an
 API key: every request to a host other than 127.0.0.1 is aborted by route interception (and
-would not resolve anyway), and any failed request or script error fails the test. One flow as a
+would not resolve anyway), and any failed request, script error, anything a page's
+Content-Security-Policy refused or page sent without its security headers fails the test. One flow as a
 user would go: sign in, upload a dataset through the form, train ``auto`` and watch its progress
 bar reach done, open the version page and its report, move an alias, predict in the playground,
 cancel a running job. Each page is screenshotted at 1400 px and at 390 px (a phone) into
@@ -98,8 +99,25 @@ def page(browser, server: str) -> Iterator[object]:
         ),
     )
     tab.on("pageerror", lambda error: tab.failed.append(f"script error: {error}"))
+    # anything the page's Content-Security-Policy refused (Chromium's console says so), and any
+    # page of the service sent without the headers that keep it out of frames
+    tab.on("console", lambda message: csp_violation(tab, message.text))
+    tab.on("response", lambda response: unguarded(tab, response))
     yield tab
     context.close()
+
+
+def csp_violation(tab, text: str) -> None:
+    if "Content Security Policy" in text:
+        tab.failed.append(f"refused by the page's policy: {text}")
+
+
+def unguarded(tab, response) -> None:
+    headers = response.headers
+    if urlsplit(response.url).hostname == "127.0.0.1" and headers.get("content-type", "").startswith("text/html"):
+        policy = headers.get("content-security-policy", "")
+        if headers.get("x-frame-options") != "DENY" or "frame-ancestors 'none'" not in policy:
+            tab.failed.append(f"a page without its security headers: {response.url}")
 
 
 def accessibility(page, name: str) -> None:
@@ -185,6 +203,9 @@ def test_the_dashboard_flow_offline(browser, page, server: str, shots: Path, tmp
     page.get_by_label("API key").fill(API_KEY)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url("**/ui")
+    (cookie,) = page.context.cookies()  # a signed session, never the key
+    assert cookie["name"] == "labelserve_session" and API_KEY not in cookie["value"], cookie
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui", cookie
 
     # upload a dataset through the form
     X, Y = make_multilabel(n=120, d=6, q=4, seed=3)

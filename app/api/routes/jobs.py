@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from app.api.deps import CoreDep, JobId, PageDep, ReadingDep, SessionDep
 from app.api.errors import responses
+from app.api.headers import report_policy
 from app.jobs.base import JobStatus
 from app.schemas import JobOut, Page
 from app.services import comparison, jobs
@@ -94,4 +95,5 @@ def job_report(
             media_type="text/csv",
             headers={"Content-Disposition": f'attachment; filename="{job_id}-leaderboard.csv"'},
         )
-    return HTMLResponse(comparison.report_html(session, core.store, job_id))
+    page = comparison.report_html(session, core.store, job_id)
+    return HTMLResponse(page, headers={"Content-Security-Policy": report_policy(page)})

@@ -11,6 +11,7 @@ from starlette.background import BackgroundTask
 
 from app.api.deps import AliasName, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
 from app.api.errors import responses
+from app.api.headers import report_policy
 from app.core import Core
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
 from app.services import comparison, export, models
@@ -63,7 +64,8 @@ def version_report(
     core: CoreDep,
 ) -> HTMLResponse:
     """The evaluation report of one version on one dataset: metrics and the plots fitting its task."""
-    return HTMLResponse(comparison.version_report(core, name, version, dataset_id))
+    page = comparison.version_report(core, name, version, dataset_id)
+    return HTMLResponse(page, headers={"Content-Security-Policy": report_policy(page)})
 
 
 @router.get(

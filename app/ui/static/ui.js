@@ -1,6 +1,7 @@
 // labelserve dashboard: the progress bars of the jobs on the page follow the jobs (a short poll of
 // /ui/jobs/progress), a page whose job ends reloads to show its result, and the training form's
-// method list shows the chosen method's parameters. Everything works without this file.
+// method list shows the chosen method's parameters, and an error page's Back link goes back. Everything works
+// without this file (the pages' Content-Security-Policy allows no inline script: behaviour lives here).
 (function () {
   "use strict";
   function poll() {
@@ -38,6 +39,11 @@
     window.setTimeout(poll, 500);
     document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
       select.addEventListener("change", function () { select.form.submit(); });
+    });
+    document.querySelectorAll("a[data-back]").forEach(function (link) {
+      link.addEventListener("click", function (event) {
+        if (window.history.length > 1) { event.preventDefault(); window.history.back(); }
+      });
     });
   });
 })();
