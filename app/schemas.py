@@ -13,6 +13,7 @@ from app.jobs.base import JobStatus
 from app.methods.catalog import catalog
 from app.registry.refs import MAX_DB_INT, NAME_PATTERN, REF_PATTERN, ModelRef
 from app.suggest import did_you_mean
+from app.upload_options import DATASET_NAME_MAX_LENGTH, DATASET_NAME_PATTERN, name_fault
 
 T = TypeVar("T")
 OutputName = Literal["labels", "ranking", "distribution", "features", "scores"]
@@ -42,6 +43,21 @@ MethodId = Annotated[str, AfterValidator(_known_method), Field(json_schema_extra
 TrainMethodId = Annotated[str, AfterValidator(_known_or_auto), Field(json_schema_extra=_train_enum)]
 # a dataset's id, or the name of exactly one dataset (``services.datasets.get_dataset``)
 DatasetRef = Annotated[str, Field(min_length=1, max_length=255, description="a dataset id, or a unique dataset name")]
+
+
+def _dataset_name(value: str) -> str:
+    fault = name_fault(value)
+    if fault is not None:  # said in words: the pattern's mismatch would only quote the pattern
+        raise ValueError(f"a dataset name {fault}")
+    return value
+
+
+# a name given to a dataset: the rules of an upload's ``name`` (app.upload_options)
+DatasetName = Annotated[
+    str,
+    AfterValidator(_dataset_name),
+    Field(min_length=1, max_length=DATASET_NAME_MAX_LENGTH, json_schema_extra={"pattern": DATASET_NAME_PATTERN}),
+]
 
 
 def _model_reference(value: str) -> str:
@@ -145,11 +161,11 @@ class SplitRequest(Strict):
     random_state: Integer = Field(
         0, ge=0, le=2**32 - 1, description="seed of the split: the same dataset, fraction and seed split the same way"
     )
-    train_name: str | None = Field(
-        None, min_length=1, max_length=255, description="name of the train part (default: the parent's name + -train)"
+    train_name: DatasetName | None = Field(
+        None, description="name of the train part (default: the parent's name + -train); the names of uploads"
     )
-    test_name: str | None = Field(
-        None, min_length=1, max_length=255, description="name of the test part (default: the parent's name + -test)"
+    test_name: DatasetName | None = Field(
+        None, description="name of the test part (default: the parent's name + -test); the names of uploads"
     )
 
 

@@ -12,6 +12,7 @@ pydantic or NumPy there would cost more than the whole start-up budget of a ``--
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -55,13 +56,31 @@ class UploadOption:
         return value is not None and value != self.default and value != []
 
 
+# What a dataset name (an upload's, a split part's) may not hold: control characters (a NUL
+# cannot be stored by PostgreSQL) and the bidirectional controls that make a name display other
+# than it reads (U+200E/F, U+202A-E, U+2066-9). One pattern for the OpenAPI document and the checks.
+_FORBIDDEN_IN_NAMES = r"\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+DATASET_NAME_PATTERN = rf"^[^{_FORBIDDEN_IN_NAMES}]*$"
+_FORBIDDEN_IN_NAMES_RE = re.compile(rf"[{_FORBIDDEN_IN_NAMES}]")
+DATASET_NAME_MAX_LENGTH = 255
+
+
+def name_fault(name: str) -> str | None:
+    """What is wrong with a dataset, feature or label name's characters, or None."""
+    found = _FORBIDDEN_IN_NAMES_RE.search(name)
+    if found is None:
+        return None
+    kind = "a direction control" if found.group() >= "\u200e" else "a control"
+    return f"contains {kind} character (U+{ord(found.group()):04X} at position {found.start() + 1})"
+
+
 UPLOAD_OPTIONS: tuple[UploadOption, ...] = (
     UploadOption(
         "name",
         str,
-        "default: the file name",
-        max_length=255,
-        pattern=r"^[^\x00-\x1f\x7f]*$",
+        "default: the file name; no control or direction control characters",
+        max_length=DATASET_NAME_MAX_LENGTH,
+        pattern=DATASET_NAME_PATTERN,
         parse=False,
     ),
     UploadOption("format", str, "auto: from the file name's extension", default="auto", choices=("auto", *FORMATS)),

@@ -14,11 +14,12 @@ label matrices leave as uint8 0/1.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+
+from app.upload_options import name_fault
 
 from .common import DatasetFormatError, DatasetKind, Features, ParsedDataset
 from .limits import DatasetLimits, check_dimensions
@@ -39,12 +40,13 @@ def default_row(i: int) -> str:
 
 
 def _check_names(names: list[str], what: str) -> None:
-    """Unique names without control characters (a NUL cannot be stored by PostgreSQL, and the
-    same names must be accepted or refused whatever the database)."""
+    """Unique names without control or direction control characters (a NUL cannot be stored by
+    PostgreSQL, and the same names must be accepted or refused whatever the database)."""
     seen: dict[str, int] = {}
     for j, name in enumerate(names):
-        if any(unicodedata.category(ch) == "Cc" for ch in name):
-            raise DatasetFormatError(f"{what} name {name!r} ({what} {j + 1}) contains a control character")
+        fault = name_fault(name)
+        if fault is not None:
+            raise DatasetFormatError(f"{what} name {name!r} ({what} {j + 1}) {fault}")
         if name in seen:
             raise DatasetFormatError(f"duplicate {what} name {name!r} ({what}s {seen[name] + 1} and {j + 1})")
         seen[name] = j

@@ -39,10 +39,12 @@ from app.storage.db import commit_deletion, keep_spare
 from app.storage.orm import Dataset, Job, ModelVersion
 from app.storage.store import Store
 from app.suggest import did_you_mean
+from app.upload_options import DATASET_NAME_MAX_LENGTH, name_fault
 
 # how many ids an ambiguous dataset name lists
 _NAMED_SAME = 5
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what upload_options refuses in a dataset name
+_ID_SHAPED = re.compile(r"[0-9a-f]{16}")  # what ``dataset_id`` makes of a sha256
 # how many stored names a "did you mean" compares an unknown dataset name with
 _SUGGESTED_FROM = 10_000
 # extensions kept as the dataset's ``format`` when the format was detected from the file name
@@ -99,6 +101,8 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
 
     A format error is a 422 located at the file; a dataset beyond ``limits`` a 413.
     """
+    if request.name is not None:
+        check_name(request.name, ("body", "name"))
     try:
         options = ParseOptions(**request.options)
     except ValidationError as exc:
@@ -130,8 +134,25 @@ def upload(session: Session, store: Store, limits: DatasetLimits, request: Uploa
 
 
 def _printable(text: str) -> str:
-    """A file name fit to be a dataset's name: no control characters, at most 255 characters."""
-    return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:255]
+    """A file name fit to be a dataset's name: no control or format characters (direction
+    controls among them), at most 255 characters, not shaped like an id."""
+    name = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:DATASET_NAME_MAX_LENGTH]
+    return "" if _ID_SHAPED.fullmatch(name) else name
+
+
+def check_name(name: str, loc: tuple[str, ...]) -> None:
+    """A name given to a dataset (an upload's, a split part's) holds no control or direction
+    control character and is not shaped like a dataset id: ids win over names wherever a dataset
+    is referred to, so a name equal to another dataset's id could never be used."""
+    fault = name_fault(name)
+    if fault is not None:
+        raise InvalidInput(f"a dataset name {fault}", loc=loc)
+    if _ID_SHAPED.fullmatch(name):
+        raise InvalidInput(
+            f"'{name}' has the shape of a dataset id (16 hexadecimal digits), and a dataset id wins over a name "
+            "wherever a dataset is referred to; choose another name",
+            loc=loc,
+        )
 
 
 def _format_name(content: bytes, filename: str | None, requested: str) -> str:

@@ -3,7 +3,9 @@
 Each part is stored like an upload (the same arrays file, the same checks of the row counts) with
 its lineage: ``parent_id`` and ``split`` (part, fraction, seed, method). A part's id is derived
 from the parent's sha256, the part, the fraction and the seed, so the same request again answers
-the stored parts (200) instead of storing copies, as the same upload does.
+the stored parts (200) instead of storing copies, as the same upload does. Names do not make a
+part: the same split again with other names answers the stored parts under their stored names,
+and a warning says the new names were not used (a dataset's name never changes).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from app.errors import InvalidInput
 from app.evaluation.splitting import split_problem, train_test_rows
 from app.formats import ParsedDataset
 from app.schemas import DatasetOut, SplitOut, SplitRequest
-from app.services.datasets import dataset_out, get_dataset, store_dataset
+from app.services.datasets import check_name, dataset_out, get_dataset, store_dataset
 from app.storage.orm import Dataset
 from app.storage.store import Store
 
@@ -29,6 +31,9 @@ _NAMED_LABELS = 5
 
 def split_dataset(session: Session, store: Store, dataset_ref: str, body: SplitRequest) -> tuple[SplitOut, bool]:
     """The two parts and whether either was stored now (False: the same split existed)."""
+    for field in ("train_name", "test_name"):
+        if getattr(body, field) is not None:
+            check_name(getattr(body, field), ("body", field))
     parent = get_dataset(session, dataset_ref)
     problem = split_problem(parent.n_samples, body.test_fraction)
     if problem is not None:
@@ -53,10 +58,21 @@ def split_dataset(session: Session, store: Store, dataset_ref: str, body: SplitR
             session, store, parsed, sha256, name or f"{parent.name}-{part}", parent.format, lineage=(parent.id, how)
         )
         out = dataset_out(stored.row, store)
-        out.warnings = [*out.warnings, *stored.warnings()]
+        out.warnings = [*out.warnings, *stored.warnings(), *_name_unused(stored.row, name, part)]
         parts[part] = out
         created = created or stored.created
     return SplitOut(train=parts["train"], test=parts["test"]), created
+
+
+def _name_unused(row: Dataset, name: str | None, part: str) -> list[str]:
+    """A warning when a part stored before keeps its name instead of the one asked for now."""
+    if name is None or name == row.name:
+        return []
+    return [
+        f"this split's {part} part is already stored as '{row.name}' (id {row.id}); the name '{name}' was not used. "
+        "The same dataset, fraction and seed make the same parts: use the id, or delete the part and split again "
+        "to rename it"
+    ]
 
 
 def _part_digest(parent_sha256: str, how: dict[str, Any]) -> str:

@@ -325,6 +325,57 @@ def test_split_refusals(client):
     assert client.post("/datasets/nope/split", json={}).status_code == 404
 
 
+@pytest.mark.parametrize("bad", ["x\u0000y", "tab\there", "evil\u202egnp.exe", "lrm\u200f", "iso\u2066x"])
+def test_split_names_follow_the_upload_name_rules(client, bad):
+    """A NUL in a split name had answered 500 on PostgreSQL (stored on SQLite); control and
+    direction control characters had been stored, while an upload's name refused them."""
+    X, Y = make_multilabel(n=30)
+    parent = upload_csv(client, X, Y, "toy")
+    for field in ("train_name", "test_name"):
+        r = client.post(f"/datasets/{parent['id']}/split", json={field: bad})
+        assert r.status_code == 422, r.text
+        (item,) = r.json()["detail"]
+        assert item["loc"] == ["body", field] and "control character" in item["msg"], item
+    r = client.post("/datasets", files={"file": ("t.csv", csv_bytes(X, Y))}, data={"name": bad, "label_count": "3"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
+    assert [d["name"] for d in client.get("/datasets").json()["items"]] == ["toy"]  # nothing stored
+
+
+def test_a_dataset_name_shaped_like_an_id_is_refused(client):
+    """Ids win over names: a dataset named like another's id could never be reached by its name."""
+    X, Y = make_multilabel(n=30)
+    first = upload_csv(client, X, Y, "first")
+    r = client.post(
+        "/datasets",
+        files={"file": ("t.csv", csv_bytes(X[:20], Y[:20]))},
+        data={"name": first["id"], "label_count": "3"},
+    )
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
+    assert "shape of a dataset id" in r.json()["detail"][0]["msg"]
+    r = client.post(f"/datasets/{first['id']}/split", json={"test_name": first["id"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "test_name"]
+    assert client.get("/datasets").json()["items"][0]["id"] == first["id"]
+    assert len(client.get("/datasets").json()["items"]) == 1
+    # a file named like an id gives no name of that shape either
+    upload = {"file": (first["id"], csv_bytes(X[:25], Y[:25]))}
+    r = client.post("/datasets", files=upload, data={"format": "csv", "label_count": "3"})
+    assert r.status_code == 201 and r.json()["name"] == "dataset", r.text
+
+
+def test_a_repeated_split_with_new_names_says_they_were_not_used(client):
+    X, Y = make_multilabel(n=30)
+    parent = upload_csv(client, X, Y, "toy")
+    first = client.post(f"/datasets/{parent['id']}/split", json={"test_name": "held-out"}).json()
+    again = client.post(f"/datasets/{parent['id']}/split", json={"train_name": "fit", "test_name": "other"})
+    assert again.status_code == 200
+    assert again.json()["test"]["id"] == first["test"]["id"] and again.json()["test"]["name"] == "held-out"
+    assert again.json()["train"]["name"] == "toy-train"
+    warnings = " ".join(again.json()["test"]["warnings"] + again.json()["train"]["warnings"])
+    assert "the name 'other' was not used" in warnings and "the name 'fit' was not used" in warnings
+    same = client.post(f"/datasets/{parent['id']}/split", json={"test_name": "held-out"}).json()
+    assert not any("not used" in w for w in same["test"]["warnings"] + same["train"]["warnings"])
+
+
 def test_a_dataset_reference_with_a_nul_is_not_found_on_either_database(client, multilabel_dataset):
     """PostgreSQL cannot compare a string holding NUL (schemathesis: POST /compare answered 500);
     no id or name holds a control character, so such a reference is refused before any query."""

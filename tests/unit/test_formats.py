@@ -320,6 +320,17 @@ def test_csv_rejections():
     rejects("header but no data rows", "a,y\n \n", "d.csv", label_count=1)
 
 
+def test_names_with_control_or_direction_characters_refused():
+    rejects(
+        r"feature name 'a\\x01' \(feature 1\) contains a control character",
+        "a\x01,b,y\n1,2,1\n3,4,0\n",
+        "d.csv",
+        label_count=1,
+    )
+    msg = rejects("label name", "a,b,y\u202e\n1,2,1\n3,4,0\n", "d.csv", label_count=1)
+    assert "contains a direction control character (U+202E at position 2)" in msg
+
+
 def test_csv_minus_one_plus_one_mapped():
     ds = parse("a,y1,y2\n1,-1,1\n2,1,-1\n", "d.csv", label_count=2)
     np.testing.assert_array_equal(ds.Y, [[0, 1], [1, 0]])
