@@ -55,16 +55,27 @@ class PayloadTooLarge(DomainError):
     error_type = "too_large"
 
 
-class TooManyRequests(DomainError):
-    """A bound on what one caller (or this process) may have pending is reached; the same
-    request may succeed after ``retry_after`` seconds (429, with ``Retry-After``)."""
-
-    status_code = 429
-    error_type = "too_many_requests"
+class RetryLater(DomainError):
+    """The same request may succeed after ``retry_after`` seconds (answered with ``Retry-After``)."""
 
     def __init__(self, message: str, *, retry_after: int, loc: Sequence[str | int] = ()) -> None:
         super().__init__(message, loc=loc)
         self.retry_after = retry_after
+
+
+class TooManyRequests(RetryLater):
+    """A bound on what one caller (or this process) may have pending is reached (429)."""
+
+    status_code = 429
+    error_type = "too_many_requests"
+
+
+class Unavailable(RetryLater):
+    """Something the request needs besides the database (the job broker) cannot be reached now;
+    nothing was stored (503)."""
+
+    status_code = 503
+    error_type = "unavailable"
 
 
 class InsufficientStorage(DomainError):

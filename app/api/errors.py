@@ -5,9 +5,9 @@ Every error answer is ``{"detail": ...}``:
 * 422 (the request's content is invalid, whether FastAPI's schema validation or a service's rule
   found it): ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}, ...]}``, FastAPI's own
   shape, with ``loc`` naming the input (``["body", "params", "k"]``, ``["query", "limit"]``).
-* every other 4xx (401, 403, 404, 405, 409, 413, 429 with ``Retry-After``) and 507: ``{"detail": "message"}``, where the
-  message starts with the name of the body or query field at fault when there is one
-  (``"dataset_id: dataset 'x' not found"``).
+* every other 4xx (401, 403, 404, 405, 409, 413, 429 with ``Retry-After``), 503 (``Retry-After``)
+  and 507: ``{"detail": "message"}``, where the message starts with the name of the body or
+  query field at fault when there is one (``"dataset_id: dataset 'x' not found"``).
 
 Services raise the domain errors of ``app.errors``; the handlers here are the only place that
 turns them into HTTP answers.
@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from app.errors import DomainError, InvalidFields, InvalidInput, TooManyRequests, tidy_pydantic
+from app.errors import DomainError, InvalidFields, InvalidInput, RetryLater, tidy_pydantic
 from app.storage.db_errors import RETRY_AFTER_SECONDS, is_disk_full_error, is_transient
 from app.storage.store import DISK_FULL, is_disk_full
 
@@ -66,7 +66,8 @@ _DESCRIPTIONS = {
     422: "the request's content is invalid",
     429: "a bound on pending work is reached (queued jobs of this API key, or waiting requests): retry after "
     "Retry-After seconds; nothing was stored",
-    503: "the database is briefly unavailable (connection lost or busy): retry after Retry-After seconds",
+    503: "the database or the job broker is briefly unavailable (connection lost or busy): retry after "
+    "Retry-After seconds; a refused job submit stored nothing",
     507: "no room left in the store or the database",
 }
 
@@ -107,7 +108,7 @@ def domain_error_response(exc: DomainError) -> JSONResponse:
         return JSONResponse({"detail": _items(exc)}, status_code=exc.status_code)
     name = _field_name(exc.loc)
     message = f"{name}: {exc.message}" if name else exc.message
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RetryLater) else None
     return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
 
 

@@ -35,7 +35,6 @@ TERMINAL: frozenset[JobStatus] = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILE
 # Why a job failed without its own code getting to say so (recorded as the job's ``error``).
 INTERRUPTED = "interrupted: the service stopped while this job was running (crash or restart)"
 WORKER_DIED = "the worker process died while running this job (killed or out of memory)"
-BROKER_DOWN = "could not queue the job: the job broker is unreachable"
 CANCELLED_BY_REQUEST = "cancelled by request"
 
 
@@ -45,8 +44,13 @@ class JobRunner(Protocol):
     #: Where this process's waiters hear that a job may have ended (see ``app.jobs.events``).
     events: JobEvents
 
+    def can_queue(self) -> bool:
+        """Whether a job submitted now could be handed on (cheap, cached: ``/ready`` and every
+        submit ask it before anything is stored)."""
+
     def submit(self, job_id: str) -> None:
-        """Get a job that is ``queued`` in the database run, in some process, once."""
+        """Get a job that is ``queued`` in the database run, in some process, once; raises
+        ``app.errors.Unavailable`` when it could not be handed on (the caller withdraws it)."""
 
     def cancel(self, job_id: str) -> None:
         """Stop a job whose status has already been set to ``cancelled``."""

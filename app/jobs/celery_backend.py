@@ -43,6 +43,10 @@ Delivery and failure handling, and why:
   with ``terminate=True`` so a running job's pool process is stopped at once rather than at its
   next progress report (the fallback if the broker is unreachable), and a queued message is
   discarded by the worker. The pool replaces the process.
+* An unreachable broker: ``/ready`` answers 503 and job submits 503 with ``Retry-After``,
+  storing nothing (``BrokerProbe``, a connection attempt at most every 2 s, is asked before the
+  job row is written; a send that fails anyway withdraws the row). The API's subscription to
+  ended jobs retries with a capped exponential backoff.
 * Messages lost by the broker (Redis restarted without persistence) are re-sent at API
   start-up for every job still ``queued`` in the database; duplicates are harmless (above).
 * Waiting (``POST /train?wait=true``, ``GET /jobs/{id}?wait=``): once ``execute_job`` has
@@ -61,18 +65,22 @@ milliseconds. The main process never opens a database connection: only pool proc
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
+import time
 
 from celery import Celery
 from pydantic import Field
 
 from app.config import Settings, get_settings
 from app.core import Core
+from app.errors import Unavailable
 from app.jobs import transitions
-from app.jobs.base import BROKER_DOWN, JobStatus
+from app.jobs.base import JobStatus
 from app.jobs.events import JobEvents, RedisJobEnded, is_redis_url, redis_channel
+from app.jobs.queue import BACKEND_DOWN, BACKEND_DOWN_RETRY_SECONDS
 from app.jobs.work import execute_job, process_gone
 from app.methods.catalog import method_modules
 from app.runtime.allocator import keep_freed_memory
@@ -172,6 +180,40 @@ def settle_orphan(database: Database, job_id: str, heartbeat_timeout: float) -> 
         return bool(transitions.fail_stale(session, heartbeat_timeout, job_id))
 
 
+class BrokerProbe:
+    """Whether the broker takes connections, asked of it at most every ``ttl`` seconds: ``/ready``
+    and every submit ask, and a connection to a host that does not answer costs up to ``timeout``.
+    One probe at a time; callers meanwhile wait for its answer."""
+
+    def __init__(self, celery: Celery, ttl: float = 2.0, timeout: float = 1.0) -> None:
+        self._celery = celery
+        self._ttl = ttl
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._checked = -math.inf
+        self._ok = True
+
+    def reachable(self) -> bool:
+        with self._lock:
+            if time.monotonic() - self._checked >= self._ttl:
+                self._ok = self._ping()
+                self._checked = time.monotonic()
+            return self._ok
+
+    def failed(self) -> None:
+        """A send just failed: unreachable until the next probe."""
+        with self._lock:
+            self._ok, self._checked = False, time.monotonic()
+
+    def _ping(self) -> bool:
+        try:
+            with self._celery.connection_for_write(connect_timeout=self._timeout) as connection:
+                connection.ensure_connection(max_retries=1, interval_start=0, timeout=self._timeout)
+        except Exception:  # kombu raises several types for an unreachable broker
+            return False
+        return True
+
+
 class CeleryRunner:
     """The API side: sends job ids to the workers, revokes cancelled jobs, reaps orphans."""
 
@@ -179,6 +221,7 @@ class CeleryRunner:
         self._settings = celery_settings(settings)
         self._database = database
         self._celery = make_celery(self._settings)
+        self._probe = BrokerProbe(self._celery)
         self.events = JobEvents(settings.wait_poll_seconds, max_waiters=settings.max_waiters)
         self._announcer = job_announcer(self._settings)
         self._stop = threading.Event()
@@ -194,14 +237,17 @@ class CeleryRunner:
     def _send(self, job_id: str) -> None:
         self._celery.send_task(TASK_NAME, args=[job_id], task_id=job_id, queue=self._settings.queue)
 
+    def can_queue(self) -> bool:
+        return self._probe.reachable()
+
     def submit(self, job_id: str) -> None:
-        """Send the job; if the broker cannot be reached the job fails at once, saying so."""
+        """Send the job; ``Unavailable`` when the broker cannot be reached (the caller withdraws it)."""
         try:
             self._send(job_id)
         except Exception as exc:  # kombu raises several types for an unreachable broker
-            with self._database.session() as session:
-                transitions.fail(session, job_id, f"{BROKER_DOWN} ({exc})", sources=[JobStatus.QUEUED])
-            self.events.notify(job_id)  # the broker is down: only this process's waiters can hear it
+            self._probe.failed()
+            log.warning("could not send the job to the broker", extra={"job_id": job_id, "error": repr(exc)})
+            raise Unavailable(BACKEND_DOWN, retry_after=BACKEND_DOWN_RETRY_SECONDS) from None
 
     def cancel(self, job_id: str) -> None:
         try:

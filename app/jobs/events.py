@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,6 +32,11 @@ log = logging.getLogger("labelserve.jobs")
 UNHEARD_POLL_SECONDS = 0.25
 #: what a request refused for want of a waiting place is told to wait before it asks again
 WAITERS_FULL_RETRY_SECONDS = 2
+#: the subscription to ended jobs retries after 1, 2, 4 ... seconds, at most RELAY_RETRY_MAX apart,
+#: and logs the failure's traceback at most every RELAY_TRACE_SECONDS (else one line at DEBUG)
+RELAY_RETRY_FIRST = 1.0
+RELAY_RETRY_MAX = 30.0
+RELAY_TRACE_SECONDS = 60.0
 
 
 class JobEvents:
@@ -156,12 +163,20 @@ class RedisJobEnded:
             log.warning("could not announce the job's end", extra={"job_id": job_id}, exc_info=True)
 
     def relay(self, events: JobEvents, stop: threading.Event, ready: threading.Event | None = None) -> None:
-        """Until ``stop``: every job id published on the channel -> ``events.notify``."""
+        """Until ``stop``: every job id published on the channel -> ``events.notify``.
+
+        While Redis is down the subscription is retried with a capped exponential backoff, and
+        the failure is logged with its traceback at most once a minute (it had been every second).
+        """
+        delay, failures, traced = RELAY_RETRY_FIRST, 0, -math.inf
         while not stop.is_set():
             pubsub = None
             try:
                 pubsub = self._redis().pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(self.channel)
+                if failures:
+                    log.info("job-ended subscription restored", extra={"failures": failures})
+                delay, failures = RELAY_RETRY_FIRST, 0
                 if ready is not None:
                     ready.set()
                 while not stop.is_set():
@@ -170,8 +185,18 @@ class RedisJobEnded:
                         data = message["data"]
                         events.notify(data.decode() if isinstance(data, bytes) else str(data))
             except Exception:  # Redis is down or restarting: waiters poll meanwhile
-                log.warning("job-ended subscription lost; retrying", exc_info=True)
-                stop.wait(1.0)
+                failures += 1
+                if time.monotonic() - traced >= RELAY_TRACE_SECONDS:
+                    traced = time.monotonic()
+                    log.warning(
+                        "job-ended subscription lost; retrying with backoff",
+                        exc_info=True,
+                        extra={"failures": failures, "retry_seconds": delay},
+                    )
+                else:
+                    log.debug("job-ended subscription still down", extra={"failures": failures, "retry_seconds": delay})
+                stop.wait(delay)
+                delay = min(2 * delay, RELAY_RETRY_MAX)
             finally:
                 if pubsub is not None:
                     try:

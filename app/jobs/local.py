@@ -193,6 +193,9 @@ class LocalRunner:
         slot.submit(int)  # start the fork server and the process now, not on the first job
         return slot
 
+    def can_queue(self) -> bool:
+        return not self._stop.is_set()
+
     def submit(self, job_id: str) -> None:
         with self._lock:
             self._pending.append(job_id)

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.errors import TooManyRequests
+from app.errors import TooManyRequests, Unavailable
 from app.jobs import transitions
 from app.jobs.base import TERMINAL, JobRunner, JobStatus
 from app.jobs.events import JobEvents
@@ -22,6 +22,12 @@ from app.storage.orm import Job
 
 #: what a refusal for a full queue tells the client to wait: about the time a queued job takes to start
 QUEUE_FULL_RETRY_SECONDS = 10
+#: what a refusal for an unreachable job broker tells the client to wait (a broker restart)
+BACKEND_DOWN_RETRY_SECONDS = 5
+BACKEND_DOWN = (
+    "could not queue the job: the job broker is unreachable; nothing was stored: send the request again "
+    "after Retry-After seconds"
+)
 
 
 def check_room(session: Session, submitter: str | None, bound: int) -> None:
@@ -49,19 +55,34 @@ def check_room(session: Session, submitter: str | None, bound: int) -> None:
         )
 
 
+def check_queueable(runner: JobRunner) -> None:
+    """Refuse (503 with ``Retry-After``) a submit while the job backend cannot take jobs (the
+    broker is unreachable): a job row stored then could only fail."""
+    if not runner.can_queue():
+        raise Unavailable(BACKEND_DOWN, retry_after=BACKEND_DOWN_RETRY_SECONDS)
+
+
 def enqueue(
     session: Session, runner: JobRunner, payload: JobPayload, *, submitter: str | None = None, max_queued: int = 0
 ) -> Job:
     """Commit a queued job carrying ``payload``, then hand its id to the runner; refused (429)
     when ``submitter`` has ``max_queued`` jobs queued already (``check_room``, in the same
-    transaction as the insert).
+    transaction as the insert), and (503) when the backend cannot take it: checked first, and
+    should the hand-over still fail, the job row is withdrawn, so nothing stays stored.
 
     The commit comes first: the process that picks the job up reads it from the database.
     """
+    check_queueable(runner)
     check_room(session, submitter, max_queued)
     job = transitions.create(session, payload, submitter)
     session.commit()
-    runner.submit(job.id)
+    try:
+        runner.submit(job.id)
+    except Unavailable:
+        withdrawn = transitions.withdraw(session, job.id)
+        session.commit()
+        if withdrawn:
+            raise
     return job
 
 

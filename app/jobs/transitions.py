@@ -4,6 +4,7 @@ A job moves through ``JobStatus`` like this (``-`` = not allowed; the row is lef
 
                   queued      running                    succeeded / failed / cancelled
     create        (new row)   -                          -
+    withdraw      (deleted)   -                          -
     claim         -> running  -                          -
     progress      -           running (stage, fraction)  -
     beat          -           running (heartbeat_at)     -
@@ -29,7 +30,7 @@ from datetime import timedelta
 from typing import Any, cast
 from uuid import uuid4
 
-from sqlalchemy import ColumnElement, CursorResult, Update, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, Update, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.jobs.base import ACTIVE, CANCELLED_BY_REQUEST, INTERRUPTED, WORKER_DIED, JobStatus
@@ -67,6 +68,13 @@ def create(session: Session, payload: JobPayload, submitter: str | None = None) 
     )
     session.add(job)
     return job
+
+
+def withdraw(session: Session, job_id: str) -> bool:
+    """Delete a ``queued`` job that no backend took (the broker refused it): the submit is
+    answered as if it had never been made. False when the job has moved on meanwhile."""
+    deleted = session.execute(delete(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED.value))
+    return bool(cast(CursorResult[Any], deleted).rowcount)
 
 
 def claim(session: Session, job_id: str, worker: str) -> Job | None:

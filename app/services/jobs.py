@@ -59,8 +59,10 @@ def submitter(settings: Settings) -> str | None:
 
 
 def check_room(session: Session, core: Core) -> None:
-    """Refuse (429) before any work a submit whose caller already has the most jobs queued
-    (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks again with its insert."""
+    """Refuse before any work a submit that could not be queued: 503 while the job backend cannot
+    take jobs, 429 when the caller already has the most jobs queued
+    (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks both again with its insert."""
+    queue.check_queueable(core.runner)
     queue.check_room(session, submitter(core.settings), core.settings.max_queued_jobs_per_key)
 
 

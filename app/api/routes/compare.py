@@ -26,6 +26,7 @@ router = APIRouter(tags=["comparison"])
         413,
         422,
         429,
+        503,
         success={202: examples.accepted("the compare job, queued: poll status_url until its status is final")},
     ),
 )

@@ -18,11 +18,13 @@ router = APIRouter(tags=["operations"])
 
 
 class Readiness(BaseModel):
-    """Whether this process can serve: the database answers and the model store is writable."""
+    """Whether this process can serve: the database answers, the model store is writable and the
+    job backend can queue jobs."""
 
     status: str = Field(description="ready or not ready")
     database: str = Field(description="ok or unreachable")
     model_store: str = Field(description="ok, not writable, or low on disk space (below LABELSERVE_MIN_FREE_MB)")
+    job_backend: str = Field(description="ok, or unreachable (the Celery broker: jobs cannot be queued)")
 
 
 @router.get("/health")
@@ -36,7 +38,10 @@ async def health() -> dict[str, str]:
     "/ready",
     response_model=Readiness,
     responses={
-        503: {"model": Readiness, "description": "the database or the model store is not usable, or low on space"}
+        503: {
+            "model": Readiness,
+            "description": "the database, the model store or the job backend is not usable, or the store is low on space",
+        }
     },
 )
 async def ready(request: Request, response: Response) -> Readiness:
@@ -51,10 +56,12 @@ async def _readiness(request: Request) -> Readiness:
     database = await run_in_threadpool(database_ok, core)
     writable = await run_in_threadpool(core.store.writable)
     low = writable and await run_in_threadpool(low_on_space, core)
+    queueable = await run_in_threadpool(core.runner.can_queue)  # a cached probe of the broker
     return Readiness(
-        status="ready" if database and writable and not low else "not ready",
+        status="ready" if database and writable and not low and queueable else "not ready",
         database="ok" if database else "unreachable",
         model_store="not writable" if not writable else "low on disk space" if low else "ok",
+        job_backend="ok" if queueable else "unreachable",
     )
 
 
@@ -73,7 +80,7 @@ def v2_live() -> Live:
 @router.get(
     "/v2/health/ready",
     tags=["inference protocol (v2)"],
-    responses={503: {"model": Ready, "description": "the database or the model store is not usable"}},
+    responses={503: {"model": Ready, "description": "the database, the model store or the job backend is not usable"}},
 )
 async def v2_ready(request: Request, response: Response) -> Ready:
     """The V2 protocol's readiness: the same checks as `/ready`."""

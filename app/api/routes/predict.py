@@ -29,6 +29,7 @@ router = APIRouter(tags=["prediction"])
         413,
         422,
         429,
+        503,
         success={202: {"model": JobAccepted, **examples.accepted("a large dataset, predicted as a job")}},
     ),
 )
