@@ -17,13 +17,18 @@ Scenarios (each prints one row of the table; the targets are the issue's done-li
   while a never-ending training beats its heartbeat (timeout 3 s, reaped every second) and a
   prober reads ``GET /models/clf`` every 50 ms: the training still running afterwards, and the
   probe's p99 and maximum during the evaluation against before it (target: at most 100 ms more).
+* ``progress``: 47 jobs (one running, 46 queued behind it on one pool process) shown on 200 open
+  dashboard pages, each polling ``GET /ui/jobs/progress?ids=<the 47 ids>`` as ``ui.js`` does (0.7 s
+  after each answer), for ``--seconds``, while a prober times ``GET /jobs?limit=1`` every 50 ms
+  (SQLite): the probe's p99 (target < 200 ms).
 * ``wide``: the 14 KB request of issue 24 item 2 (2,000 rows of 2 features, a ranking of 2,000
   labels) from 4 connections for ``--seconds``, while a prober reads ``/health`` every 20 ms: the
   answers (refused with 413 by the answer bound, or computed in a thread) and ``/health``'s p99
   (target < 50 ms).
 
 The machine these ran on is shared: the absolute rates mean little, the ratios and counts do.
-Run: ``.venv/bin/python -m benchmarks.faults [--only unknown,alias,pgkill,startup,evaluate,wide] [--seconds 5]``.
+Run: ``.venv/bin/python -m benchmarks.faults [--only unknown,alias,pgkill,startup,evaluate,progress,wide]
+[--seconds 5]``.
 """
 
 from __future__ import annotations
@@ -166,7 +171,22 @@ def _hammer_here(url: str, body: bytes, connections: int, seconds: float) -> Cou
     return asyncio.run(_raw_hammer(str(host), int(port or 80), request, connections, seconds))
 
 
-async def _raw_hammer(host: str, port: int, request: bytes, connections: int, seconds: float) -> Counter[int]:
+def _poll(url: str, path: str, connections: int, seconds: float, pause: float) -> Counter[int]:
+    """``GET path`` from ``connections`` keep-alive connections for ``seconds``, each waiting
+    ``pause`` s after every answer (in a process of its own, as ``_hammer``): the statuses."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_poll_here, (url, path, connections, seconds, pause))
+
+
+def _poll_here(url: str, path: str, connections: int, seconds: float, pause: float) -> Counter[int]:
+    host, port = httpx.URL(url).host, httpx.URL(url).port
+    request = f"GET {path} HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode()
+    return asyncio.run(_raw_hammer(str(host), int(port or 80), request, connections, seconds, pause))
+
+
+async def _raw_hammer(
+    host: str, port: int, request: bytes, connections: int, seconds: float, pause: float = 0.0
+) -> Counter[int]:
     statuses: Counter[int] = Counter()
     stop = time.monotonic() + seconds
 
@@ -185,6 +205,8 @@ async def _raw_hammer(host: str, port: int, request: bytes, connections: int, se
                 )
                 await reader.readexactly(length)
                 statuses[int(lines[0].split()[1])] += 1
+                if pause:
+                    await asyncio.sleep(pause)
             except (OSError, asyncio.IncompleteReadError, StopIteration):
                 statuses[0] += 1
                 if writer is not None:
@@ -447,6 +469,41 @@ def scenario_evaluate(workdir: Path) -> list[str]:
         server.stop()
 
 
+def scenario_progress(workdir: Path, seconds: float, pages: int = 200, jobs: int = 47) -> list[str]:
+    env = {"LABELSERVE_WORKERS": "1", "LABELSERVE_MAX_QUEUED_JOBS_PER_KEY": "0"}
+    server = start(workdir, f"sqlite:///{workdir / 'progress.db'}", **env)
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            upload = client.post("/datasets", files={"file": ("d.csv", csv_upload())}, data={"label_count": "4"})
+            upload.raise_for_status()
+            dataset_id = upload.json()["id"]
+            long = {"method": "elcfs", "dataset_id": dataset_id, "model_name": "long"}
+            ids = [client.post("/train", json=long | {"params": {"max_iter": 10**7, "tol": 0.0}}).json()["job_id"]]
+            while client.get(f"/jobs/{ids[0]}").json()["status"] != "running":
+                time.sleep(0.2)
+            body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": "queued", "params": {"k": 5}}
+            ids += [client.post("/train", json=body).json()["job_id"] for _ in range(jobs - 1)]
+            done = threading.Event()
+            thread, probes = _probing(server.url, "/jobs?limit=1", 0.05, done)
+            time.sleep(2.0)  # the probe's latency before the polls
+            started = time.perf_counter()
+            statuses = _poll(server.url, f"/ui/jobs/progress?ids={','.join(ids)}", pages, seconds, 0.7)
+            ended = time.perf_counter()
+            done.set()
+            thread.join()
+        before = [t for at, t in probes if at < started]
+        during = [t for at, t in probes if started <= at < ended]
+        return [
+            f"| progress | {pages} dashboard pages polling the progress of {jobs} jobs (1 running, {jobs - 1} queued) "
+            f"every 0.7 s for {seconds:g} s, GET /jobs?limit=1 every 50 ms (SQLite) | {sum(statuses.values())} polls "
+            f"({sum(statuses.values()) / seconds:.0f}/s), statuses {dict(statuses)}; GET /jobs?limit=1 before p99 "
+            f"{p(before, 99):.0f} ms, during p50 {p(during, 50):.0f} ms, p99 {p(during, 99):.0f} ms, "
+            f"max {max(during) * 1000:.0f} ms ({len(during)} probes) | p99 < 200 ms |"
+        ]
+    finally:
+        server.stop()
+
+
 def scenario_wide(workdir: Path, seconds: float) -> list[str]:
     server = start(workdir, f"sqlite:///{workdir / 'wide.db'}")
     try:
@@ -488,8 +545,10 @@ def scenario_wide(workdir: Path, seconds: float) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="unknown,alias,pgkill,startup,evaluate,wide")
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of the unknown, alias and wide runs")
+    parser.add_argument("--only", default="unknown,alias,pgkill,startup,evaluate,progress,wide")
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="duration of the unknown, alias, progress and wide runs"
+    )
     parser.add_argument("--runs", type=int, default=10, help="start-up runs")
     args = parser.parse_args(argv)
     rows = ["| scenario | load | measured | target |", "|---|---|---|---|"]
@@ -507,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += scenario_startup(folder, args.runs)
             elif name == "evaluate":
                 rows += scenario_evaluate(folder)
+            elif name == "progress":
+                rows += scenario_progress(folder, args.seconds)
             elif name == "wide":
                 rows += scenario_wide(folder, args.seconds)
             print(rows[-1], flush=True)

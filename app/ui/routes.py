@@ -37,6 +37,7 @@ from app.schemas import CompareRequest, JobOut, PredictRequest, TrainRequest
 from app.scoring import LOWER_IS_BETTER
 from app.services.datasets import Upload
 from app.ui import data, forms, session
+from app.ui.progress import ProgressPolls
 from app.upload_options import PARSE_OPTIONS, UPLOAD_OPTIONS
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -389,23 +390,33 @@ def jobs_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/jobs/progress")
-def jobs_progress(request: Request) -> JSONResponse:
-    """The listed jobs as they are now (what ``ui.js`` polls): status, progress, stage, queue place."""
-    ids = [i for i in request.query_params.get("ids", "").split(",") if i][: PAGE * 2]
-    found, positions = data.jobs_by_id(request.app.state.core, [i for i in ids if len(i) <= 64])
+async def jobs_progress(request: Request) -> JSONResponse:
+    """The listed jobs as they are now (what ``ui.js`` polls): status, progress, stage, queue place
+    (one query, shared by the polls for the same jobs, in threads of its own: ``app.ui.progress``)."""
+    ids = [i for i in request.query_params.get("ids", "").split(",") if i and len(i) <= 64][: PAGE * 2]
+    found = await _progress_polls(request).progress(ids)
     return JSONResponse(
         {
             j.id: {
                 "status": j.status.value,
                 "progress": j.progress,
                 "stage": j.stage,
-                "position": positions.get(j.id),
+                "position": j.position,
                 "ended": j.status in _ENDED,
             }
             for j in found
         },
         headers={"Cache-Control": "no-store"},
     )
+
+
+def _progress_polls(request: Request) -> ProgressPolls:
+    """The app's answerer of progress polls (made on first use, on the app's event loop)."""
+    polls: ProgressPolls | None = getattr(request.app.state, "ui_progress_polls", None)
+    if polls is None:
+        core = request.app.state.core
+        polls = request.app.state.ui_progress_polls = ProgressPolls(lambda ids: data.jobs_progress(core, ids))
+    return polls
 
 
 @router.get("/jobs/{job_id}")

@@ -193,3 +193,67 @@ def test_reports_load_the_cached_bundle_and_download_as_one_offline_file(client:
         session.commit()
     core.pages.clear()
     assert "<td>hamming_loss ↓</td><td>0.1235</td>" in client.get(path).text
+
+
+def test_progress_poll_is_one_query_in_its_own_threads(client: TestClient, settings: Settings, monkeypatch) -> None:
+    """47 jobs cost the poll one query per job (three per queued one), in the shared thread pool:
+    200 open pages starved the API. Now one query, shared by the polls of the same jobs within
+    FRESH_SECONDS, in at most THREADS threads of its own."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anyio import from_thread, to_thread
+    from sqlalchemy import event
+
+    from app.jobs import transitions
+    from app.jobs.payloads import TrainPayload
+    from app.storage.db import Database
+    from app.ui import data
+    from app.ui.progress import THREADS
+
+    database = Database(settings.database_url)
+    ids = []
+    for _ in range(47):  # one transaction each: each its own created_at, so its own place in the queue
+        with database.session() as session:
+            ids.append(transitions.create(session, TrainPayload(method="br", dataset_id="d", model_name="m")).id)
+    with database.session() as session:
+        assert transitions.claim(session, ids[0], "host:1") is not None
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    engine = client.app.state.core.database.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        progress = client.get(f"/ui/jobs/progress?ids={','.join(ids)},nope").json()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert set(progress) == set(ids)
+    assert progress[ids[0]]["status"] == "running" and progress[ids[0]]["position"] is None
+    assert [progress[i]["position"] for i in ids[1:]] == list(range(1, 47))
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1, statements
+
+    busy, most, shared = [0], [0], []
+    lock = threading.Lock()
+    polled = data.jobs_progress
+
+    def slow(*args):
+        with lock:
+            busy[0] += 1
+            most[0] = max(most[0], busy[0])
+        shared.append(from_thread.run_sync(lambda: to_thread.current_default_thread_limiter().borrowed_tokens))
+        time.sleep(0.2)
+        with lock:
+            busy[0] -= 1
+        return polled(*args)
+
+    monkeypatch.setattr(data, "jobs_progress", slow)
+    with ThreadPoolExecutor(10) as pool:  # ten pages of other jobs each, and ten of the same jobs
+        answers = list(pool.map(lambda i: client.get(f"/ui/jobs/progress?ids={ids[i]}").status_code, range(10)))
+        answers += list(pool.map(lambda i: client.get(f"/ui/jobs/progress?ids={ids[-1]}").status_code, range(10)))
+    assert answers == [200] * 20
+    assert most[0] == THREADS, most
+    assert max(shared) == 0  # none of the polls held a thread of the shared pool
+    assert len(shared) == 11  # the polls of the same jobs shared one read
