@@ -55,11 +55,11 @@ class Settings(BaseSettings):
         60.0, gt=0, description="A running job whose heartbeat is older than this is failed as orphaned"
     )
     reap_seconds: float = Field(15.0, gt=0, description="How often the API looks for orphaned jobs")
-    max_job_seconds: float | None = Field(
-        None,
+    max_job_seconds: float = Field(
+        21_600.0,
         gt=0,
-        description="A running job is stopped and failed at its first progress report after this many seconds; "
-        "unset: no limit",
+        description="A running job is stopped and failed at its first progress report after this many seconds "
+        "(default 6 hours); a request's max_seconds may lower it for its job",
     )
     max_queued_jobs_per_key: int = Field(
         20,

@@ -240,7 +240,7 @@ class TrainRequest(Strict):
         None,
         gt=0,
         description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
-        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS (default 6 hours); null: the server's limit alone",
     )
 
     @model_validator(mode="after")
@@ -266,7 +266,7 @@ class CompareRequest(Strict):
         None,
         gt=0,
         description="stop the job (failed, naming this limit) at its first progress report past this many seconds; "
-        "at most the server's LABELSERVE_MAX_JOB_SECONDS when that is set; null: the server's limit alone",
+        "at most the server's LABELSERVE_MAX_JOB_SECONDS (default 6 hours); null: the server's limit alone",
     )
 
 
@@ -309,7 +309,7 @@ class JobOut(BaseModel):
     max_seconds: float | None = Field(
         None,
         description="the request's own time limit in seconds (max_seconds); null when it gave none (the server's "
-        "LABELSERVE_MAX_JOB_SECONDS, if set, still applies)",
+        "LABELSERVE_MAX_JOB_SECONDS still applies)",
     )
 
 

@@ -441,7 +441,7 @@ def scenario_evaluate(workdir: Path) -> list[str]:
                 "method": "elcfs",
                 "dataset_id": ids[0],
                 "model_name": "long",
-                "params": {"max_iter": 10**7, "tol": 0.0},
+                "params": {"max_iter": 10**6, "tol": 0.0},
             }
             job_id = client.post("/train", json=body).json()["job_id"]
             while client.get(f"/jobs/{job_id}").json()["status"] != "running":
@@ -478,7 +478,7 @@ def scenario_progress(workdir: Path, seconds: float, pages: int = 200, jobs: int
             upload.raise_for_status()
             dataset_id = upload.json()["id"]
             long = {"method": "elcfs", "dataset_id": dataset_id, "model_name": "long"}
-            ids = [client.post("/train", json=long | {"params": {"max_iter": 10**7, "tol": 0.0}}).json()["job_id"]]
+            ids = [client.post("/train", json=long | {"params": {"max_iter": 10**6, "tol": 0.0}}).json()["job_id"]]
             while client.get(f"/jobs/{ids[0]}").json()["status"] != "running":
                 time.sleep(0.2)
             body = {"method": "mlknn", "dataset_id": dataset_id, "model_name": "queued", "params": {"k": 5}}

@@ -158,7 +158,7 @@ def long_job(client: TestClient, dataset_id: str, name: str) -> str:
             "method": "elcfs",
             "dataset_id": dataset_id,
             "model_name": name,
-            "params": {"max_iter": 10_000_000, "tol": 0.0},
+            "params": {"max_iter": 1_000_000, "tol": 0.0},
         },
     )
     assert r.status_code == 202, r.text

@@ -32,6 +32,7 @@ class AutoParams(BaseModel):
     budget_seconds: float | None = Field(
         None,
         gt=0,
+        le=86_400,
         description="Wall seconds of this machine for choosing among the default candidates and fitting the "
         "winner (pilots, cross-validation, final fit; default 600 s): what its pilot predicts past it is left out.",
     )
@@ -41,9 +42,11 @@ def check_auto(params: AutoParams, kind: str) -> list[str]:
     """Problems with an auto request for a dataset of ``kind`` (empty when it is fine)."""
     task = task_of(kind)
     problems = []
-    for method in params.candidates or []:
+    for i, method in enumerate(params.candidates or []):
         spec = get_method(method)
-        if spec is None:
+        if method in (params.candidates or [])[:i]:  # each candidate costs its cross-validation
+            problems.append(f"candidates: '{method}' is listed twice")
+        elif spec is None:
             problems.append(f"candidates: unknown method '{method}'{did_you_mean(method, catalog())}")
         elif method in BLENDS:
             problems.append(f"candidates: '{method}' is built by auto itself from the other candidates")

@@ -61,21 +61,32 @@ class TimeLimit:
     """How long a job may run, and whose limit that is (the failed job's error names it)."""
 
     seconds: float
-    whose: str  # "the server's job" or "the request's"
-    setting: str  # what sets it: LABELSERVE_MAX_JOB_SECONDS, or the request's max_seconds
+    requested: bool  # the request's max_seconds (else the server's LABELSERVE_MAX_JOB_SECONDS)
+    server: float  # the server's limit, which a request's may approach
 
     @classmethod
-    def of(cls, server: float | None, requested: float | None) -> TimeLimit | None:
-        """The tighter of the server's limit and the request's (None: neither is set).
+    def of(cls, server: float, requested: float | None) -> TimeLimit:
+        """The tighter of the server's limit and the request's.
 
         The request's is refused at submit when it exceeds the server's, but a job queued before
         the server's limit was lowered may still carry a larger one: the server's then applies.
         """
-        if requested is not None and (server is None or requested < server):
-            return cls(requested, "the request's", "max_seconds")
-        if server is not None:
-            return cls(server, "the server's job", "LABELSERVE_MAX_JOB_SECONDS")
-        return None
+        if requested is not None and requested < server:
+            return cls(requested, True, server)
+        return cls(server, False, server)
+
+    def exceeded(self, seconds: float) -> str:
+        """The failed job's error: which limit stopped it, and which setting would let it run longer."""
+        if self.requested:
+            whose = "the request's time limit is {:g} s (max_seconds)"
+            longer = f"give a larger max_seconds, up to the server's {self.server:g} s"
+        else:
+            whose = "the server's job time limit is {:g} s (LABELSERVE_MAX_JOB_SECONDS)"
+            longer = "raise LABELSERVE_MAX_JOB_SECONDS for longer jobs"
+        return (
+            f"stopped after {seconds:.0f} s: {whose.format(self.seconds)}; {longer}, "
+            "or train on fewer rows or with a smaller search (cv, tune, methods)"
+        )
 
 
 class JobProgress:
@@ -132,10 +143,7 @@ class JobProgress:
             raise JobCancelled(self.job_id)
         limit = self.limit
         if limit is not None and time.monotonic() - self.started > limit.seconds:
-            raise JobTimedOut(
-                f"stopped after {self.seconds():.0f} s: {limit.whose} time limit is {limit.seconds:g} s "
-                f"({limit.setting}); train on fewer rows or with a smaller search (cv, tune, methods)"
-            )
+            raise JobTimedOut(limit.exceeded(self.seconds()))
         with self._lock:
             changed = stage != self._stage
             self._stage, self._pending = stage, (stage, fraction)

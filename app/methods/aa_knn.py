@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from app.methods.base import (
+    MAX_NEIGHBOURS,
     DataShape,
     MemoryEstimate,
     MethodEstimator,
@@ -47,7 +48,7 @@ LITERAL_DEFAULTS: dict[str, Any] = {"k": 5, "weights": "uniform", "scale": "minm
 
 
 class AAKNNParams(MethodParams):
-    k: Literal["loo"] | Annotated[int, Field(ge=1)] = Field(
+    k: Literal["loo"] | Annotated[int, Field(ge=1, le=MAX_NEIGHBOURS)] = Field(
         "loo",
         description="Number of nearest training samples averaged (at most n; n - 1 with shrinkage 'loo'), or 'loo': "
         "the value of auto's grid 3, 5, 10, 20 with the lowest leave-one-out Chebyshev distance on the training rows "

@@ -92,6 +92,14 @@ class JobCancelled(Exception):
     """Raised from a progress callback when the job was cancelled."""
 
 
+# Maxima of the count parameters the methods share, from their cost: generous for real use (10 to 100
+# times the defaults and the papers' values), refusing absurd requests at submit (a 422 naming them).
+#: neighbours (``k``): each training row keeps a list of them, and each is scored per label
+MAX_NEIGHBOURS = 1000
+#: L-BFGS iterations (``max_iter`` of br, ecc, sa-maxent): each one a pass over the data
+MAX_LBFGS_ITER = 10_000
+
+
 class MethodParams(BaseModel):
     """Base of every method's hyperparameter model: unknown keys are rejected (422)."""
 

@@ -83,12 +83,15 @@ _DEFAULT_LEARNERS: tuple[dict[str, Any], ...] = (
 )
 
 _MEMBERS_DOC = "Members as {method, params, weight}; auto sets them by ensemble selection on out-of-fold predictions."
+#: each member costs a fit and a prediction; auto's blends keep members of at least 5% of the weight (at most 20)
+MAX_MEMBERS = 20
 
 
 class BlendParams(MethodParams):
     members: tuple[BlendMember, ...] = Field(
         _DEFAULT_CLASSIFIERS,  # validated into BlendMember (validate_default)
         min_length=1,
+        max_length=MAX_MEMBERS,
         validate_default=True,
         description=_MEMBERS_DOC + " Classifiers with probability scores: br, ecc, rf, gbm, mlknn, dmknn.",
     )
@@ -109,6 +112,7 @@ class BlendLDLParams(MethodParams):
     members: tuple[BlendMember, ...] = Field(
         _DEFAULT_LEARNERS,
         min_length=1,
+        max_length=MAX_MEMBERS,
         validate_default=True,
         description=_MEMBERS_DOC + " Label distribution learners.",
     )

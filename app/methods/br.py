@@ -23,7 +23,15 @@ import numpy as np
 from pydantic import Field
 from scipy.special import expit
 
-from app.methods.base import DataShape, MemoryEstimate, MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import (
+    MAX_LBFGS_ITER,
+    DataShape,
+    MemoryEstimate,
+    MethodEstimator,
+    MethodParams,
+    MethodSpec,
+    ProgressFn,
+)
 from app.methods.baseline_support import MinMaxOption, ProbabilityClassifierMixin
 from app.methods.per_label import Problem, design_matrix, fit_logistic
 from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, ThresholdParam
@@ -31,7 +39,7 @@ from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, Thresho
 
 class BRParams(MethodParams):
     C: float = Field(1.0, gt=0, description="Inverse L2 regularisation strength of each logistic regression.")
-    max_iter: int = Field(1000, ge=1, description="L-BFGS iteration cap per label.")
+    max_iter: int = Field(1000, ge=1, le=MAX_LBFGS_ITER, description="L-BFGS iteration cap per label.")
     class_weight: Literal["balanced"] | None = Field(
         None, description="'balanced' weights each label's classes inversely to their frequency."
     )

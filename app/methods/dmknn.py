@@ -36,6 +36,7 @@ from scipy import sparse
 from scipy.stats import beta as beta_dist
 
 from app.methods.base import (
+    MAX_NEIGHBOURS,
     DataShape,
     MemoryEstimate,
     MethodEstimator,
@@ -74,7 +75,7 @@ def beta_threshold(
 
 
 class DMKNNParams(MethodParams):
-    k: int = Field(10, ge=1, description="Number of nearest neighbours K (at most m - 1).")
+    k: int = Field(10, ge=1, le=MAX_NEIGHBOURS, description="Number of nearest neighbours K (at most m - 1).")
     s: float = Field(1.0, gt=0, description="Laplace smoothing of priors and count likelihoods.")
     min_support: float = Field(
         0.01,

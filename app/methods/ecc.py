@@ -26,6 +26,7 @@ from scipy import sparse
 from scipy.special import expit
 
 from app.methods.base import (
+    MAX_LBFGS_ITER,
     DataShape,
     MemoryEstimate,
     MethodEstimator,
@@ -40,9 +41,15 @@ from app.methods.thresholds import THRESHOLD_DOC, LearnedThresholdMixin, Thresho
 
 
 class ECCParams(MethodParams):
-    n_chains: int = Field(5, ge=1, description="Number of classifier chains, each in its own random label order.")
+    n_chains: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Number of classifier chains, each in its own random label order (each costs a binary relevance "
+        "fit; papers use 10).",
+    )
     C: float = Field(1.0, gt=0, description="Inverse L2 regularisation strength of every logistic regression.")
-    max_iter: int = Field(1000, ge=1, description="L-BFGS iteration cap per link.")
+    max_iter: int = Field(1000, ge=1, le=MAX_LBFGS_ITER, description="L-BFGS iteration cap per link.")
     scale: Literal["none", "minmax"] = Field(
         "minmax", description="Scale features to [0, 1] on the training set first (part of the model)."
     )

@@ -49,6 +49,7 @@ class ELCFSParams(MethodParams):
     n_clusters: int | None = Field(
         None,
         ge=1,
+        le=10_000,
         description="K-means clusters; None = number of labels q (the paper writes 'q clusters').",
     )
     zero_diag_z: bool = Field(
@@ -69,10 +70,15 @@ class ELCFSParams(MethodParams):
         le=1,
         description="Fraction of features kept by transform / get_support() (paper: top 20%).",
     )
-    max_iter: int = Field(300, ge=1, description="Iteration cap.")
+    max_iter: int = Field(
+        300,
+        ge=1,
+        le=1_000_000,
+        description="Iteration cap (each iteration a few products of the n x d and n x q data).",
+    )
     tol: float = Field(1e-5, ge=0, description="Stop when the objective's relative change falls below tol.")
     eps: float = Field(1e-8, gt=0, description="Smoothing in the l2,1 re-weighting sqrt(||row||^2 + eps).")
-    kmeans_n_init: int = Field(10, ge=1, description="K-means++ restarts.")
+    kmeans_n_init: int = Field(10, ge=1, le=100, description="K-means++ restarts.")
     random_state: int | None = Field(0, description="Seed of K-means and of the uniform(0,1) initial W, Z.")
 
 

@@ -329,7 +329,9 @@ class GHCDRParams(MethodParams):
     )
     lam: float = Field(1.0, gt=0, description="lambda: neighbourhood radius xi_t = std(f_t) / lambda (Def. 1).")
     omega: float = Field(0.2, ge=0, le=1, description="Mix of MI and graph redundancy, G_FGM (Eq. 7); paper: 0.2.")
-    n_bins: int = Field(2, ge=2, description="Equal-frequency bins of each feature for the MI matrices.")
+    n_bins: int = Field(
+        2, ge=2, le=64, description="Equal-frequency bins of each feature for the MI matrices (d^2 tables of n_bins^2)."
+    )
     mi_diag: Literal["entropy", "one"] = Field(
         "entropy", description="Diagonal of G: I(f;f) = H(f) (literal) or 1 (GRRO code)."
     )
@@ -349,11 +351,12 @@ class GHCDRParams(MethodParams):
     k_dt: int | None = Field(
         None,
         ge=1,
+        le=10_000,
         description="Soft heterogeneous set size; None = max(1, round(0.1 * smallest positive label count)), "
         "capped at n - 1.",
     )
     k_graph: int | None = Field(
-        None, ge=1, description="Feature-graph neighbours; None = max(1, round(0.05 d)), capped at d - 1."
+        None, ge=1, le=10_000, description="Feature-graph neighbours; None = max(1, round(0.05 d)), capped at d - 1."
     )
     feature_score: Literal["sum", "l2"] = Field(
         "sum", description="Feature score from Z: row sum (Algorithm 1, GRRO code) or row l2 norm (the prose)."

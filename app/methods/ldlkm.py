@@ -176,8 +176,8 @@ def _has_k_distinct_rows(X: np.ndarray, k: int) -> bool:
 
 
 class LDLKMParams(MethodParams):
-    k: int = Field(5, ge=1, description="Number of clusters (paper: 5).")
-    max_iter: int = Field(20, ge=1, description="Maximum k-means iterations (paper: 20).")
+    k: int = Field(5, ge=1, le=1000, description="Number of clusters (paper: 5).")
+    max_iter: int = Field(20, ge=1, le=10_000, description="Maximum k-means iterations (paper: 20).")
     p: Annotated[float, Field(ge=1)] | Literal["inf"] = Field(
         5.0, description="Minkowski order at prediction (paper: 5): a number >= 1 or 'inf'."
     )

@@ -27,6 +27,7 @@ from scipy import sparse
 from sklearn.feature_selection import mutual_info_classif
 
 from app.methods.base import (
+    MAX_NEIGHBOURS,
     DataShape,
     MemoryEstimate,
     MethodEstimator,
@@ -58,8 +59,8 @@ class MIFilterParams(MethodParams):
         description="'knn': scikit-learn's mutual_info_classif; 'binned': plug-in MI on quantile bins (fast); "
         f"'auto': knn unless its predicted cost exceeds {KNN_MAX_SECONDS:g} CPU s, then binned (with a warning).",
     )
-    n_neighbors: int = Field(3, ge=1, description="Neighbours of the 'knn' estimator.")
-    n_bins: int = Field(5, ge=2, description="Equal-frequency bins per feature of the 'binned' estimator.")
+    n_neighbors: int = Field(3, ge=1, le=MAX_NEIGHBOURS, description="Neighbours of the 'knn' estimator.")
+    n_bins: int = Field(5, ge=2, le=256, description="Equal-frequency bins per feature of the 'binned' estimator.")
     ratio: float = Field(0.2, gt=0, le=1, description="Fraction of features kept by transform / get_support().")
     random_state: int | None = Field(0, description="Seed of the 'knn' estimator's jitter.")
 

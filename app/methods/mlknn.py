@@ -25,6 +25,7 @@ from pydantic import Field
 from scipy import sparse
 
 from app.methods.base import (
+    MAX_NEIGHBOURS,
     DataShape,
     MemoryEstimate,
     MethodEstimator,
@@ -94,7 +95,7 @@ def lookup(table: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 # -------------------------------------------------------------------------------- estimator
 class MLkNNParams(MethodParams):
-    k: int = Field(10, ge=1, description="Number of nearest neighbours K (at most m - 1).")
+    k: int = Field(10, ge=1, le=MAX_NEIGHBOURS, description="Number of nearest neighbours K (at most m - 1).")
     s: float = Field(1.0, gt=0, description="Laplace smoothing of the prior and count likelihoods.")
     scale: Literal["none", "minmax"] = Field(
         "minmax", description="Scale features to [0, 1] on the training set before Euclidean distances."

@@ -169,7 +169,7 @@ def tree_nodes(rows: float, depth: int | None, leaf: int, split_share: float) ->
 
 
 class RFParams(MethodParams):
-    n_estimators: int = Field(200, ge=1, description="Number of trees.")
+    n_estimators: int = Field(200, ge=1, le=10_000, description="Number of trees.")
     max_features: Literal["sqrt", "log2"] | Annotated[float, Field(gt=0, le=1)] = Field(
         "sqrt", description="Features tried per split: 'sqrt', 'log2', or a fraction in (0, 1] of d."
     )
@@ -177,6 +177,7 @@ class RFParams(MethodParams):
     max_depth: int | None = Field(
         None,
         ge=1,
+        le=1000,
         description="Deepest split level of a tree (None: grown until pure or min_samples_leaf). Every node "
         "stores a score per label, so with many labels this and min_samples_leaf bound the model's size.",
     )

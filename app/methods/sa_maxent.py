@@ -22,13 +22,13 @@ from pydantic import Field
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 
-from app.methods.base import MethodEstimator, MethodParams, MethodSpec, ProgressFn
+from app.methods.base import MAX_LBFGS_ITER, MethodEstimator, MethodParams, MethodSpec, ProgressFn
 from app.methods.baseline_support import DistributionPredictorMixin, MinMaxOption
 
 
 class SAMaxEntParams(MethodParams):
     alpha: float = Field(1e-3, ge=0, description="L2 penalty (alpha/2)||W||^2 on the weights (not the bias).")
-    max_iter: int = Field(1000, ge=1, description="L-BFGS iteration cap.")
+    max_iter: int = Field(1000, ge=1, le=MAX_LBFGS_ITER, description="L-BFGS iteration cap.")
     tol: float = Field(1e-7, gt=0, description="L-BFGS stopping tolerance on the projected gradient.")
     scale: Literal["none", "minmax"] = Field(
         "minmax", description="Scale features to [0, 1] on the training set first (part of the model)."

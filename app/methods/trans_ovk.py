@@ -29,6 +29,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from app.methods import ovk_kernels as ok
 from app.methods.base import (
+    MAX_NEIGHBOURS,
     MethodEstimator,
     MethodParams,
     MethodSpec,
@@ -131,6 +132,7 @@ class TransOVKParams(MethodParams):
     local_k: int | None = Field(
         None,
         ge=2,
+        le=MAX_NEIGHBOURS,
         description="None = the paper's X - x_i, leave-one-out alignment "
         "(default); k = alternative reading 'alignment at the point x_i': the alignment QP on "
         "the k nearest training neighbours of x_i (local kernel alignment, ref. [31]).",
@@ -145,12 +147,13 @@ class TransOVKParams(MethodParams):
     max_alignment_samples: int | None = Field(
         600,
         ge=2,
+        le=50_000,
         description="Stages A-C (alignment, leave-one-out, PCA) and the ridge maps run on at most this many "
         "training samples (every (n/m)-th in lexicographic order of (x, y), so the choice does not depend "
         "on the row order); the kernel and the head use all of them. None = all (the paper).",
     )
     qp_tol: float = Field(1e-10, gt=0, description="KKT tolerance of the scaled alignment QPs.")
-    qp_max_iter: int = Field(1000, ge=1, description="Active-set iterations per QP.")
+    qp_max_iter: int = Field(1000, ge=1, le=100_000, description="Active-set iterations per QP.")
     n_jobs: int = Field(1, ge=1, description="Threads for the streamed kernel passes.")
 
 

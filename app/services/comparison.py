@@ -43,6 +43,8 @@ def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
     allowed = ("multilabel", "selection") if dataset.kind == "multilabel" else ("distribution",)
     for i, method in enumerate(body.methods or []):
         spec = get_method(method)
+        if method in (body.methods or [])[:i]:  # each method costs its cross-validation
+            raise InvalidInput(f"method '{method}' is listed twice", loc=("body", "methods", i))
         if spec is None or spec.task not in allowed or spec.dataset_kind != dataset.kind:
             raise InvalidInput(f"method '{method}' does not fit a {dataset.kind} dataset", loc=("body", "methods", i))
     if body.metric is not None and body.metric not in pool.metric_names(task):

@@ -83,7 +83,7 @@ def time_limit(settings: Settings, requested: float | None) -> float | None:
     ten minutes would read the failed job as its own fault.
     """
     server = settings.max_job_seconds
-    if requested is not None and server is not None and requested > server:
+    if requested is not None and requested > server:
         raise InvalidInput(
             f"{requested:g} s exceeds the server's job time limit of {server:g} s (LABELSERVE_MAX_JOB_SECONDS); "
             f"give at most {server:g}, or omit it",

@@ -23,13 +23,40 @@ def test_a_training_past_its_own_max_seconds_fails_naming_it(client: TestClient)
     X, Y = make_multilabel(n=30)
     dataset = upload_csv(client, X, Y)
     body = {"method": "elcfs", "dataset_id": dataset["id"], "model_name": "endless"}
-    body |= {"params": {"max_iter": 10_000_000, "tol": 0.0}, "max_seconds": 1}  # long_job's, with a limit
+    body |= {"params": {"max_iter": 1_000_000, "tol": 0.0}, "max_seconds": 1}  # long_job's, with a limit
     r = client.post("/train", json=body)
     assert r.status_code == 202, r.text
     job = wait_status(client, r.json()["job_id"], ("failed", "succeeded", "cancelled"), timeout=60)
     assert job["status"] == "failed", job
-    assert "the request's time limit is 1 s (max_seconds)" in job["error"], job
+    assert (
+        "the request's time limit is 1 s (max_seconds); give a larger max_seconds, up to the server's 21600 s"
+        in (job["error"])
+    ), job
     assert job["max_seconds"] == 1
+
+
+def test_jobs_are_bounded_by_default(settings: Settings):
+    """No default time limit and no maximum of ecc's n_chains: one request could hold a training
+    process for days. A job past the server's limit fails saying which setting to raise."""
+    assert Settings().max_job_seconds == 6 * 3600
+    with TestClient(create_app(settings.model_copy(update={"max_job_seconds": 1.0}))) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        r = client.post(
+            "/train",
+            json={"method": "ecc", "dataset_id": dataset["id"], "model_name": "m", "params": {"n_chains": 100_000}},
+        )
+        assert r.status_code == 422, r.text
+        [item] = r.json()["detail"]
+        assert item["loc"] == ["body", "params", "n_chains"] and "less than or equal to 100" in item["msg"], item
+        r = client.post("/compare", json={"dataset_id": dataset["id"], "methods": ["br", "mlknn", "br"]})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "methods", 2], r.text
+        auto = {"method": "auto", "dataset_id": dataset["id"], "model_name": "m"}
+        r = client.post("/train", json=auto | {"params": {"candidates": ["br", "br"]}})
+        assert r.status_code == 422 and "'br' is listed twice" in r.text, r.text
+        job = wait_status(client, long_job(client, dataset["id"], "endless"), ("failed", "succeeded"), timeout=60)
+        assert "the server's job time limit is 1 s" in job["error"], job
+        assert "raise LABELSERVE_MAX_JOB_SECONDS for longer jobs" in job["error"], job
 
 
 def test_a_comparison_past_its_own_max_seconds_fails_naming_it(client: TestClient):

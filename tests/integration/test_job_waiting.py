@@ -125,7 +125,7 @@ def long_training(dataset: str) -> dict:
         "method": "elcfs",
         "dataset_id": dataset,
         "model_name": "long",
-        "params": {"max_iter": 10_000_000, "tol": 0.0},
+        "params": {"max_iter": 1_000_000, "tol": 0.0},
     }
 
 

@@ -70,7 +70,7 @@ def start_long_job(client: httpx.Client, dataset_id: str, name: str = "long") ->
             "method": "elcfs",
             "dataset_id": dataset_id,
             "model_name": name,
-            "params": {"max_iter": 10_000_000, "tol": 0.0},
+            "params": {"max_iter": 1_000_000, "tol": 0.0},
         },
     )
     assert response.status_code == 202, response.text

@@ -306,7 +306,7 @@ def test_the_dashboard_flow_offline(browser, page, server: str, shots: Path, tmp
         r = client.post(
             "/train",
             json={"method": "elcfs", "dataset_id": dataset_id, "model_name": "long",
-                  "params": {"max_iter": 10_000_000, "tol": 0.0}},
+                  "params": {"max_iter": 1_000_000, "tol": 0.0}},
         )  # fmt: skip
         long_id = r.json()["job_id"]
         deadline = time.monotonic() + 60

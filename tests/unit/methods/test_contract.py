@@ -212,3 +212,50 @@ def test_an_unseeded_fit_draws_its_seed_where_the_service_does(cls, monkeypatch)
     np.testing.assert_array_equal(
         unseeded.decision_function(X), cls(**small, random_state=7).fit(X, Y).decision_function(X)
     )
+
+
+#: integer parameters with no maximum, and why: a seed is no count, ``n_jobs`` is clamped to the
+#: machine's CPUs by the job, and a larger minimum makes a fit cheaper, never dearer
+UNBOUNDED_INTS = {"random_state", "n_jobs", "min_samples_leaf", "min_child_samples", "min_itemset_size"}
+
+
+def _integer_bounds(annotation: object, metadata: list) -> list[list]:
+    """The metadata of each ``int`` member of a (possibly annotated, optional or union) annotation."""
+    import typing
+
+    if annotation is int:
+        return [metadata]
+    if typing.get_origin(annotation) is typing.Annotated:
+        inner, *extra = typing.get_args(annotation)
+        found = [m for x in extra for m in getattr(x, "metadata", [x])]
+        return _integer_bounds(inner, metadata + found)
+    return [b for member in typing.get_args(annotation) for b in _integer_bounds(member, metadata)]
+
+
+@pytest.mark.parametrize("spec", ALL, ids=lambda s: s.id)
+def test_every_count_parameter_has_a_maximum(spec):
+    """A job's cost is bounded by default: ``ecc`` with ``n_chains: 100000`` had been accepted."""
+    import annotated_types
+
+    for name, field in spec.params.model_fields.items():
+        if name in UNBOUNDED_INTS:
+            continue
+        for bounds in _integer_bounds(field.annotation, list(field.metadata)):
+            assert any(isinstance(b, annotated_types.Le | annotated_types.Lt) for b in bounds), (spec.id, name)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "maximum"),
+    [
+        ("ecc", {"n_chains": 100_000}, 100),
+        ("rf", {"n_estimators": 100_000}, 10_000),
+        ("mlknn", {"k": 5_000}, 1_000),
+        ("br", {"max_iter": 10**6}, 10_000),
+        ("elcfs", {"max_iter": 10**7}, 1_000_000),
+        ("blend", {"members": [{"method": "br"}] * 21}, 20),
+    ],
+)
+def test_an_absurd_count_is_refused_naming_the_maximum(method, params, maximum):
+    with pytest.raises(ValidationError) as info:
+        catalog()[method].params.model_validate(params)
+    assert f"less than or equal to {maximum}" in str(info.value) or f"at most {maximum}" in str(info.value), info.value
