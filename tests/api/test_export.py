@@ -55,3 +55,70 @@ def test_missing_versions_and_broken_artifacts_are_refused(client, settings):
     path.unlink()
     r = client.get("/models/toy-br/versions/1/artifact")
     assert r.status_code == 409 and "missing" in r.json()["detail"]
+
+
+def test_an_export_streams_without_a_copy_in_threads_of_its_own(client, settings, monkeypatch):
+    """Every export had copied its artifact to TMPDIR (40 slow downloads held 195 MB) in the shared
+    thread pool (GET /models took 6 s). Now the zip is streamed from the stored file, read in at
+    most EXPORT_THREADS threads of the exports' own."""
+    import tempfile
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anyio import from_thread, to_thread
+
+    from app.api.routes.models import EXPORT_THREADS
+    from app.services import export
+
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y, "toy")
+    train(client, "br", dataset["id"], "toy-br")
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/labelserve-tmp")  # no room in TMPDIR at all
+    r = client.get("/models/toy-br/versions/1/artifact")
+    assert r.status_code == 200, r.text
+    with zipfile.ZipFile(io.BytesIO(r.content)) as archive:
+        assert archive.testzip() is None and sorted(archive.namelist()) == ["manifest.json", "model.pkl"]
+        assert hashlib.sha256(archive.read("model.pkl")).hexdigest() == r.headers["x-artifact-sha256"]
+
+    busy, most, shared = [0], [0], []
+    lock = threading.Lock()
+    checked = export.export_version
+
+    def slow(*args):
+        with lock:
+            busy[0] += 1
+            most[0] = max(most[0], busy[0])
+        shared.append(from_thread.run_sync(lambda: to_thread.current_default_thread_limiter().borrowed_tokens))
+        time.sleep(0.2)
+        with lock:
+            busy[0] -= 1
+        return checked(*args)
+
+    monkeypatch.setattr(export, "export_version", slow)
+    with ThreadPoolExecutor(10) as pool:
+        statuses = list(pool.map(lambda _: client.get("/models/toy-br/versions/1/artifact").status_code, range(10)))
+    assert statuses == [200] * 10
+    assert most[0] == EXPORT_THREADS and max(shared) == 0, (most, shared)
+
+
+def test_an_artifact_that_changes_while_it_is_sent_aborts_the_download(client, settings, monkeypatch):
+    import pytest
+
+    from app.services import export
+
+    X, Y = make_multilabel(n=40)
+    dataset = upload_csv(client, X, Y, "toy")
+    train(client, "br", dataset["id"], "toy-br")
+    sha256 = client.get("/models/toy-br/versions/1").json()["artifact_sha256"]
+    path = Store(settings.model_dir).stored_artifact(sha256)
+    original = path.read_bytes()
+
+    def checked_then_corrupted(source):  # the check passes, then the file changes under the download
+        digest = hashlib.sha256(original).hexdigest()
+        path.write_bytes(original[:-1] + b"\x00")
+        return digest
+
+    monkeypatch.setattr(export, "_hashed", checked_then_corrupted)
+    with pytest.raises(RuntimeError, match="changed while it was being sent"):
+        client.get("/models/toy-br/versions/1/artifact")
