@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     max_dataset_features: int = Field(50_000, ge=1, description="Most features of a dataset")
     max_dataset_labels: int = Field(5_000, ge=1, description="Most labels of a dataset")
     workers: int = Field(1, ge=1, description="Training processes of the local job backend")
+    recycle_worker_mb: float = Field(
+        1024,
+        ge=0,
+        description="A local training process whose job peaked above this resident memory (MB) is replaced by a "
+        "fresh one after the job (it keeps its high-water memory otherwise); 0: never",
+    )
     # Store housekeeping (see app.services.maintenance)
     sweep_seconds: float = Field(600.0, gt=0, description="How often orphaned store files are looked for")
     sweep_grace_seconds: float = Field(

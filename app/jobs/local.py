@@ -46,6 +46,7 @@ from app.jobs import transitions
 from app.jobs.base import INTERRUPTED, WORKER_DIED, JobStatus
 from app.jobs.events import JobEvents
 from app.jobs.work import process_gone, run_job
+from app.methods.base import MB
 from app.methods.catalog import method_module_names
 from app.runtime.allocator import keep_freed_memory
 from app.runtime.observability import configure_logging
@@ -168,7 +169,7 @@ class LocalRunner:
         self._settings = settings
         self._database = database
         self._lock = threading.Lock()
-        self._futures: dict[str, Future[None]] = {}
+        self._futures: dict[str, Future[int | None]] = {}
         self._pending: deque[str] = deque()
         self._busy: dict[int, str] = {}  # slot index -> the job it runs
         self.events = JobEvents(settings.wait_poll_seconds, hears=self._runs_here, max_waiters=settings.max_waiters)
@@ -204,7 +205,7 @@ class LocalRunner:
     def _dispatch(self) -> None:
         """Start pending jobs on free slots (callbacks are attached outside the lock: a future
         that is already done runs its callback at once, which takes the lock)."""
-        started: list[tuple[int, str, Future[None]]] = []
+        started: list[tuple[int, str, Future[int | None]]] = []
         with self._lock:
             while self._pending and not self._stop.is_set():
                 free = next((i for i in range(len(self._slots)) if i not in self._busy), None)
@@ -218,19 +219,23 @@ class LocalRunner:
         for slot, job_id, future in started:
             future.add_done_callback(functools.partial(self._done, slot, job_id))
 
-    def _done(self, slot: int, job_id: str, future: Future[None]) -> None:
+    def _done(self, slot: int, job_id: str, future: Future[int | None]) -> None:
         """The slot is done with the job: settle what it could not record, wake the waiters, and
-        give the slot (a new process if this one died) the next pending job.
+        give the slot (a new process if this one died or grew past the bound) the next pending job.
 
         ``run_job`` has committed the job's end before its future completes, so the waiters
         (``POST /train?wait=true``) learn it now instead of at their next read.
         """
+        grown = self._grown(job_id, future)
         with self._lock:
             self._futures.pop(job_id, None)
             self._busy.pop(slot, None)
             broken = self._slots[slot]._broken  # noqa: SLF001 - the documented way to tell is this flag
-            if broken and not self._stop.is_set():
-                self._retired.append(self._slots[slot])
+            if (broken or grown) and not self._stop.is_set():
+                if grown:  # idle now: its process exits, with the memory it kept
+                    self._slots[slot].shutdown(wait=False)
+                else:
+                    self._retired.append(self._slots[slot])
                 self._slots[slot] = self._new_slot()
         try:
             if future.cancelled() or future.exception() is None or self._stop.is_set():
@@ -243,6 +248,22 @@ class LocalRunner:
         finally:
             self.events.notify(job_id)
             self._dispatch()
+
+    def _grown(self, job_id: str, future: Future[int | None]) -> bool:
+        """Whether the job's process peaked above ``LABELSERVE_RECYCLE_WORKER_MB``: the allocator
+        keeps what a large fit freed (a cancelled ``rf`` left a process at 1.34 GB), so the
+        process is replaced by a fresh fork rather than hold it until the API stops."""
+        bound = self._settings.recycle_worker_mb
+        if not bound or future.cancelled() or future.exception() is not None:
+            return False
+        peak = future.result()
+        if peak is None or peak <= bound * MB:
+            return False
+        log.info(
+            "training process replaced: its job peaked above the bound",
+            extra={"job_id": job_id, "peak_mb": round(peak / MB), "recycle_worker_mb": bound},
+        )
+        return True
 
     def _settle_killed(self, job_id: str) -> None:
         """The slot's process died: fail its job, or queue it again if it had not started."""

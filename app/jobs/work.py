@@ -217,9 +217,15 @@ def process_gone(worker: str) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def run_job(job_id: str, settings: Settings) -> None:
-    """A pool process's entry point: ``execute_job`` with this process's core for ``settings``."""
+def run_job(job_id: str, settings: Settings) -> int | None:
+    """A pool process's entry point: ``execute_job`` with this process's core for ``settings``.
+
+    Returns the process's resident high-water mark during the job (bytes; None where unknown),
+    by which the local runner replaces a process that grew large (``LABELSERVE_RECYCLE_WORKER_MB``).
+    """
+    peak_memory.reset_peak()
     execute_job(job_id, Core.for_worker(settings))
+    return peak_memory.peak_bytes()
 
 
 def execute_job(job_id: str, core: Core) -> None:

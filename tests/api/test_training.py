@@ -227,6 +227,30 @@ def test_cancel_running_and_queued_jobs(client):
     assert client.delete("/jobs/unknown").status_code == 404
 
 
+def _worker_of(settings, job_id: str) -> str:
+    with Database(settings.database_url).reading() as session:
+        worker = session.get_one(Job, job_id).worker
+    assert worker is not None
+    return worker
+
+
+@pytest.mark.parametrize("bound", [0.001, 0])
+def test_a_training_process_whose_job_grew_large_is_replaced(settings, bound):
+    """A pool process kept its high-water memory (1.34 GB after a cancelled rf) until the API
+    stopped; past LABELSERVE_RECYCLE_WORKER_MB (here a tiny bound) it is replaced after its job,
+    cancelled or not. 0 keeps the process."""
+    with TestClient(create_app(settings.model_copy(update={"recycle_worker_mb": bound}))) as client:
+        X, Y = make_multilabel(n=60)
+        dataset = upload_csv(client, X, Y)
+        first = long_job(client, dataset["id"], "cancelled")
+        wait_status(client, first, ("running",))
+        assert client.delete(f"/jobs/{first}").json()["status"] == "cancelled"
+        second = train(client, "br", dataset["id"], "after")["id"]
+        third = train(client, "br", dataset["id"], "after")["id"]
+        workers = [_worker_of(settings, job) for job in (first, second, third)]
+    assert len(set(workers)) == (3 if bound else 1), workers  # one pool process (LABELSERVE_WORKERS=1)
+
+
 def test_crash_recovery_fails_running_and_requeues_queued(settings, tmp_path):
     X, Y = make_multilabel(n=40)
     with TestClient(create_app(settings)) as client:
