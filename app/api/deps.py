@@ -24,6 +24,10 @@ async def core_dep(request: Request) -> Core:
     return request.app.state.core
 
 
+# The sessions end when the route's function returns, before the response is sent
+# (``scope="function"``): by default FastAPI ends a dependency with ``yield`` after the response,
+# so a write was committed after the client had been told it succeeded, and a read session's end
+# that failed (its PostgreSQL backend terminated) raised "Exception in ASGI application".
 def session_dep(request: Request) -> Iterator[Session]:
     """A read-write session for the request (on SQLite it takes the write lock when it begins)."""
     core: Core = request.app.state.core
@@ -71,8 +75,8 @@ async def require_api_key(
 
 
 CoreDep = Annotated[Core, Depends(core_dep)]
-SessionDep = Annotated[Session, Depends(session_dep)]
-ReadingDep = Annotated[Session, Depends(reading_dep)]
+SessionDep = Annotated[Session, Depends(session_dep, scope="function")]
+ReadingDep = Annotated[Session, Depends(reading_dep, scope="function")]
 # the upload route's (``routes/datasets.py``): the two parts of the core it uses
 SettingsDep = Annotated[Settings, Depends(settings_dep)]
 StoreDep = Annotated[Store, Depends(store_dep)]

@@ -16,6 +16,7 @@ says so (by default only on SQLite), otherwise refuse a database whose schema is
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -40,6 +41,7 @@ from app.storage.migration_lock import migration_lock
 from app.storage.spare_space import SpareSpace
 
 T = TypeVar("T")
+log = logging.getLogger("labelserve.db")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -153,8 +155,12 @@ class Database:
         return _scope(self._writer)
 
     def reading(self) -> AbstractContextManager[Session]:
-        """A read-only session: on SQLite a snapshot that does not take (or wait for) the write lock."""
-        return _scope(self._reader)
+        """A read-only session: on SQLite a snapshot that does not take (or wait for) the write lock.
+
+        It ends without a commit (there is nothing to commit), and a connection lost after its
+        reads (a PostgreSQL backend terminated) does not undo them: the connection is dropped
+        from the pool and what was read stands."""
+        return _reading_scope(self._reader)
 
 
 def _spare_of(url: str) -> SpareSpace | None:
@@ -204,6 +210,22 @@ def keep_spare(session: Session) -> None:
     spare = session.info.get(SPARE)
     if isinstance(spare, SpareSpace):
         spare.keep()
+
+
+@contextmanager
+def _reading_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    session = factory()
+    try:
+        yield session
+    finally:
+        try:
+            session.close()  # rolls the read-only transaction back
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            log.warning(
+                "a read-only session's connection was lost after its reads", extra={"error": type(exc.orig).__name__}
+            )
 
 
 @contextmanager
