@@ -455,18 +455,60 @@ class ModelInfo(BaseModel):
     method: str = Field(description="the method id it was trained with")
 
 
+# The answer's items, one schema each so that generated clients type them; the service builds the
+# JSON itself (``services.prediction.Answer``), these only document it.
+class LabelSetPrediction(BaseModel):
+    """``labels``: one instance's predicted label set."""
+
+    labels: list[str] = Field(description="the predicted labels, in the model's label order")
+    scores: dict[str, float] | None = Field(None, description="include_scores: every label's score")
+    branch: Literal["itemset", "independent"] | None = Field(
+        None, description="dmknn: the stage that gave the set, a training label set or each label on its own"
+    )
+    itemset: list[str] | None = Field(
+        None, description="dmknn: the training label set it chose (null from the independent stage)"
+    )
+
+
+class RankedLabel(BaseModel):
+    """A label of a ranking and its score."""
+
+    label: str = Field(description="the label name")
+    score: float = Field(description="the method's own score for the label")
+
+
+class RankingPrediction(BaseModel):
+    """``ranking``: one instance's labels, best first."""
+
+    ranking: list[RankedLabel] = Field(description="every label, or the top_k best, best first")
+
+
+class DistributionPrediction(BaseModel):
+    """``distribution``: one instance's label distribution."""
+
+    distribution: dict[str, float] = Field(description="each label's share; they sum to 1")
+
+
+class SelectedFeature(BaseModel):
+    """``features``: one of a selector's features."""
+
+    index: int = Field(description="0-based, in the training feature order")
+    name: str = Field(description="the feature name")
+    score: float = Field(description="the selector's score for the feature")
+
+
 class PredictResponse(BaseModel):
     """Predictions, one per instance in order; a selector's ranked features instead."""
 
     model: ModelInfo = Field(description="the version that predicted")
     output: OutputName = Field(description="the output given")
-    predictions: list[dict[str, Any]] | None = Field(
+    predictions: list[LabelSetPrediction | RankingPrediction | DistributionPrediction] | None = Field(
         None,
-        description="one per instance: {labels: [...]} (plus scores, and the method's own fields), "
-        "{ranking: [{label, score}, ...]} best first, or {distribution: {label: p}}",
+        description="labels, ranking, distribution: one per instance, each of the output's shape (a method "
+        "may add fields of its own)",
     )
-    features: list[dict[str, Any]] | None = Field(
-        None, description="selectors: [{index, name, score}, ...] best first (indices 0-based, training order)"
+    features: list[SelectedFeature] | None = Field(
+        None, description="features (selectors): the best first, top_k of them when given"
     )
     labels: list[str] | None = Field(None, description="scores: the label names, the columns of scores")
     scores: list[list[float]] | None = Field(

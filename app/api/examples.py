@@ -1,5 +1,5 @@
-"""The request examples the interactive docs offer, one per method family and output kind, and
-the example of the queued-job answer (202) of every route that queues a job.
+"""The request examples the interactive docs offer, one per upload format, method family and output
+kind, and the example of the queued-job answer (202) of every route that queues a job.
 
 They are meant to be tried in order in the Swagger UI ("Try it out") and each one succeeds:
 the inline-data trainings need nothing else; the others use the sample files shipped in
@@ -22,6 +22,33 @@ SHAPES_TEST = "f3c9952c957584fb"
 _TOY_X = [[0.9, 0.1, 0.3], [0.8, 0.2, 0.1], [0.7, 0.3, 0.9], [0.2, 0.9, 0.8], [0.1, 0.8, 0.7], [0.3, 0.7, 0.2]]
 _TOY_Y = [[1, 0], [1, 0], [1, 1], [0, 1], [0, 1], [0, 1]]
 _TOY_NAMES = {"feature_names": ["f0", "f1", "f2"], "label_names": ["happy", "calm"]}
+
+# The files each upload example sends (from samples/), by form field. Swagger UI shows no examples
+# for a multipart form, so the operation's description lists them (UPLOAD_GUIDE) for its form;
+# ReDoc and the generators read UPLOAD, whose values are the form's other fields.
+UPLOAD_SAMPLES: dict[str, dict[str, str]] = {
+    "csv": {"file": "toy.csv"},
+    "arff": {"file": "shapes-train.arff", "labels_file": "shapes.xml"},
+    "libsvm": {"file": "toy.svm"},
+    "mat": {"file": "toy-ldl.mat"},
+}
+
+
+def _upload(example: str, summary: str, form: dict[str, Any], note: str = "") -> dict[str, Any]:
+    fields = [f"{field} `samples/{name}`" for field, name in UPLOAD_SAMPLES[example].items()]
+    fields += [f"{field} `{value}`" for field, value in form.items()]
+    return {"summary": summary, "description": ", ".join(fields) + note, "value": form}
+
+
+UPLOAD: dict[str, Any] = {
+    "csv": _upload("csv", "CSV, the last 2 columns are labels", {"label_count": 2}, f" (its id is {TOY})"),
+    "arff": _upload("arff", "ARFF with a Mulan XML file naming the labels", {}, f" (its id is {SHAPES_TRAIN})"),
+    "libsvm": _upload("libsvm", "multi-label LIBSVM, label ids before the features", {"n_features": 3}),
+    "mat": _upload("mat", "MATLAB .mat of label distributions (variables features and labels)", {}),
+}
+UPLOAD_GUIDE = "Examples, one per format (the files are in the repository's `samples/`):\n\n" + "\n".join(
+    f"- {example['summary']}: {example['description']}" for example in UPLOAD.values()
+)
 
 TRAIN: dict[str, Any] = {
     "mlknn": {

@@ -1,5 +1,6 @@
-"""What the interactive docs offer works: every request example succeeds, the upload form has
-no made-up values, and every request field is described."""
+"""What the interactive docs offer works: every request example succeeds (the uploads with their
+sample files), the answers have the declared shapes, the upload form has no made-up values, and
+every request field is described."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from app import schemas
 from app.api import examples
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
-def operation_examples(spec: dict, path: str) -> dict[str, dict]:
-    return spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["examples"]
+def operation_examples(spec: dict, path: str, media_type: str = "application/json") -> dict[str, dict]:
+    return spec["paths"][path]["post"]["requestBody"]["content"][media_type]["examples"]
 
 
 def upload(client: TestClient, name: str, **form: str) -> str:
@@ -41,12 +43,42 @@ def test_every_example_succeeds_in_order(client: TestClient) -> None:
             assert response.status_code == 200, (path, name, response.text)
             answers.setdefault(path, []).append(response.json())
     assert {answer["output"] for answer in answers["/predict"]} == {"labels", "ranking", "distribution", "features"}
+    item_schemas = {
+        "labels": schemas.LabelSetPrediction,
+        "ranking": schemas.RankingPrediction,
+        "distribution": schemas.DistributionPrediction,
+    }
+    for answer in answers["/predict"]:  # the answer is built as plain JSON: its declared schema holds
+        typed = schemas.PredictResponse.model_validate(answer)
+        items = typed.features if answer["output"] == "features" else typed.predictions
+        assert items and all(
+            isinstance(item, item_schemas.get(answer["output"], schemas.SelectedFeature)) for item in items
+        )
+        assert typed.model_dump(exclude_unset=True) == answer  # nothing the schema does not name
     evaluated = {answer["model"]["method"] for answer in answers["/evaluate"]}
     assert evaluated == {"mlknn", "ldlkm", "ghc-dr"}  # a classifier, an LDL model and a selector
     for name, example in operation_examples(spec, "/compare").items():
         response = client.post("/compare", json=example["value"])
         assert response.status_code == 202, (name, response.text)
         assert client.get(f"/jobs/{response.json()['job_id']}?wait=60").json()["status"] == "succeeded", name
+
+
+def test_every_upload_example_succeeds_with_its_sample_files(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    operation = spec["paths"]["/datasets"]["post"]
+    uploads = operation_examples(spec, "/datasets", "multipart/form-data")
+    assert set(uploads) == set(examples.UPLOAD_SAMPLES) == {"csv", "arff", "libsvm", "mat"}
+    for name, example in uploads.items():
+        assert f"- {example['summary']}: {example['description']}" in operation["description"], name  # Swagger's form
+        files = {
+            field: (sample, (SAMPLES / sample).read_bytes()) for field, sample in examples.UPLOAD_SAMPLES[name].items()
+        }
+        response = client.post("/datasets", files=files, data={k: str(v) for k, v in example["value"].items()})
+        assert response.status_code in (200, 201), (name, response.text)
+        dataset = response.json()
+        assert dataset["n_labels"] > 0 and not dataset["warnings"], (name, dataset)
+        assert dataset["id"] in example["description"] or dataset["id"] not in (examples.TOY, examples.SHAPES_TRAIN)
+    assert examples.TOY in uploads["csv"]["description"] and examples.SHAPES_TRAIN in uploads["arff"]["description"]
 
 
 def test_every_route_that_queues_a_job_declares_one_202_answer(client: TestClient) -> None:

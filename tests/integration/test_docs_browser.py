@@ -129,13 +129,27 @@ def test_authorize_then_try_it_out_uploads_trains_and_predicts(page) -> None:
     dialog.locator("button.close-modal").click()
 
     upload = operation(page, "post", "/datasets")
-    for field in ("name", "label_count", "label_columns", "n_features"):  # nothing made up to clear
-        assert upload.locator(f'tr[data-property-name="{field}"] input[type="text"]').input_value() == "", field
-    upload.locator('tr[data-property-name="file"] input[type="file"]').set_input_files(str(SAMPLES / "toy.csv"))
-    upload.locator('tr[data-property-name="label_count"] input[type="text"]').fill("2")
-    status, dataset = execute(upload)
-    assert status == 201, dataset
-    assert dataset["id"] == examples.TOY and dataset["name"] == "toy.csv"
+    guide = upload.locator(".opblock-description-wrapper").first.inner_text()
+    ids = {}
+    # every upload example through the form, as its description (shown above the form) says; the one
+    # with a labels_file last, as a chosen file is not taken back
+    for name in sorted(examples.UPLOAD, key=lambda name: len(examples.UPLOAD_SAMPLES[name])):
+        example = examples.UPLOAD[name]
+        assert example["summary"] in guide, name
+        for field in ("name", "label_count", "label_columns", "n_features"):
+            box = upload.locator(f'tr[data-property-name="{field}"] input[type="text"]')
+            assert ids or box.input_value() == "", field  # nothing made up to clear
+            box.fill(str(example["value"].get(field, "")))
+        for field, sample in examples.UPLOAD_SAMPLES[name].items():
+            upload.locator(f'tr[data-property-name="{field}"] input[type="file"]').set_input_files(
+                str(SAMPLES / sample)
+            )
+        if ids:
+            upload.locator("button.btn-clear").click()  # the last answer, so that execute reads the new one
+        status, dataset = execute(upload)
+        assert status == 201 and dataset["name"] == examples.UPLOAD_SAMPLES[name]["file"], (name, dataset)
+        ids[name] = dataset["id"]
+    assert ids["csv"] == examples.TOY and ids["arff"] == examples.SHAPES_TRAIN
 
     train = operation(page, "post", "/train")
     train.locator('tr[data-param-name="wait"] select').select_option("true")

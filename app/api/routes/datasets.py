@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
+from pydantic import WithJsonSchema
 
+from app.api import examples
 from app.api.deps import CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import DatasetOut, DatasetSummary, Page, SplitOut, SplitRequest
@@ -18,6 +20,10 @@ from app.upload_options import UPLOAD_OPTIONS, UploadOption
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
 router = APIRouter(prefix="/datasets", tags=["datasets"], responses=responses(422))
 Route = TypeVar("Route", bound=Callable[..., Any])
+# A file field as client generators read one: FastAPI's OpenAPI 3.1 schema of an UploadFile has only
+# contentMediaType, which openapi-python-client and openapi-generator type as a string (sent as a
+# plain form field, refused with a 422); "format: binary" makes it a file for them too.
+BINARY = {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
 
 
 def _form_parameter(option: UploadOption) -> inspect.Parameter:
@@ -57,6 +63,10 @@ def _with_option_fields(route: Route) -> Route:
     "",
     status_code=201,
     response_model=DatasetOut,
+    description="Upload one dataset (multipart); the same content again answers the stored dataset (200), and "
+    "writes its arrays again if they were missing or corrupt in the store (saying so in `warnings`).\n\n"
+    + examples.UPLOAD_GUIDE,
+    openapi_extra={"requestBody": {"content": {"multipart/form-data": {"examples": examples.UPLOAD}}}},
     responses=responses(
         400,
         413,
@@ -76,14 +86,14 @@ def upload_dataset(
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,
-    file: Annotated[UploadFile, File(description="the dataset file: ARFF, CSV, LIBSVM or MAT")],
+    file: Annotated[UploadFile, File(description="the dataset file: ARFF, CSV, LIBSVM or MAT"), WithJsonSchema(BINARY)],
     labels_file: Annotated[
-        UploadFile | None, File(description="ARFF: Mulan XML file naming the label attributes", examples=[""])
+        UploadFile | None,
+        File(description="ARFF: Mulan XML file naming the label attributes", examples=[""]),
+        WithJsonSchema({"anyOf": [BINARY, {"type": "null"}]}),
     ] = None,
     **options: Any,
 ) -> DatasetOut:
-    """Upload one dataset (multipart); the same content again answers the stored dataset (200),
-    and writes its arrays again if they were missing or corrupt in the store (saying so in ``warnings``)."""
     # A sync route: parsing is CPU-bound and runs in the threadpool, off the event loop.
     # ``options`` are the form fields of app.upload_options (see _with_option_fields).
     upload = Upload(
