@@ -80,6 +80,9 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         "feature selection behind a REST API, with a versioned model registry.",
         lifespan=lifespan,
         openapi_tags=TAGS,
+        # operation ids are the route functions' names, unique in the app: a generated client's
+        # functions are then upload_dataset, predict, ... rather than upload_dataset_datasets_post
+        generate_unique_id_function=lambda route: route.name,
         swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
     )
     api.state.settings = settings
