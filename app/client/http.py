@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import app as package
-from app.client import arrays
+from app.client import DEFAULT_URL, arrays
 from app.upload_options import UPLOAD_OPTIONS, form_values
 
 # httpx (and NumPy, in client_arrays) are imported when first needed: the command line imports
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     import httpx
     import numpy as np
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
 Json = Any

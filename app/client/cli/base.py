@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 import app as package
-from app.client.http import DEFAULT_URL, ApiError, Client, describe_detail
+from app.client import DEFAULT_URL
 
-# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
-# call should start in well under half a second (benchmarks/cli_startup.py measures it)
+# The client (httpx), rich, NumPy and the server's modules are imported where they are used, in
+# every module of the command: ``labelserve --version`` or a ``--help`` imports none of them
+# (benchmarks/cli_startup.py measures the start-up, tests/integration/test_cli_startup.py checks it).
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from app.client.http import Client
 
 
 class Exit(IntEnum):
@@ -130,6 +133,8 @@ def fail(code: Exit, message: str) -> NoReturn:
 
 def make_client(url: str, api_key: str | None) -> Client:
     """The client every command uses (one place to swap the transport, e.g. in tests)."""
+    from app.client.http import Client
+
     return Client(url, api_key)
 
 
@@ -137,6 +142,8 @@ def make_client(url: str, api_key: str | None) -> Client:
 def connect(ctx: typer.Context) -> Iterator[Client]:
     """The client for ``--url``; server errors become a message on stderr and an exit code."""
     import httpx
+
+    from app.client.http import ApiError, describe_detail
 
     try:
         with make_client(ctx.obj["url"], ctx.obj["api_key"]) as client:

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
-from app.upload_options import UPLOAD_OPTIONS, UploadOption
-
-# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
-# call should start in well under half a second (benchmarks/cli_startup.py measures it)
-if TYPE_CHECKING:
-    pass
 from app.client.cli.base import (
     Command,
     JsonOption,
@@ -29,6 +23,7 @@ from app.client.cli.base import (
     table,
     when,
 )
+from app.upload_options import UPLOAD_OPTIONS, UploadOption
 
 
 def _option(option: UploadOption) -> inspect.Parameter:

@@ -8,12 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.client.http import Client
-
-# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
-# call should start in well under half a second (benchmarks/cli_startup.py measures it)
-if TYPE_CHECKING:
-    pass
 from app.client.cli.base import (
     Exit,
     FollowOption,
@@ -36,6 +30,9 @@ from app.client.cli.base import (
     table,
     when,
 )
+
+if TYPE_CHECKING:
+    from app.client.http import Client
 
 # training and jobs --------------------------------------------------------------------------
 PARAM_HELP = (

@@ -5,14 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
-# call should start in well under half a second (benchmarks/cli_startup.py measures it)
-if TYPE_CHECKING:
-    pass
 from app.client.cli.base import JsonOption, cli, connect, emit, number, show, table
 
 

@@ -5,14 +5,10 @@ They import the server's modules inside the command, so the client commands star
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-# rich, httpx and the server's modules are imported where they are used: a ``--help`` or a simple
-# call should start in well under half a second (benchmarks/cli_startup.py measures it)
-if TYPE_CHECKING:
-    pass
 from app.client.cli.base import cli
 
 
