@@ -163,15 +163,23 @@ class Client:
         of ``label_columns`` is sent comma-separated). Options left at ``None`` are not sent, so the
         server's defaults apply.
         """
+        return self.store_dataset(file, labels_file=labels_file, **options)[0]
+
+    def store_dataset(
+        self, file: str | Path, *, labels_file: str | Path | None = None, **options: Any
+    ) -> tuple[Json, bool]:
+        """``upload_dataset``, and whether this upload stored the dataset: ``False`` when the same
+        upload was stored before (the server answers 200 instead of 201)."""
         data = form_values(options)
         paths = {"file": Path(file)} | ({"labels_file": Path(labels_file)} if labels_file is not None else {})
         handles = {key: path.open("rb") for key, path in paths.items()}
         try:
             files = {key: (paths[key].name, handle) for key, handle in handles.items()}
-            return self._json("POST", "/datasets", data=data, files=files)
+            response = self.request("POST", "/datasets", data=data, files=files)
         finally:
             for handle in handles.values():
                 handle.close()
+        return response.json(), response.status_code == 201
 
     def upload_arrays(
         self,
@@ -454,10 +462,10 @@ class Client:
         return self.request("GET", f"/jobs/{job_id}/report").text
 
 
-def _upload_signature() -> inspect.Signature:
-    """``upload_dataset``'s signature with one keyword per declared upload option (for ``help()``
+def _upload_signature(method: Callable[..., Any]) -> inspect.Signature:
+    """An upload method's signature with one keyword per declared upload option (for ``help()``
     and editors; the method itself takes them as ``**options``)."""
-    signature = inspect.signature(Client.upload_dataset)
+    signature = inspect.signature(method)
     fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     declared = [
         inspect.Parameter(
@@ -471,4 +479,5 @@ def _upload_signature() -> inspect.Signature:
     return signature.replace(parameters=[*fixed, *declared])
 
 
-Client.upload_dataset.__signature__ = _upload_signature()  # type: ignore[attr-defined]
+Client.upload_dataset.__signature__ = _upload_signature(Client.upload_dataset)  # type: ignore[attr-defined]
+Client.store_dataset.__signature__ = _upload_signature(Client.store_dataset)  # type: ignore[attr-defined]

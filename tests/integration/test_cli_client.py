@@ -154,8 +154,9 @@ def test_datasets_upload_list_show_delete(server: str, files: dict[str, Path], d
     ml = datasets["ml"]
     assert ml["kind"] == "multilabel" and ml["n_labels"] == 3 and ml["name"] == "ml"
     assert datasets["ldl"]["kind"] == "distribution"
-    code, stdout, _ = run(server, "datasets", "upload", str(files["ml"]), "--label-count", "3")
+    code, stdout, stderr = run(server, "datasets", "upload", str(files["ml"]), "--label-count", "3")
     assert code == 0 and ml["id"] in stdout and "multilabel" in stdout  # same content: the stored one
+    assert stderr.splitlines()[0] == f"already stored: the same upload is dataset {ml['id']} (ml)"
     code, stdout, _ = run(server, "datasets", "list")
     assert code == 0 and ml["id"] in stdout and datasets["ldl"]["id"] in stdout
     assert {d["id"] for d in run_json(server, "datasets", "list", "--limit", "1")["items"]} <= {  # type: ignore[index]
@@ -164,8 +165,10 @@ def test_datasets_upload_list_show_delete(server: str, files: dict[str, Path], d
     }
     code, stdout, _ = run(server, "datasets", "show", ml["id"])
     assert code == 0 and "label_names" in stdout and "label0" in stdout
-    scratch = run_json(server, "datasets", "upload", str(files["ml"]), "--label-count", "2")
-    assert run(server, "datasets", "delete", scratch["id"])[0] == 0  # type: ignore[index]
+    code, stdout, stderr = run(server, "datasets", "upload", str(files["ml"]), "--label-count", "2", "--json")
+    scratch = json.loads(stdout)
+    assert code == 0 and "already stored" not in stderr
+    assert run(server, "datasets", "delete", scratch["id"])[0] == 0
     code, _, stderr = run(server, "datasets", "show", scratch["id"])  # type: ignore[index]
     assert code == 4 and "not found" in stderr
 
@@ -385,6 +388,17 @@ def test_models_show_takes_a_reference(server: str, trained: dict[str, dict]) ->
     assert run_json(server, "models", "show", "cli-mlknn@staging") == by_version
     code, stdout, _ = run(server, "models", "show", "cli-mlknn@staging")
     assert code == 0 and "cli-mlknn@1" in stdout and "label_names" in stdout
+    # for people: one key=value line per parameter, as given; measurements to 3 significant digits
+    lines = [line.split() for line in stdout.splitlines()]
+    params: dict = by_version["params"]  # type: ignore[index,assignment]
+    at = lines.index(["params", "k=5"])
+    shown = [lines[at][1], *(line[0] for line in lines[at + 1 : at + len(params)])]
+    assert dict(item.split("=", 1) for item in shown) == {
+        key: value if isinstance(value, str) else json.dumps(value) for key, value in params.items()
+    }
+    [seconds] = [line[1] for line in lines if line[:1] == ["training_seconds"]]
+    full = by_version["training_seconds"]  # type: ignore[index]
+    assert float(seconds) == float(f"{full:.3g}") and seconds != str(full)
     code, _, stderr = run(server, "models", "show", "cli-mlknn@nope")
     assert code == 4 and "no alias 'nope'" in stderr and "staging" in stderr
     assert run(server, "models", "show", "cli-mlknn@1", "--version", "1")[0] == 2

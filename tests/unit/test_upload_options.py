@@ -34,8 +34,9 @@ def test_parse_options_are_the_declared_parser_options() -> None:
 
 
 def test_the_client_and_the_cli_take_every_declared_option(tmp_path) -> None:
-    keywords = inspect.signature(Client.upload_dataset).parameters
-    assert [name for name in keywords if name in OPTIONS_BY_NAME] == [option.name for option in UPLOAD_OPTIONS]
+    for method in (Client.upload_dataset, Client.store_dataset):
+        keywords = inspect.signature(method).parameters
+        assert [name for name in keywords if name in OPTIONS_BY_NAME] == [option.name for option in UPLOAD_OPTIONS]
     command = typer.main.get_command(cli).commands["datasets"].commands["upload"]  # type: ignore[attr-defined]
     flags = {flag for param in command.params for flag in param.opts}
     assert {"--" + option.name.replace("_", "-") for option in UPLOAD_OPTIONS} <= flags

@@ -178,7 +178,9 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     default 80 columns breaks words across lines (``multila``/``bel``); plain columns keep one
     line per row, for ``grep``, ``cut`` and eyes alike.
     """
-    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    cells = [
+        ["" if cell is None else number(cell) if isinstance(cell, float) else str(cell) for cell in row] for row in rows
+    ]
     if not sys.stdout.isatty():
         plain_table(title, columns, cells)
         return
@@ -206,10 +208,18 @@ def plain_table(title: str | None, columns: list[str], rows: list[list[str]]) ->
 
 
 def fields(title: str, record: dict[str, Any], keys: list[str] | None = None) -> None:
-    """One record as a two-column key/value table."""
-    shown = keys if keys is not None else list(record)
-    rows = [[key, value if isinstance(value, str) else json.dumps(value)] for key, value in record.items()]
-    table(title, ["field", "value"], [row for row in rows if row[0] in shown])
+    """One record as a two-column key/value table: its numbers rounded (``shown``), its ``params``
+    one ``key=value`` line each, as given."""
+    rows: list[list[Any]] = []
+    for key, value in record.items():
+        if keys is not None and key not in keys:
+            continue
+        if key == "params" and isinstance(value, dict) and value:
+            first, *more = settings(value)
+            rows += [[key, first], *([None, line] for line in more)]
+        else:
+            rows.append([key, shown(value)])
+    table(title, ["field", "value"], rows)
 
 
 def page_table(title: str, columns: list[str], rows: list[list[Any]], page: dict[str, Any]) -> None:
@@ -230,4 +240,32 @@ def when(timestamp: str | None, *, day: bool = False) -> str:
 
 
 def number(value: float) -> str:
-    return f"{value:.4g}"
+    """A measured number for people: 3 significant digits (0.0556, 1230, 1.23e-05); --json keeps
+    every digit."""
+    return f"{float(f'{value:.3g}'):g}"
+
+
+def shown(value: Any) -> str:
+    """A value in a table: text as it is, a number rounded (``number``), anything else as JSON with
+    its numbers rounded."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return number(value)
+    return json.dumps(_rounded(value))
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(number(value))
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
+def settings(params: dict[str, Any]) -> list[str]:
+    """Hyperparameters as ``key=value`` (what ``--param`` takes), every digit kept: they are what was
+    asked for, not measurements."""
+    return [f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in params.items()]

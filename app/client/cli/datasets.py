@@ -64,7 +64,9 @@ def datasets_upload(
 ) -> None:
     """Upload a dataset file; uploading the same content again returns the stored dataset."""
     with connect(ctx) as client:
-        dataset = client.upload_dataset(file, labels_file=labels_file, **options)
+        dataset, stored = client.store_dataset(file, labels_file=labels_file, **options)
+    if not stored:
+        say(f"already stored: the same upload is dataset {dataset['id']} ({dataset['name']})")
     emit(dataset, as_json, lambda: show_dataset(dataset))
 
 

@@ -20,6 +20,7 @@ from app.client.cli.base import (
     number,
     page_table,
     say,
+    settings,
     show,
     table,
     when,
@@ -78,7 +79,7 @@ def models_show(
             v["version"],
             v["method"],
             v["dataset_id"],
-            json.dumps(v["params"]),
+            ", ".join(settings(v["params"])),
             number(v["training_seconds"]),
             when(v["created_at"]),
         ]
