@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (see API.md for the contract)."""
+"""Request and response bodies of the HTTP API (docs/api.md describes it)."""
 
 from __future__ import annotations
 

@@ -117,6 +117,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the connection pool (``with Client() as client:`` does it on leaving)."""
         self.http.close()
 
     # plumbing -------------------------------------------------------------------------------
@@ -144,15 +145,19 @@ class Client:
 
     # operations and methods -----------------------------------------------------------------
     def health(self) -> Json:
+        """``GET /health``: whether the server process answers."""
         return self._json("GET", "/health")
 
     def ready(self) -> Json:
+        """``GET /ready``: whether the database and the model store are reachable."""
         return self._json("GET", "/ready")
 
     def methods(self, limit: int = 100, offset: int = 0) -> Json:
+        """A page of the methods (``{"items", "next_offset"}``): hyperparameters as JSON schemas, outputs."""
         return self._json("GET", "/methods", params=self._page(limit, offset))
 
     def method(self, method_id: str) -> Json:
+        """One method: its task, outputs and hyperparameters."""
         return self._json("GET", f"/methods/{method_id}")
 
     # datasets -------------------------------------------------------------------------------
@@ -202,9 +207,11 @@ class Client:
         return self._json("POST", "/datasets", data=data, files=files)
 
     def datasets(self, limit: int = 100, offset: int = 0) -> Json:
+        """A page of the stored datasets (``{"items", "next_offset"}``)."""
         return self._json("GET", "/datasets", params=self._page(limit, offset))
 
     def dataset(self, dataset_id: str) -> Json:
+        """One dataset record, by id or unique name."""
         return self._json("GET", f"/datasets/{dataset_id}")
 
     def delete_dataset(self, dataset_id: str, *, force: bool = False) -> None:
@@ -261,12 +268,15 @@ class Client:
         return self._json("POST", "/train", json=body)
 
     def job(self, job_id: str) -> Json:
+        """One job record: status, progress, stage, the model it registered, its error."""
         return self._json("GET", f"/jobs/{job_id}")
 
     def jobs(self, status: str | None = None, limit: int = 100, offset: int = 0) -> Json:
+        """A page of jobs, newest first; ``status`` keeps those in that status."""
         return self._json("GET", "/jobs", params=self._page(limit, offset, status=status))
 
     def cancel_job(self, job_id: str) -> Json:
+        """Cancel a queued or running job; returns its record."""
         return self._json("DELETE", f"/jobs/{job_id}")
 
     def wait(
@@ -318,6 +328,7 @@ class Client:
 
     # registry -------------------------------------------------------------------------------
     def models(self, limit: int = 100, offset: int = 0) -> Json:
+        """A page of the registered models, each with its versions and aliases."""
         return self._json("GET", "/models", params=self._page(limit, offset))
 
     def model(self, name: str) -> Json:
@@ -371,15 +382,19 @@ class Client:
         return target
 
     def version(self, name: str, version: int) -> Json:
+        """One version record by name and number (a reference string: :meth:`model_version`)."""
         return self._json("GET", f"/models/{name}/versions/{version}")
 
     def set_alias(self, name: str, alias: str, version: int) -> Json:
+        """Point ``name@alias`` at a version; returns the model record."""
         return self._json("PUT", f"/models/{name}/aliases/{alias}", json={"version": version})
 
     def delete_alias(self, name: str, alias: str) -> None:
+        """Remove an alias (the version stays)."""
         self.request("DELETE", f"/models/{name}/aliases/{alias}")
 
     def delete_model(self, name: str, version: int | None = None) -> None:
+        """Delete one version of a model, or the model with every version when ``version`` is None."""
         path = f"/models/{name}" if version is None else f"/models/{name}/versions/{version}"
         self.request("DELETE", path)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -86,3 +87,12 @@ def test_every_field_of_every_request_and_response_is_described(tmp_path, api_ke
     spec = create_app(settings).openapi()
     assert {"DatasetOut", "JobOut", "VersionOut", "TrainRequest", "ErrorBody"} <= set(spec["components"]["schemas"])
     assert _undescribed(spec, "openapi") == []
+
+
+def test_the_api_page_names_every_operation(client: TestClient) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs/api.md").read_text()
+    spec = client.get("/openapi.json").json()
+    operations = [f"{method.upper()} {path}" for path, methods in spec["paths"].items() for method in methods]
+    assert [operation for operation in operations if f"`{operation}`" not in page] == []
+    for address in ("/docs", "/redoc", "/openapi.json"):
+        assert f"`{address}`" in page

@@ -46,6 +46,13 @@ def test_relative_links_lead_to_files_and_headings_that_exist(page: Path) -> Non
     assert not broken, broken
 
 
+def test_no_page_cites_a_file_outside_the_repository() -> None:
+    # the HTTP contract is docs/api.md; ../shared/data, the benchmark data folder, is a setting's default
+    outside = re.compile(r"\bAPI\.md|\.\./shared/(?!data\b)")
+    cited = {str(page.relative_to(ROOT)): outside.findall(page.read_text()) for page in PAGES}
+    assert {page: found for page, found in cited.items() if found} == {}
+
+
 def test_the_pages_are_reachable_from_the_readme() -> None:
     linked = {(ROOT / target.partition("#")[0]).resolve() for target in relative_links(ROOT / "README.md")}
     assert {page.resolve() for page in ROOT.glob("docs/*.md")} <= linked
