@@ -24,7 +24,15 @@ class Settings(BaseSettings):
         None, description="SQLAlchemy URL; default: SQLite file `labelserve.db` in the model dir"
     )
     model_dir: Path = Field(Path("models"), description="Artifact and dataset store")
-    api_key: str | None = Field(None, description="When set, required on every route but ops/docs")
+    api_key: str | None = Field(
+        None,
+        description="When set, an admin key named 'default', required (or another key) on every route but ops/docs",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="JSON lines of named keys with roles and SHA-256s (app.services.keys), read again when it "
+        "changes; when set, a key is required on every route but ops/docs",
+    )
     # The web surface: browsers' sessions and the Host names answered (see app.api.browser, app.api.gate)
     secret_key: str | None = Field(
         None,
@@ -70,9 +78,8 @@ class Settings(BaseSettings):
     max_queued_jobs_per_key: int = Field(
         20,
         ge=0,
-        description="Most jobs queued (not yet running) under one API key; a submit beyond is refused with 429. "
-        "The server has one key, so with a key this bounds the jobs queued under it, and with none every job "
-        "queued without a key; 0: no bound",
+        description="Most jobs queued (not yet running) under one API key (with no keys configured: from one "
+        "client address); a submit beyond is refused with 429; 0: no bound",
     )
     max_waiters: int = Field(
         64,
@@ -177,6 +184,11 @@ class Settings(BaseSettings):
         given = self.allowed_hosts.split(",") if self.allowed_hosts else DEFAULT_ALLOWED_HOSTS
         names = [name.strip().lower() for name in given if name.strip()]
         return [f"[{name}]" if ":" in name and not name.startswith("[") else name for name in names]
+
+    @property
+    def has_api_keys(self) -> bool:
+        """Whether a key is required (``LABELSERVE_API_KEY`` or ``LABELSERVE_API_KEYS_FILE`` set)."""
+        return bool(self.api_key) or self.api_keys_file is not None
 
     @property
     def resolved_database_url(self) -> str:

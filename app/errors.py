@@ -48,6 +48,13 @@ class Conflict(DomainError):
     error_type = "conflict"
 
 
+class Forbidden(DomainError):
+    """The caller's API key may not do this (403)."""
+
+    status_code = 403
+    error_type = "forbidden"
+
+
 class PayloadTooLarge(DomainError):
     """The input is, or would become, larger than a configured limit (413)."""
 

@@ -2,7 +2,8 @@
 
 Start-up migrates the schema or checks that it is current (``app.storage.db.prepare_schema``), opens
 the store, starts the job runner and settles jobs a previous process left unfinished. Every
-route but the operations ones and the docs sits behind the optional API key.
+route but the operations ones and the docs sits behind the optional API keys, each route behind
+the role it needs (``app.api.access``).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     api.state.settings = settings
     api.state.metrics = Metrics()
     errors.install(api)
-    api.include_router(api_router(api_key=bool(settings.api_key)))
+    api.include_router(api_router(api_key=settings.has_api_keys))
     # Open: the operations routes, and the documentation (the openapi.json, the docs pages
     # FastAPIOffline registers outside the schema, and the mount serving their assets), listed
     # before the dashboard's routes (also outside the schema) are added; the dashboard's own gate
@@ -100,9 +101,9 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     ui.install(api)
     open_paths += ["/", "/ui/login"]
     open_prefixes += [f"{ui.STATIC_PATH}/"]
-    gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes)
+    gate = api.state.gate = RequestGate.of(settings, open_paths, open_prefixes, [*routes(), *ui.page_routes()])
     api.add_middleware(UploadLimit, gate=gate)
-    api.add_middleware(ApiKeyGate if gate.api_key is not None else CrossSiteGate, gate=gate)
+    api.add_middleware(ApiKeyGate if gate.keys is not None else CrossSiteGate, gate=gate)
     api.add_middleware(TrustedHostMiddleware, allowed_hosts=gate.allowed_hosts, www_redirect=False)
     api.add_middleware(RequestMetrics)
     # the docs pages inline a script of their own, allowed by its hash (app.api.headers)

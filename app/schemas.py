@@ -311,6 +311,9 @@ class JobOut(BaseModel):
         description="the request's own time limit in seconds (max_seconds); null when it gave none (the server's "
         "LABELSERVE_MAX_JOB_SECONDS still applies)",
     )
+    submitted_by: str | None = Field(
+        None, description="the name of the API key that queued it; null when the server has no keys"
+    )
 
 
 class JobAccepted(JobOut):
@@ -374,6 +377,9 @@ class VersionOut(BaseModel):
     artifact_sha256: str = Field(description="sha256 of the stored model file, checked before every load")
     job_id: str | None = Field(description="the training job that registered it")
     created_at: datetime = Field(description="when it was registered (UTC)")
+    created_by: str | None = Field(
+        None, description="the name of the API key whose training registered it; null when the server has no keys"
+    )
     evaluations: list[EvaluationOut] = Field(description="every evaluation of this version, oldest first")
     selection: dict[str, Any] | None = Field(
         None,

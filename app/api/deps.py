@@ -9,10 +9,12 @@ from fastapi import Depends, HTTPException, Path, Query, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.api.access import caller_of
 from app.api.gate import RequestGate
 from app.config import Settings
 from app.core import Core
 from app.registry.refs import ALIAS_MAX_LENGTH, ALIAS_PATTERN, ID_PATTERN, MAX_DB_INT, NAME_PATTERN
+from app.services.keys import Caller, Key
 from app.services.paging import PageParams
 from app.storage.store import Store
 
@@ -50,6 +52,10 @@ async def store_dep(request: Request) -> Store:
     return request.app.state.core.store
 
 
+async def caller_dep(request: Request) -> Caller:
+    return caller_of(request)
+
+
 _bearer = HTTPBearer(auto_error=False, description="the API key as a Bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
 
@@ -59,18 +65,18 @@ async def require_api_key(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     header: Annotated[str | None, Security(_header)],
 ) -> None:
-    """Demand ``LABELSERVE_API_KEY`` as a Bearer token or an X-API-Key header.
+    """Demand an API key (of a role that may call the route) as a Bearer token or an X-API-Key header.
 
-    Installed only when a key is configured, so the OpenAPI document declares the security
+    Installed only when keys are configured, so the OpenAPI document declares the security
     schemes exactly when the server enforces them. Async: a sync dependency would cost every
     guarded request a hop to a worker thread (``ApiKeyGate`` has checked the key already).
     ``bearer`` and ``header`` are the security schemes the document declares; the check reads
     the same headers through the request gate (``app.api.gate``), the one place of the rule.
     """
     gate: RequestGate = request.app.state.gate  # the rule the middleware applied, asked again
-    refusal = gate.key_refusal(request.scope["headers"])
-    if refusal is not None:
-        code, message = refusal
+    decided = gate.decide(request.method, request.scope["path"], request.scope["headers"])
+    if not isinstance(decided, Key):
+        code, message = decided
         raise HTTPException(code, message, headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
 
@@ -80,6 +86,8 @@ ReadingDep = Annotated[Session, Depends(reading_dep, scope="function")]
 # the upload route's (``routes/datasets.py``): the two parts of the core it uses
 SettingsDep = Annotated[Settings, Depends(settings_dep)]
 StoreDep = Annotated[Store, Depends(store_dep)]
+# who is calling: the key's name and role (services record the name on what it does)
+CallerDep = Annotated[Caller, Depends(caller_dep)]
 
 
 async def page_params(

@@ -58,8 +58,8 @@ class ErrorBody(BaseModel):
 
 _DESCRIPTIONS = {
     400: "the body could not be read as JSON (or multipart form data)",
-    401: "missing API key (only when LABELSERVE_API_KEY is set)",
-    403: "wrong API key (only when LABELSERVE_API_KEY is set)",
+    401: "missing, unknown or revoked API key (only when API keys are configured)",
+    403: "the API key's role may not do this: the message names the role needed (only when API keys are configured)",
     404: "an id, name, version or alias that does not exist",
     409: "the request clashes with the current state",
     413: "the request body is larger than LABELSERVE_MAX_UPLOAD_MB",

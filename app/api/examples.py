@@ -187,6 +187,7 @@ ACCEPTED: dict[str, Any] = {
     "queue_position": None,
     "random_state": 1234567,
     "max_seconds": None,
+    "submitted_by": "ci",
     "job_id": _JOB_ID,
     "status_url": f"/jobs/{_JOB_ID}",
 }

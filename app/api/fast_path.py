@@ -127,8 +127,8 @@ class PredictFastPath:
 
 def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, json_only: bool = True) -> bool:
     """A body the request gate admits (an allowed Host, declared length within the upload limit
-    and, if the server has a key, the right key, else no other site's Origin: the gate's own
-    checks, short of answering), and JSON when
+    and, if the server has keys, a key whose role may call the route, else no other site's Origin:
+    the gate's own checks, short of answering), and JSON when
     ``json_only`` (the V2 routes read any body themselves, and Triton's clients send none)."""
     content_type = length = None
     for name, value in headers:
@@ -138,7 +138,7 @@ def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, jso
             length = value
     if json_only and (content_type is None or content_type.split(b";", 1)[0].strip().lower() != _JSON):
         return False
-    return gate.admits(path, headers, length)
+    return gate.admits("POST", path, headers, length)
 
 
 def _answer(core: Core, body: bytes) -> bytes | Response | None:

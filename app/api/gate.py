@@ -1,14 +1,18 @@
-"""The request gate: the API key, the upload size limit and the Host names, declared once.
+"""The request gate: the API keys, the role each route needs, the upload size limit and the Host
+names, declared once.
 
-``RequestGate`` holds the rules (built from ``Settings`` and the app's open paths in
-``create_app``, kept on ``app.state.gate``). These places apply them and none restates them:
+``RequestGate`` holds the rules (built from ``Settings``, the app's open paths and its routes in
+``create_app``, kept on ``app.state.gate``): the keys are ``app.services.keys.KeyStore``'s, the
+role a route needs ``app.api.access``'s table. These places apply them and none restates them:
 
-* ``ApiKeyGate``, an ASGI middleware, answers 401/403 from the headers alone, before anything reads
+* ``ApiKeyGate``, an ASGI middleware, answers 401 (no key, or one it does not know) and 403 (a
+  key whose role may not call the route) from the headers alone, before anything reads
   the body: FastAPI reads (and for multipart, spools and parses) a request's body before it runs
   the route's dependencies, so a dependency alone would make an unauthenticated 48 MB upload cost
   its full transfer and parse. The ``require_api_key`` dependency stays on the routes for the
-  OpenAPI security declaration, and asks the same gate.
-* ``CrossSiteGate``, on a server without a key, answers 403 to a request that would change
+  OpenAPI security declaration, and asks the same gate. The key that authenticated is left in the
+  request's scope (``access.KEY_SCOPE``), where ``access.caller_of`` finds the caller's name.
+* ``CrossSiteGate``, on a server without keys, answers 403 to a request that would change
   something (POST, PUT, PATCH, DELETE) on the JSON API and names another site in its ``Origin``:
   a browser sending a page's cross-site "simple" request (a form, a multipart upload), which no
   CORS preflight stops. Clients other than browsers send no ``Origin`` and pass.
@@ -23,29 +27,32 @@
   (``LABELSERVE_ALLOWED_HOSTS``): a page of a name rebound to this server's address (DNS
   rebinding) is same-origin with it for the browser, but names itself in ``Host``.
 * The prediction fast path (``app.api.fast_path``) takes a request only when ``admits`` says all
-  of these would let it through, and otherwise leaves it to them to refuse.
+  of these would let it through (the key's role included), and otherwise leaves it to them to refuse.
 
 The dashboard's pages (``/ui``) may instead carry the signed session cookie its login page
-issues (``app.api.browser``); a page asked for without a valid one is redirected to
-``/ui/login``. The JSON API never accepts the cookie, so a page of another site can never spend it.
+issues (``app.api.browser``), which names the key that signed in and is bound to it: the gate
+applies that key's role, as long as the server still has that key (``session_key``); a page asked
+for without a valid one is redirected to ``/ui/login``. The JSON API never accepts the cookie, so a page of another site can never spend it.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlsplit
 
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.access import KEY_SCOPE, RouteRoles
 from app.api.browser import SESSION_COOKIE, Sessions
 from app.config import Settings
+from app.services.keys import Key, KeyStore
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
-INVALID = "invalid API key"
+INVALID = "invalid API key (unknown or revoked)"
 CROSS_SITE = (
     "cross-site request refused: a page of another site (Origin: {origin}) may not change anything on this "
     "server; send the request without an Origin header, as API clients do"
@@ -58,30 +65,39 @@ CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 @dataclass(frozen=True)
 class RequestGate:
-    """Who may call the API, from where, under which Host name, and how large a body may be.
+    """Who may call what, from where, under which Host name, and how large a body may be.
 
-    ``api_key`` is None when the server has none (an empty ``LABELSERVE_API_KEY`` is no key);
-    ``open_paths`` and paths under ``open_prefixes`` (operations, docs pages and their assets)
-    never need it. ``allowed_hosts`` are ``TrustedHostMiddleware``'s patterns; ``sessions`` reads
-    the dashboard's session cookies.
+    ``keys`` is None when the server has none (an empty ``LABELSERVE_API_KEY`` is no key, and no
+    ``LABELSERVE_API_KEYS_FILE``); ``open_paths`` and paths under ``open_prefixes`` (operations,
+    docs pages and their assets) never need one; ``roles`` says which role each route needs.
+    ``allowed_hosts`` are ``TrustedHostMiddleware``'s patterns; ``sessions`` reads the dashboard's
+    session cookies.
     """
 
-    api_key: bytes | None
+    keys: KeyStore | None
     max_upload_mb: float
     sessions: Sessions
     allowed_hosts: tuple[str, ...]
     open_paths: frozenset[str] = frozenset()
     open_prefixes: tuple[str, ...] = ()
+    roles: RouteRoles = field(default_factory=RouteRoles)
 
     @classmethod
-    def of(cls, settings: Settings, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> RequestGate:
+    def of(
+        cls,
+        settings: Settings,
+        open_paths: Iterable[str] = (),
+        open_prefixes: Iterable[str] = (),
+        routes: Iterable[BaseRoute] = (),
+    ) -> RequestGate:
         return cls(
-            api_key=settings.api_key.encode() if settings.api_key else None,
+            keys=KeyStore.of(settings),
             max_upload_mb=settings.max_upload_mb,
             sessions=Sessions(settings),
             allowed_hosts=tuple(settings.trusted_hosts),
             open_paths=frozenset(open_paths),
             open_prefixes=tuple(open_prefixes),
+            roles=RouteRoles(routes),
         )
 
     @property
@@ -94,29 +110,39 @@ class RequestGate:
 
     def is_open(self, path: str) -> bool:
         """Whether ``path`` is served without the key (always, when the server has none)."""
-        return self.api_key is None or path in self.open_paths or path.startswith(self.open_prefixes)
+        return self.keys is None or path in self.open_paths or path.startswith(self.open_prefixes)
 
-    def key_refusal(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[int, str] | None:
-        """The status and message refusing a guarded request's key, or None when it is right."""
+    def authenticate(self, path: str, headers: list[tuple[bytes, bytes]]) -> Key | tuple[int, str]:
+        """The key a guarded request carries (a header; on a dashboard path without one, the key
+        its signed-in session names), or the 401 refusing it: no key, or one the server does not know."""
         given = given_key(headers)
         if given is None:
-            return 401, MISSING
-        if self.api_key is None or not hmac.compare_digest(given, self.api_key):
-            return 403, INVALID
-        return None
+            signed_in = self.session_key(path, headers)
+            return (401, MISSING) if signed_in is None else signed_in
+        key = self.keys.identify(given) if self.keys is not None else None
+        return (401, INVALID) if key is None else key
 
-    def ui_cookie_admits(self, path: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
-        """Whether ``path`` is a dashboard page and the request's session cookie signed in with the key."""
-        if not is_ui_path(path) or self.api_key is None:
-            return False
-        return self.sessions.signed_in(self.sessions.read(cookie(headers, SESSION_COOKIE)))
+    def session_key(self, path: str, headers: Iterable[tuple[bytes, bytes]]) -> Key | None:
+        """The key a dashboard page's session signed in with, when ``path`` is a dashboard page and
+        that key is still the server's: the session names the key and is bound to an HMAC of its
+        SHA-256, so a key revoked, or given another secret under the same name, ends its sessions."""
+        if not is_ui_path(path) or self.keys is None:
+            return None
+        session = self.sessions.read(cookie(headers, SESSION_COOKIE))
+        if session is None or not session.key:
+            return None
+        found = self.keys.named(session.name)
+        if found is None:
+            return None
+        key, sha256 = found
+        return key if self.sessions.bound_to(session, sha256) else None
 
     def cross_site_refusal(self, method: str, path: str, headers: Mapping[bytes, bytes]) -> str | None:
         """The message refusing a request that would change something on the JSON API of a server
-        without a key and whose ``Origin`` is another site's (or ``null``), else None. The
+        without keys and whose ``Origin`` is another site's (or ``null``), else None. The
         dashboard's forms have their own, stricter check (``app.ui.session.csrf_ok``)."""
         origin = headers.get(b"origin")
-        if self.api_key is not None or origin is None or method not in CHANGING or is_ui_path(path):
+        if self.keys is not None or origin is None or method not in CHANGING or is_ui_path(path):
             return None
         text = origin.decode("latin-1")
         return None if same_host(text, headers.get(b"host", b"").decode("latin-1")) else CROSS_SITE.format(origin=text)
@@ -136,19 +162,28 @@ class RequestGate:
             return False
         return any(name == p or (p.startswith("*.") and name.endswith(p[1:])) for p in self.allowed_hosts)
 
-    def admits(self, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
-        """Whether every layer would let this POST through: an allowed ``Host``, a declared length
-        (``length``, the Content-Length header) within the limit, one Content-Type at most, and
-        the right key if ``path`` needs one, or, on a server without a key, no other site's
-        ``Origin``. The fast path's question, answered without refusing anything."""
+    def decide(self, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> Key | tuple[int, str]:
+        """The key admitting a guarded request, or the status and message refusing it (401, or
+        403 when the key's role may not call the route)."""
+        key = self.authenticate(path, headers)
+        if not isinstance(key, Key):
+            return key
+        refusal = self.roles.refusal(key, method, path)
+        return key if refusal is None else (403, refusal)
+
+    def admits(self, method: str, path: str, headers: list[tuple[bytes, bytes]], length: bytes | None) -> bool:
+        """Whether every layer would let this request through: an allowed ``Host``, a declared
+        length (``length``, the Content-Length header) within the limit, one Content-Type at most,
+        and if ``path`` needs one a key whose role may call it, or, on a server without keys, no
+        other site's ``Origin``. The fast path's question, answered without refusing anything."""
         if length is None or not length.isdigit() or int(length) > self.max_body_bytes:
             return False
         if content_type_refusal(headers) is not None:
             return False
         named = dict(headers)
-        if not self.host_admitted(named.get(b"host")) or self.cross_site_refusal("POST", path, named) is not None:
+        if not self.host_admitted(named.get(b"host")) or self.cross_site_refusal(method, path, named) is not None:
             return False
-        return self.is_open(path) or self.key_refusal(headers) is None
+        return self.is_open(path) or isinstance(self.decide(method, path, headers), Key)
 
 
 def given_key(raw_headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
@@ -201,7 +236,7 @@ def cookie(raw_headers: Iterable[tuple[bytes, bytes]], wanted: str) -> str | Non
 
 
 class ApiKeyGate:
-    """Demand the gate's key on every HTTP path it does not leave open."""
+    """Demand a key on every HTTP path the gate does not leave open, of a role that may call it."""
 
     def __init__(self, app: ASGIApp, gate: RequestGate) -> None:
         self.app = app
@@ -212,10 +247,12 @@ class ApiKeyGate:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
-        refusal = self.gate.key_refusal(scope["headers"])
-        if refusal is None or (refusal[0] == 401 and self.gate.ui_cookie_admits(path, scope["headers"])):
+        decided = self.gate.decide(scope["method"], path, scope["headers"])
+        if isinstance(decided, Key):
+            scope[KEY_SCOPE] = decided
             await self.app(scope, receive, send)
             return
+        refusal = decided
         if refusal[0] == 401 and is_ui_path(path):
             await _to_login(send)
             return

@@ -30,9 +30,9 @@ BACKEND_DOWN = (
 )
 
 
-def check_room(session: Session, submitter: str | None, bound: int) -> None:
-    """Refuse (429) a new job of ``submitter`` (an API key's fingerprint; None: no key) when it
-    already has ``bound`` jobs queued (0: no bound).
+def check_room(session: Session, submitter: str | None, address: str | None, bound: int) -> None:
+    """Refuse (429) a new job of ``submitter`` (an API key's name), or with no key of the client
+    at ``address``, when it already has ``bound`` jobs queued (0: no bound).
 
     The count and the insert that follows must be one write transaction, or two submits at the
     bound both see room: on SQLite the transaction holds the write lock from its start
@@ -41,13 +41,17 @@ def check_room(session: Session, submitter: str | None, bound: int) -> None:
     """
     if not bound:
         return
+    share = f"key {submitter}" if submitter is not None else f"address {address}"
     if session.get_bind().dialect.name == "postgresql":
-        key = zlib.crc32(f"labelserve-queue:{submitter}".encode())
+        key = zlib.crc32(f"labelserve-queue:{share}".encode())
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
-    mine = Job.submitter.is_(None) if submitter is None else Job.submitter == submitter
+    if submitter is not None:
+        mine = Job.submitter == submitter
+    else:  # no keys configured: the client's address
+        mine = Job.submitted_from.is_(None) if address is None else Job.submitted_from == address
     queued = session.scalar(select(func.count()).select_from(Job).where(Job.status == JobStatus.QUEUED.value, mine))
     if (queued or 0) >= bound:
-        whose = "this API key has" if submitter is not None else "the server has"
+        whose = f"this API key ('{submitter}') has" if submitter is not None else f"this client ({address}) has"
         raise TooManyRequests(
             f"{whose} {queued} jobs queued, the most allowed (LABELSERVE_MAX_QUEUED_JOBS_PER_KEY={bound}); "
             f"retry once one has started, or cancel one (DELETE /jobs/{{id}})",
@@ -63,18 +67,25 @@ def check_queueable(runner: JobRunner) -> None:
 
 
 def enqueue(
-    session: Session, runner: JobRunner, payload: JobPayload, *, submitter: str | None = None, max_queued: int = 0
+    session: Session,
+    runner: JobRunner,
+    payload: JobPayload,
+    *,
+    submitter: str | None = None,
+    address: str | None = None,
+    max_queued: int = 0,
 ) -> Job:
     """Commit a queued job carrying ``payload``, then hand its id to the runner; refused (429)
-    when ``submitter`` has ``max_queued`` jobs queued already (``check_room``, in the same
-    transaction as the insert), and (503) when the backend cannot take it: checked first, and
-    should the hand-over still fail, the job row is withdrawn, so nothing stays stored.
+    when ``submitter`` (or with none, ``address``) has ``max_queued`` jobs queued already
+    (``check_room``, in the same transaction as the insert), and (503) when the backend cannot
+    take it: checked first, and should the hand-over still fail, the job row is withdrawn, so
+    nothing stays stored.
 
     The commit comes first: the process that picks the job up reads it from the database.
     """
     check_queueable(runner)
-    check_room(session, submitter, max_queued)
-    job = transitions.create(session, payload, submitter)
+    check_room(session, submitter, address, max_queued)
+    job = transitions.create(session, payload, submitter, address)
     session.commit()
     try:
         runner.submit(job.id)

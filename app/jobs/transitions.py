@@ -53,12 +53,13 @@ def _guarded(job_ids: Iterable[str] | None, sources: Iterable[JobStatus], *when:
     return statement
 
 
-def create(session: Session, payload: JobPayload, submitter: str | None = None) -> Job:
-    """A new ``queued`` job carrying ``payload``, queued under the API key whose fingerprint is
-    ``submitter`` (added to the session, not committed)."""
+def create(session: Session, payload: JobPayload, submitter: str | None = None, address: str | None = None) -> Job:
+    """A new ``queued`` job carrying ``payload``, queued with the API key named ``submitter`` by
+    the client at ``address`` (added to the session, not committed)."""
     job = Job(
         id=uuid4().hex,
         submitter=submitter,
+        submitted_from=address,
         kind=payload.kind,
         status=JobStatus.QUEUED.value,
         stage="queued",

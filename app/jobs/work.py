@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -41,7 +42,7 @@ from app.serving.answers import label_matrix, predict_items
 from app.serving.selected_features import SelectedFeatures, top_features
 from app.storage.db import Database
 from app.storage.db_errors import retry_transient
-from app.storage.orm import Dataset, ModelVersion
+from app.storage.orm import Dataset, Job, ModelVersion
 from app.storage.store import DENSE_MAX_CELLS, Store
 
 log = logging.getLogger("labelserve.jobs")
@@ -642,6 +643,7 @@ def _record_version(
             job_id=job_id,
             selection=fitted.selection,
             fit_details=details,
+            created_by=session.scalar(select(Job.submitter).where(Job.id == job_id)),
         )
         if transitions.succeed(session, job_id, model_version=version.version):
             log.info(

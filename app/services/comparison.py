@@ -29,14 +29,15 @@ from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
 from app.services.evaluation import DOWNSTREAM_K, label_columns
 from app.services.jobs import queue_job, time_limit
+from app.services.keys import Caller
 from app.services.models import load_served, method_of, resolve_version
 from app.serving.selected_features import top_features
 from app.storage.orm import Dataset, Evaluation, Job, ModelVersion
 from app.storage.store import Store
 
 
-def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
-    """Check the request and queue its compare job."""
+def submit(session: Session, core: Core, body: CompareRequest, caller: Caller) -> JobOut:
+    """Check the request and queue its compare job for ``caller``."""
     max_seconds = time_limit(core.settings, body.max_seconds)
     dataset = get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
     task = pool.task_of(dataset.kind)
@@ -60,7 +61,7 @@ def submit(session: Session, core: Core, body: CompareRequest) -> JobOut:
         random_state=body.random_state,
         max_seconds=max_seconds,
     )
-    return queue_job(session, core, payload)
+    return queue_job(session, core, payload, caller)
 
 
 def report_file(session: Session, store: Store, job_id: str) -> Path:

@@ -34,6 +34,8 @@ from app.formats.common import generated_names
 from app.formats.validation import finalize
 from app.jobs.base import ACTIVE
 from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
+from app.services import audit
+from app.services.keys import Caller
 from app.services.paging import PageParams, page
 from app.storage.db import commit_deletion, keep_spare
 from app.storage.orm import Dataset, Job, ModelVersion
@@ -313,7 +315,7 @@ def show_dataset(session: Session, store: Store, dataset_id: str) -> DatasetOut:
 _NAMED_DEPENDENTS = 5
 
 
-def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bool = False) -> None:
+def delete_dataset(session: Session, store: Store, dataset_id: str, caller: Caller, *, force: bool = False) -> None:
     """Delete the row and the stored arrays.
 
     Conflict while a queued or running job uses the dataset (the job would fail), and, unless
@@ -332,6 +334,7 @@ def delete_dataset(session: Session, store: Store, dataset_id: str, *, force: bo
         if not force:
             check_no_dependents(session, row.id)
         session.delete(row)
+        audit.record(session, caller, "dataset.delete", row.id, dataset_name=row.name, force=force)
         return row.sha256
 
     # Should even the spare not make room, the dataset's own file goes first: a row whose arrays

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -11,12 +10,13 @@ from sqlalchemy.orm import Session, aliased
 
 from app.config import Settings
 from app.core import Core
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.jobs import queue
 from app.jobs.base import JobRunner, JobStatus
 from app.jobs.payloads import JobPayload
 from app.jobs.queue import cancel, wait_for
 from app.schemas import JobOut, ModelPointer, Page
+from app.services.keys import Caller, Role
 from app.services.paging import PageParams, page
 from app.storage.orm import Job
 from app.storage.store import Store
@@ -45,33 +45,29 @@ def job_out(job: Job, queue_position: int | None = None) -> JobOut:
         queue_position=queue_position if status is JobStatus.QUEUED else None,
         random_state=_seed(job.request),
         max_seconds=job.request.get("max_seconds"),
+        submitted_by=job.submitter,
     )
 
 
-def submitter(settings: Settings) -> str | None:
-    """The fingerprint recorded on the jobs a caller queues: the first 16 hex digits of the sha256
-    of the API key (never the key itself); None when the server has no key.
-
-    The server admits only callers holding ``LABELSERVE_API_KEY``, so the key a submit came with
-    is the configured one (the dashboard's cookie carries the same).
-    """
-    return hashlib.sha256(settings.api_key.encode()).hexdigest()[:16] if settings.api_key else None
-
-
-def check_room(session: Session, core: Core) -> None:
+def check_room(session: Session, core: Core, caller: Caller) -> None:
     """Refuse before any work a submit that could not be queued: 503 while the job backend cannot
-    take jobs, 429 when the caller already has the most jobs queued
-    (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks both again with its insert."""
+    take jobs, 429 when the caller (its key; with no keys, its address) already has the most jobs
+    queued (``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``); ``queue_job`` checks both again with its insert."""
     queue.check_queueable(core.runner)
-    queue.check_room(session, submitter(core.settings), core.settings.max_queued_jobs_per_key)
+    queue.check_room(session, caller.name, caller.address, core.settings.max_queued_jobs_per_key)
 
 
-def queue_job(session: Session, core: Core, payload: JobPayload) -> JobOut:
-    """Queue a job for the caller: refused (429, nothing stored) when it already has
-    ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY`` jobs queued; counted and inserted in one transaction."""
-    settings = core.settings
+def queue_job(session: Session, core: Core, payload: JobPayload, caller: Caller) -> JobOut:
+    """Queue a job for the caller, recording its key's name and address: refused (429, nothing
+    stored) when it already has ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY`` jobs queued; counted and
+    inserted in one transaction."""
     job = queue.enqueue(
-        session, core.runner, payload, submitter=submitter(settings), max_queued=settings.max_queued_jobs_per_key
+        session,
+        core.runner,
+        payload,
+        submitter=caller.name,
+        address=caller.address,
+        max_queued=core.settings.max_queued_jobs_per_key,
     )
     return job_out(job)
 
@@ -120,9 +116,16 @@ def list_jobs(session: Session, params: PageParams, status: JobStatus | None) ->
     return found
 
 
-def cancel_job(session: Session, runner: JobRunner, job_id: str) -> JobOut:
-    """Cancel a queued or running job; Conflict when it has already ended."""
+def cancel_job(session: Session, runner: JobRunner, job_id: str, caller: Caller) -> JobOut:
+    """Cancel a queued or running job; Conflict when it has already ended, Forbidden when it is
+    another key's and the caller's role is not ``admin``."""
     job = _job(session, job_id)
+    if job.submitter != caller.name and not caller.role.allows(Role.ADMIN):
+        owner = f"key '{job.submitter}'" if job.submitter is not None else "no key"
+        raise Forbidden(
+            f"job '{job_id}' was queued by {owner}: this key (name '{caller.name}', role '{caller.role.value}') "
+            f"may cancel only its own jobs; another key's needs the 'admin' role"
+        )
     cancelled = cancel(session, runner, job_id)
     session.refresh(job)
     if not cancelled:

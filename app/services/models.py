@@ -23,6 +23,8 @@ from app.registry.resolved_refs import MODEL_PAGE, ResolvedRefs
 from app.registry.versions import VersionKey, drop_unused_artifacts, notify_on_commit, resolve, resolve_key
 from app.runtime.observability import Metrics
 from app.schemas import EvaluationOut, FitWarningOut, ModelOut, Page, VersionOut
+from app.services import audit
+from app.services.keys import Caller
 from app.services.paging import PageParams, page
 from app.storage.db import commit_deletion, keep_spare
 from app.storage.orm import Alias, Job, Model, ModelVersion
@@ -52,6 +54,7 @@ def version_out(row: ModelVersion) -> VersionOut:
         artifact_sha256=row.artifact_sha256,
         job_id=row.job_id,
         created_at=row.created_at,
+        created_by=row.created_by,
         evaluations=[EvaluationOut.model_validate(e) for e in row.evaluations],
         selection=row.selection,
         fit_details=row.fit_details,
@@ -224,24 +227,27 @@ def show_version(session: Session, name: str, version: int) -> VersionOut:
     return version_out(_version(session, name, version))
 
 
-def delete_version(session: Session, store: Store, name: str, version: int) -> None:
+def delete_version(session: Session, store: Store, name: str, version: int, caller: Caller) -> None:
     """Delete one version and the aliases pointing to it (the model and its other versions stay)."""
 
     def stage() -> set[str]:
         row = _version(session, name, version)
+        aliases = session.scalars(select(Alias.alias).where(Alias.model_name == name, Alias.version == version)).all()
         session.execute(delete(Alias).where(Alias.model_name == name, Alias.version == version))
         session.delete(row)
+        audit.record(session, caller, "version.delete", f"{name}@{version}", aliases=list(aliases))
         return {row.artifact_sha256}
 
     _delete(session, store, stage)
 
 
-def delete_model(session: Session, store: Store, name: str) -> None:
+def delete_model(session: Session, store: Store, name: str, caller: Caller) -> None:
     """Delete a model with every version and alias."""
 
     def stage() -> set[str]:
         model = _model(session, name)
         hashes = {v.artifact_sha256 for v in model.versions}
+        audit.record(session, caller, "model.delete", name, versions=[v.version for v in model.versions])
         session.delete(model)
         return hashes
 
@@ -258,7 +264,7 @@ def _delete(session: Session, store: Store, stage: Callable[[], set[str]]) -> No
     keep_spare(session)
 
 
-def set_alias(session: Session, store: Store, name: str, alias: str, version: int) -> ModelOut:
+def set_alias(session: Session, store: Store, name: str, alias: str, version: int, caller: Caller) -> ModelOut:
     """Point ``alias`` at ``version`` (creating or moving it); ``latest`` and version-like
     aliases (``-1``, ``v3``) are reserved, as they would read as something else in ``name@alias``."""
     if reserved_alias(alias):
@@ -269,6 +275,9 @@ def set_alias(session: Session, store: Store, name: str, alias: str, version: in
     model = _model(session, name)
     _version(session, name, version, loc=("body", "version"))
     row = session.get(Alias, (name, alias))
+    audit.record(
+        session, caller, "alias.set", f"{name}@{alias}", version=version, previous=None if row is None else row.version
+    )
     if row is None:
         session.add(Alias(model_name=name, alias=alias, version=version))
     else:
@@ -279,13 +288,14 @@ def set_alias(session: Session, store: Store, name: str, alias: str, version: in
     return model_out(model)
 
 
-def delete_alias(session: Session, store: Store, name: str, alias: str) -> None:
+def delete_alias(session: Session, store: Store, name: str, alias: str, caller: Caller) -> None:
     """Remove an alias (on a full disk too: ``commit_deletion``)."""
 
     def stage() -> None:
         row = session.get(Alias, (name, alias))
         if row is None:
             raise NotFound(f"model '{name}' has no alias '{alias}'", loc=("path", "alias"))
+        audit.record(session, caller, "alias.delete", f"{name}@{alias}", version=row.version)
         session.delete(row)
 
     notify_on_commit(session, store)

@@ -25,6 +25,7 @@ from app.registry.model_cache import Served
 from app.schemas import JobOut, PredictRequest
 from app.services.datasets import dataset_with_features
 from app.services.jobs import queue_job
+from app.services.keys import Caller
 from app.services.models import load_served, method_of, resolve_version_key
 from app.serving.answers import (
     csr_to_matrix,
@@ -142,8 +143,8 @@ def predict_cached(core: Core, body: PredictRequest, found: Served | None = None
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def predict(core: Core, body: PredictRequest) -> Answer | JobOut:
-    """The predictions, or the queued job that will write them (a large stored dataset).
+def predict(core: Core, body: PredictRequest, caller: Caller) -> Answer | JobOut:
+    """The predictions, or the queued job that will write them (a large stored dataset), queued for ``caller``.
 
     The reference and the dataset row are read in read-only sessions, each closed before the model
     loads and before the prediction is computed (on SQLite they never take the write lock); a
@@ -154,7 +155,7 @@ def predict(core: Core, body: PredictRequest) -> Answer | JobOut:
     if body.dataset_id is not None:
         with core.database.reading() as session:
             dataset = _stored_dataset(session, found, body)
-    return _answer(core, found, body, dataset)
+    return _answer(core, found, body, dataset, caller)
 
 
 def _output(spec: MethodSpec, body: PredictRequest) -> str:
@@ -177,7 +178,9 @@ def _stored_dataset(session: Session, found: Served, body: PredictRequest) -> Da
     return dataset_with_features(session, body.dataset_id, found.feature_names)
 
 
-def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset | None) -> Answer | JobOut:
+def _answer(
+    core: Core, served: Served, body: PredictRequest, dataset: Dataset | None, caller: Caller | None = None
+) -> Answer | JobOut:
     spec = method_of(served.method)
     output = _output(spec, body)
     info = {"name": served.name, "version": served.version, "method": spec.id}
@@ -192,6 +195,7 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
         assert dataset is not None  # read by ``predict`` (``predict_cached`` never takes a dataset)
         cells = answer_cells(dataset.n_samples, labels, output, body.top_k)
         if dataset.n_samples > core.settings.batch_job_rows or cells > limit:
+            assert caller is not None  # given with the dataset by ``predict``
             payload = BatchPredictPayload(
                 model=f"{served.name}@{served.version}",  # pinned: a moved alias must not change the job
                 method=spec.id,
@@ -203,7 +207,7 @@ def _answer(core: Core, served: Served, body: PredictRequest, dataset: Dataset |
                 format=body.format,
             )
             with core.database.session() as session:
-                return queue_job(session, core, payload)
+                return queue_job(session, core, payload, caller)
         X, _ = core.store.load_dataset(dataset.sha256)
     elif body.instances is not None:
         check_answer(len(body.instances), labels, output, body.top_k, limit)

@@ -32,6 +32,7 @@ from app.schemas import InlineData, JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
+from app.services.keys import Caller
 from app.services.models import resolve_version
 from app.storage.orm import Dataset
 from app.suggest import did_you_mean
@@ -46,11 +47,11 @@ class Prepared:
     payload: TrainPayload
 
 
-def submit(core: Core, body: TrainRequest) -> JobOut:
-    """Check the request and queue its training job (inline data must fit in the dataset limits,
-    the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``, the caller's queued jobs in
-    ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``: checked first, as inline data are stored before the
-    job is queued).
+def submit(core: Core, body: TrainRequest, caller: Caller) -> JobOut:
+    """Check the request and queue its training job for ``caller`` (inline data must fit in the
+    dataset limits, the training's estimated memory in ``LABELSERVE_MAX_MODEL_MB``, the caller's
+    queued jobs in ``LABELSERVE_MAX_QUEUED_JOBS_PER_KEY``: checked first, as inline data are
+    stored before the job is queued).
 
     Each step opens the session it needs: reads in reading sessions, the inline dataset's row and
     the job's in their own writing ones; parsing and file reads happen outside every transaction.
@@ -58,20 +59,20 @@ def submit(core: Core, body: TrainRequest) -> JobOut:
     budget = memory.budget_of(core.settings)
     max_seconds = time_limit(core.settings, body.max_seconds)
     with core.database.reading() as session:
-        check_room(session, core)
+        check_room(session, core, caller)
     plan = prepare(core, body, budget).payload
     with core.database.session() as session:
-        return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}))
+        return queue_job(session, core, plan.model_copy(update={"max_seconds": max_seconds}), caller)
 
 
-async def submit_and_wait(core: Core, body: TrainRequest, timeout: float) -> JobOut:
+async def submit_and_wait(core: Core, body: TrainRequest, caller: Caller, timeout: float) -> JobOut:
     """``POST /train?wait=true``: queue the training and answer once it ended (or ``timeout`` passed).
 
     The waiting place (``LABELSERVE_MAX_WAITERS``) is taken before the job is queued: refused
     then (429), the request queued nothing and can be sent again as it is.
     """
     with core.runner.events.admitted():
-        job = await asyncio.to_thread(submit, core, body)
+        job = await asyncio.to_thread(submit, core, body, caller)
         return await job_when_ended(core, job.id, timeout)
 
 

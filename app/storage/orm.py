@@ -111,6 +111,8 @@ class ModelVersion(Base):
     #: what the fit measured, from the method's ``recorded_attributes`` (e.g. neighbour recall)
     fit_details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: the name of the API key whose job registered it (its job's ``submitter``); null with no keys
+    created_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     model: Mapped[Model] = relationship(back_populates="versions")
     evaluations: Mapped[list[Evaluation]] = relationship(
@@ -183,6 +185,26 @@ class Job(Base):
     # stamped at the claim and then periodically by the process running the job, so that a
     # reaper elsewhere (another process or machine) can tell a live job from an orphaned one
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # a fingerprint of the API key the job was submitted under (never the key itself; null with
-    # no key configured): what LABELSERVE_MAX_QUEUED_JOBS_PER_KEY counts by
+    # the name of the API key the job was submitted with (null with no keys configured), and the
+    # client's address: what LABELSERVE_MAX_QUEUED_JOBS_PER_KEY counts by (the address with no keys)
     submitter: Mapped[str | None] = mapped_column(String(64))
+    submitted_from: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class AuditEvent(Base):
+    """A change to the registry or the datasets that leaves no row of its own to say who made it:
+    an alias set, moved or removed, a version, model or dataset deleted. Only ever inserted."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: ``alias.set``, ``alias.delete``, ``version.delete``, ``model.delete``, ``dataset.delete``
+    action: Mapped[str] = mapped_column(String(32))
+    #: what it changed: ``name@alias``, ``name@version``, a model name, a dataset id
+    target: Mapped[str] = mapped_column(String(512))
+    #: the API key's name (null with no keys configured) and the client's address
+    key_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    address: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: what else tells the change: the version an alias now points to and the one before, ...
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import BaseRoute
 
 STATIC_PATH = "/ui/static"
 
@@ -23,3 +24,10 @@ def install(api: FastAPI) -> None:
     @api.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
         return RedirectResponse("/ui", status_code=307)
+
+
+def page_routes() -> list[BaseRoute]:
+    """The dashboard's pages and forms, as declared (for the request gate's route roles)."""
+    from app.ui.routes import router
+
+    return list(router.routes)

@@ -33,6 +33,7 @@ from app.schemas import (
     VersionOut,
 )
 from app.services import comparison, datasets, jobs, methods, models, prediction, training
+from app.services.keys import Caller
 from app.services.paging import PageParams
 
 #: at most this many datasets or models are offered in a form's choice list
@@ -107,24 +108,24 @@ def version(state: Core, name: str, number: int) -> tuple[VersionOut, dict[str, 
     return found, aliases
 
 
-def set_alias(state: Core, name: str, alias: str, number: int) -> None:
+def set_alias(state: Core, name: str, alias: str, number: int, caller: Caller) -> None:
     with _write(state) as session:
-        models.set_alias(session, state.store, name, alias, number)
+        models.set_alias(session, state.store, name, alias, number, caller)
 
 
-def delete_alias(state: Core, name: str, alias: str) -> None:
+def delete_alias(state: Core, name: str, alias: str, caller: Caller) -> None:
     with _write(state) as session:
-        models.delete_alias(session, state.store, name, alias)
+        models.delete_alias(session, state.store, name, alias, caller)
 
 
-def delete_version(state: Core, name: str, number: int) -> None:
+def delete_version(state: Core, name: str, number: int, caller: Caller) -> None:
     with _write(state) as session:
-        models.delete_version(session, state.store, name, number)
+        models.delete_version(session, state.store, name, number, caller)
 
 
-def delete_model(state: Core, name: str) -> None:
+def delete_model(state: Core, name: str, caller: Caller) -> None:
     with _write(state) as session:
-        models.delete_model(session, state.store, name)
+        models.delete_model(session, state.store, name, caller)
 
 
 def model_names(state: Core) -> list[str]:
@@ -160,9 +161,9 @@ def jobs_progress(state: Core, job_ids: list[str]) -> list[jobs.JobProgress]:
         return jobs.progress_of(session, job_ids)
 
 
-def cancel_job(state: Core, job_id: str) -> JobOut:
+def cancel_job(state: Core, job_id: str, caller: Caller) -> JobOut:
     with _write(state) as session:
-        return jobs.cancel_job(session, state.runner, job_id)
+        return jobs.cancel_job(session, state.runner, job_id, caller)
 
 
 # ------------------------------------------------------------------------- training, compare
@@ -174,18 +175,18 @@ def auto_schema() -> dict[str, Any]:
     return AutoParams.model_json_schema()
 
 
-def submit_training(state: Core, body: TrainRequest) -> JobOut:
-    return training.submit(state, body)
+def submit_training(state: Core, body: TrainRequest, caller: Caller) -> JobOut:
+    return training.submit(state, body, caller)
 
 
-def submit_comparison(state: Core, body: CompareRequest) -> JobOut:
+def submit_comparison(state: Core, body: CompareRequest, caller: Caller) -> JobOut:
     with _write(state) as session:
-        return comparison.submit(session, state, body)
+        return comparison.submit(session, state, body, caller)
 
 
 # -------------------------------------------------------------------------- predict, reports
-def predict(state: Core, body: PredictRequest) -> prediction.Answer | JobOut:
-    return prediction.predict(state, body)
+def predict(state: Core, body: PredictRequest, caller: Caller) -> prediction.Answer | JobOut:
+    return prediction.predict(state, body, caller)
 
 
 def job_report(state: Core, job_id: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hmac
 import json
 import math
 import re
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
 from app import __version__
+from app.api import access
 from app.api.headers import report_policy
 from app.errors import DomainError, InvalidInput
 from app.evaluation import reports
@@ -36,6 +36,7 @@ from app.registry.refs import ALIAS_PATTERN, ID_PATTERN, NAME_PATTERN
 from app.schemas import CompareRequest, JobOut, PredictRequest, TrainRequest
 from app.scoring import LOWER_IS_BETTER
 from app.services.datasets import Upload
+from app.services.keys import KeyStore, digest
 from app.ui import data, forms, session
 from app.ui.progress import ProgressPolls
 from app.upload_options import PARSE_OPTIONS, UPLOAD_OPTIONS
@@ -81,7 +82,8 @@ def render(
         name,
         {
             "csrf": session.sessions(request).csrf_token(current),
-            "key_required": bool(request.app.state.settings.api_key),
+            "key_required": request.app.state.settings.has_api_keys,
+            "may": functools.partial(access.may, request),
             **context,
         },
         status_code=status,
@@ -133,8 +135,8 @@ async def login(request: Request) -> Response:
     form = await _form(request)
     if isinstance(form, Response):
         return form
-    expected: str = request.app.state.settings.api_key or ""
-    if not expected:
+    keys: KeyStore | None = request.app.state.gate.keys
+    if keys is None:
         return _see("/ui")
     throttle: session.LoginThrottle = request.app.state.login_throttle
     client = request.client.host if request.client else ""
@@ -142,12 +144,14 @@ async def login(request: Request) -> Response:
     if wait is not None:
         error = f"too many wrong keys from this address: try again in {wait} s"
         return render(request, "login.html", {"title": "API key", "error": error}, 429, {"Retry-After": str(wait)})
-    if not hmac.compare_digest(_text(form, "api_key").encode(), expected.encode()):
+    given = _text(form, "api_key").encode()
+    key = keys.identify(given)
+    if key is None:
         throttle.failed(client)
         return render(request, "login.html", {"title": "API key", "error": "api_key: this is not the key"}, 403)
     throttle.succeeded(client)
     response = _see("/ui")
-    session.keep(request, response, session.sessions(request).new(signed_in=True)[1])
+    session.keep(request, response, session.sessions(request).new(key.name, digest(given))[1])
     return response
 
 
@@ -307,7 +311,7 @@ async def set_alias(request: Request, name: str) -> Response:
         _check(alias, ALIAS_PATTERN, "alias")
         if not number.isdigit():
             raise InvalidInput("version: give a version number", loc=("body", "version"))
-        await _threaded(data.set_alias, request.app.state.core, name, alias, int(number))
+        await _threaded(data.set_alias, request.app.state.core, name, alias, int(number), access.caller_of(request))
     except DomainError as exc:
         return failure(request, exc)
     back = _text(form, "back")
@@ -320,7 +324,7 @@ async def delete_alias(request: Request, name: str, alias: str) -> Response:
     if isinstance(form, Response):
         return form
     try:
-        await _threaded(data.delete_alias, request.app.state.core, name, alias)
+        await _threaded(data.delete_alias, request.app.state.core, name, alias, access.caller_of(request))
     except DomainError as exc:
         return failure(request, exc)
     return _see(f"/ui/models/{quote(name)}")
@@ -335,7 +339,7 @@ async def delete_version(request: Request, name: str, number: int) -> Response:
         message = f"confirm: type {name}@{number} to delete this version"
         return render(request, "error.html", {"title": "Not deleted", "message": message}, 422)
     try:
-        await _threaded(data.delete_version, request.app.state.core, name, number)
+        await _threaded(data.delete_version, request.app.state.core, name, number, access.caller_of(request))
     except DomainError as exc:
         return failure(request, exc)
     return _see(f"/ui/models/{quote(name)}")
@@ -351,7 +355,7 @@ async def delete_model(request: Request, name: str) -> Response:
             request, "error.html", {"title": "Not deleted", "message": f"confirm: type {name} to delete it"}, 422
         )
     try:
-        await _threaded(data.delete_model, request.app.state.core, name)
+        await _threaded(data.delete_model, request.app.state.core, name, access.caller_of(request))
     except DomainError as exc:
         return failure(request, exc)
     return _see("/ui/models")
@@ -437,7 +441,7 @@ async def cancel(request: Request, job_id: str) -> Response:
     if isinstance(form, Response):
         return form
     try:
-        await _threaded(data.cancel_job, request.app.state.core, job_id)
+        await _threaded(data.cancel_job, request.app.state.core, job_id, access.caller_of(request))
     except DomainError as exc:
         return failure(request, exc)
     back = _text(form, "back")
@@ -551,7 +555,7 @@ async def train(request: Request) -> Response:
             params=params,
             random_state=int(seed) if seed.isdigit() else None,
         )
-        job = await _threaded(data.submit_training, request.app.state.core, body)
+        job = await _threaded(data.submit_training, request.app.state.core, body, access.caller_of(request))
     except forms.FieldError as exc:
         return render(request, "train.html", {**context, "error": f"params.{exc}"}, 422)
     except ValidationError as exc:
@@ -596,7 +600,7 @@ async def compare(request: Request) -> Response:
             cv=int(cv) if cv.isdigit() else 5,
             random_state=int(seed) if seed.isdigit() else None,
         )
-        job = await _threaded(data.submit_comparison, request.app.state.core, body)
+        job = await _threaded(data.submit_comparison, request.app.state.core, body, access.caller_of(request))
     except ValidationError as exc:
         return render(request, "compare.html", {**context, "error": _pydantic_text(exc)}, 422)
     except DomainError as exc:
@@ -642,7 +646,7 @@ async def predict(request: Request) -> Response:
                 "output": _text(form, "output") or None,
             }
         )
-        answer = await _threaded(data.predict, request.app.state.core, body)
+        answer = await _threaded(data.predict, request.app.state.core, body, access.caller_of(request))
     except ValueError as exc:  # pasted rows that are not numbers, and pydantic's ValidationError
         text = _pydantic_text(exc) if isinstance(exc, ValidationError) else f"rows: {exc}"
         return render(request, "predict.html", {**context, "error": text}, 422)

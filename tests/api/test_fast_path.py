@@ -210,7 +210,7 @@ def test_with_an_api_key_the_fast_path_answers_only_the_right_key(settings, monk
         missing = client.post("/predict", json=body)
         assert missing.status_code == 401 and "missing API key" in missing.json()["detail"]
         wrong = client.post("/predict", json=body, headers={"x-api-key": "s3creT"})
-        assert wrong.status_code == 403 and wrong.json() == {"detail": "invalid API key"}
+        assert wrong.status_code == 401 and wrong.json() == {"detail": "invalid API key (unknown or revoked)"}
 
 
 def test_a_new_version_is_seen_at_once(client, models):

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,6 +14,7 @@ from sqlalchemy import select
 from app.client import Client
 from app.config import Settings
 from app.main import create_app
+from app.services.keys import Role, add_key
 from app.storage.db import Database
 from app.storage.orm import Job
 from tests.helpers import long_job, make_multilabel, train, upload_csv, wait_status
@@ -124,7 +125,42 @@ def test_a_key_with_the_most_jobs_queued_is_refused_429_and_nothing_is_stored(se
                 client.delete(f"/jobs/{job['id']}")
     with Database(settings.resolved_database_url).reading() as session:
         submitters = set(session.scalars(select(Job.submitter)))
-    assert submitters == {hashlib.sha256(key.encode()).hexdigest()[:16]}  # a fingerprint, never the key
+    assert submitters == {"default"}  # the key's name, never the key
+
+
+def test_each_key_has_its_own_share_of_the_queue(settings: Settings, tmp_path: Path):
+    path = tmp_path / "keys.jsonl"
+    one, other = add_key(path, "one", Role.TRAIN), add_key(path, "other", Role.TRAIN)
+    limited = {"api_keys_file": path, "max_queued_jobs_per_key": 1}
+    with TestClient(create_app(settings.model_copy(update=limited)), headers={"X-API-Key": one}) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        running = long_job(client, dataset["id"], "first")  # holds the one training process
+        wait_status(client, running, ("running",))
+        compare = {"dataset_id": dataset["id"], "methods": ["br"], "cv": 2}
+        assert client.post("/compare", json=compare).status_code == 202
+        refused = client.post("/compare", json=compare)
+        assert refused.status_code == 429 and "this API key ('one') has 1 jobs queued" in refused.json()["detail"]
+        assert client.post("/compare", json=compare, headers={"X-API-Key": other}).status_code == 202
+        for job in client.get("/jobs").json()["items"]:
+            client.delete(f"/jobs/{job['id']}")
+
+
+def test_without_keys_each_client_address_has_its_own_share(settings: Settings):
+    api = create_app(settings.model_copy(update={"max_queued_jobs_per_key": 1}))
+    with TestClient(api, client=("192.0.2.1", 5000)) as client:
+        X, Y = make_multilabel(n=30)
+        dataset = upload_csv(client, X, Y)
+        running = long_job(client, dataset["id"], "first")
+        wait_status(client, running, ("running",))
+        compare = {"dataset_id": dataset["id"], "methods": ["br"], "cv": 2}
+        assert client.post("/compare", json=compare).status_code == 202
+        refused = client.post("/compare", json=compare)
+        assert refused.status_code == 429 and "this client (192.0.2.1) has 1 jobs queued" in refused.json()["detail"]
+        elsewhere = TestClient(api, client=("192.0.2.2", 5000))  # the same app, started above
+        assert elsewhere.post("/compare", json=compare).status_code == 202
+        for job in client.get("/jobs").json()["items"]:
+            client.delete(f"/jobs/{job['id']}")
 
 
 # the Python client sets each long poll's read timeout; Starlette's TestClient has none to set

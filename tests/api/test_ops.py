@@ -66,7 +66,7 @@ def test_api_key_guards_everything_but_operations(settings):
     settings.api_key = "s3cret"
     with TestClient(create_app(settings)) as client:
         assert client.get("/datasets").status_code == 401
-        assert client.get("/datasets", headers={"X-API-Key": "wrong"}).status_code == 403
+        assert client.get("/datasets", headers={"X-API-Key": "wrong"}).status_code == 401
         assert client.get("/datasets", headers={"X-API-Key": "s3cret"}).status_code == 200
         assert client.get("/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         for open_route in ("/health", "/ready", "/metrics", "/docs", "/openapi.json"):

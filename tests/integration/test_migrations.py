@@ -19,7 +19,7 @@ from app.config import Settings
 from app.main import create_app
 from app.registry.versions import register_version
 from app.storage.db import Database, SchemaNotCurrent, current_revision, get_engine, head_revision, migrate
-from app.storage.orm import Base, ModelVersion, utcnow
+from app.storage.orm import Base, Job, ModelVersion, utcnow
 from app.storage.store import ARTIFACT_FORMAT, Store
 from tests.helpers import BACKENDS, throwaway_postgres
 
@@ -73,6 +73,22 @@ def test_versions_of_a_0_1_database_are_marked_as_0_1_artifacts(empty_database: 
     with Database(empty_database).reading() as session:
         formats = session.scalars(select(ModelVersion.artifact_format).order_by(ModelVersion.version)).all()
     assert formats == [1, ARTIFACT_FORMAT] == [1, 2]
+
+
+def test_jobs_of_0_2_under_the_api_key_become_the_default_keys(empty_database: str) -> None:
+    """0.2.x recorded a fingerprint of its one key (revision 0010); that key is now named ``default``."""
+    migrate(empty_database, "0010")
+    insert = text(
+        "INSERT INTO jobs (id, kind, status, progress, stage, request, created_at, submitter) "
+        "VALUES (:id, 'train', 'succeeded', 1.0, 'done', '{}', :t, :submitter)"
+    )
+    with get_engine(empty_database).begin() as connection:
+        connection.execute(insert, {"id": "keyed", "t": utcnow(), "submitter": "0123456789abcdef"})
+        connection.execute(insert, {"id": "open", "t": utcnow(), "submitter": None})
+    migrate(empty_database)
+    with Database(empty_database).reading() as session:
+        submitters = {row.id: row.submitter for row in session.execute(select(Job.id, Job.submitter))}
+    assert submitters == {"keyed": "default", "open": None}
 
 
 def test_api_without_auto_migrate_refuses_an_unmigrated_database_then_serves_once_migrated(

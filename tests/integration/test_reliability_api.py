@@ -406,7 +406,7 @@ def test_the_api_key_is_checked_before_the_body_is_read(settings: Settings):
     scope["headers"] = [*scope["headers"], (b"x-api-key", b"wrong")]
     sent.clear()
     asyncio.run(api(scope, receive, send))
-    assert sent[0]["status"] == 403 and reads == 0
+    assert sent[0]["status"] == 401 and reads == 0
 
 
 def test_sweep_removes_only_old_unreferenced_files(client: TestClient, settings: Settings):

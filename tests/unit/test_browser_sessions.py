@@ -10,6 +10,7 @@ import pytest
 
 from app.api.browser import Session, Sessions
 from app.config import Settings
+from app.services.keys import digest
 from app.storage.secret_key import FILENAME, stored_secret
 from app.ui import session as ui_session
 
@@ -34,20 +35,21 @@ def test_session_cookies_are_signed_expire_and_name_the_key_they_signed_in_with(
     sessions = _sessions(tmp_path)
     sessions.open()
     assert (tmp_path / FILENAME).exists() and sessions.max_age == 3600
+    k1, k2 = digest("k1"), digest("k2")
     anonymous, cookie = sessions.new()
-    assert sessions.read(cookie) == anonymous and not sessions.signed_in(anonymous)
-    signed, cookie = sessions.new(signed_in=True)
-    assert signed.id != anonymous.id and sessions.read(cookie) == signed and sessions.signed_in(signed)
-    assert "k1" not in cookie and signed.key != "k1"
+    assert sessions.read(cookie) == anonymous and not sessions.bound_to(anonymous, k1) and not anonymous.name
+    signed, cookie = sessions.new("ci", k1)
+    assert signed.id != anonymous.id and sessions.read(cookie) == signed and sessions.bound_to(signed, k1)
+    assert signed.name == "ci" and "k1" not in cookie and k1 not in cookie and signed.key not in (k1, "k1")
     assert _sessions(tmp_path).read(cookie) == signed  # another process on the same store
-    assert not _sessions(tmp_path, api_key="k2").signed_in(signed)  # another key: signed out
+    assert not sessions.bound_to(signed, k2)  # another key (the name given another secret): signed out
     assert _sessions(tmp_path, secret_key="s" * 40).read(cookie) is None  # another secret
     tampered = cookie[:-2] + ("AA" if not cookie.endswith("AA") else "BB")
     for bad in (None, "", "x", tampered, cookie.replace(".", "", 1)):
         assert sessions.read(bad) is None, bad
     sessions.max_age = -1  # older than the sessions' age: expired
     assert sessions.read(cookie) is None
-    assert not sessions.signed_in(None) and not _sessions(tmp_path, api_key=None).signed_in(Session("x", ""))
+    assert not sessions.bound_to(None, k1) and not sessions.bound_to(Session("x", ""), k1)
 
 
 def test_csrf_tokens_are_bound_to_their_session(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 
 from app.api import examples
-from app.api.deps import CoreDep, SessionDep
+from app.api.deps import CallerDep, CoreDep, SessionDep
 from app.api.errors import responses
 from app.schemas import CompareRequest, JobAccepted
 from app.services import comparison
@@ -31,7 +31,10 @@ router = APIRouter(tags=["comparison"])
     ),
 )
 async def compare(
-    body: Annotated[CompareRequest, Body(openapi_examples=examples.COMPARE)], session: SessionDep, core: CoreDep
+    body: Annotated[CompareRequest, Body(openapi_examples=examples.COMPARE)],
+    session: SessionDep,
+    core: CoreDep,
+    caller: CallerDep,
 ) -> JobAccepted:
     """Queue a compare job; its result is the leaderboard, ``/jobs/{id}/report`` the HTML report."""
-    return JobAccepted.of(await run_in_threadpool(comparison.submit, session, core, body))
+    return JobAccepted.of(await run_in_threadpool(comparison.submit, session, core, body, caller))

@@ -10,7 +10,7 @@ from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 from pydantic import WithJsonSchema
 
 from app.api import examples
-from app.api.deps import CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
+from app.api.deps import CallerDep, CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
 from app.schemas import DatasetOut, DatasetSummary, Page, SplitOut, SplitRequest
 from app.services import datasets, splits
@@ -143,11 +143,12 @@ def delete_dataset(
     dataset_id: DatasetId,
     session: SessionDep,
     store: StoreDep,
+    caller: CallerDep,
     force: Annotated[
         bool,
         Query(description="delete it even though registered model versions were trained on it (they stay)"),
     ] = False,
 ) -> Response:
     """Delete a dataset; 409 while a job uses it, or while model versions were trained on it unless force=true."""
-    datasets.delete_dataset(session, store, dataset_id, force=force)
+    datasets.delete_dataset(session, store, dataset_id, caller, force=force)
     return Response(status_code=204)

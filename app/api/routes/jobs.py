@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import FileResponse, HTMLResponse
 
-from app.api.deps import CoreDep, JobId, PageDep, ReadingDep, SessionDep
+from app.api.deps import CallerDep, CoreDep, JobId, PageDep, ReadingDep, SessionDep
 from app.api.errors import responses
 from app.api.headers import report_policy
 from app.jobs.base import JobStatus
@@ -42,8 +42,8 @@ async def get_job(
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=responses(404, 409, 507))
-def cancel_job(job_id: JobId, session: SessionDep, core: CoreDep) -> JobOut:
-    return jobs.cancel_job(session, core.runner, job_id)
+def cancel_job(job_id: JobId, session: SessionDep, core: CoreDep, caller: CallerDep) -> JobOut:
+    return jobs.cancel_job(session, core.runner, job_id, caller)
 
 
 @router.get(

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from app.api.deps import AliasName, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
+from app.api.deps import AliasName, CallerDep, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
 from app.api.errors import responses
 from app.api.headers import report_policy
 from app.core import Core
@@ -128,23 +128,27 @@ def _export_limiter(request: Request) -> CapacityLimiter:
 
 
 @router.delete("/{name}/versions/{version}", status_code=204, responses=responses(404, 507))
-def delete_version(name: ModelName, version: VersionNumber, session: SessionDep, core: CoreDep) -> Response:
-    models.delete_version(session, core.store, name, version)
+def delete_version(
+    name: ModelName, version: VersionNumber, session: SessionDep, core: CoreDep, caller: CallerDep
+) -> Response:
+    models.delete_version(session, core.store, name, version, caller)
     return Response(status_code=204)
 
 
 @router.delete("/{name}", status_code=204, responses=responses(404, 507))
-def delete_model(name: ModelName, session: SessionDep, core: CoreDep) -> Response:
-    models.delete_model(session, core.store, name)
+def delete_model(name: ModelName, session: SessionDep, core: CoreDep, caller: CallerDep) -> Response:
+    models.delete_model(session, core.store, name, caller)
     return Response(status_code=204)
 
 
 @router.put("/{name}/aliases/{alias}", response_model=ModelOut, responses=responses(404, 400, 413))
-def set_alias(name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, core: CoreDep) -> ModelOut:
-    return models.set_alias(session, core.store, name, alias, body.version)
+def set_alias(
+    name: ModelName, alias: AliasName, body: AliasIn, session: SessionDep, core: CoreDep, caller: CallerDep
+) -> ModelOut:
+    return models.set_alias(session, core.store, name, alias, body.version, caller)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(404, 507))
-def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, core: CoreDep) -> Response:
-    models.delete_alias(session, core.store, name, alias)
+def delete_alias(name: ModelName, alias: AliasName, session: SessionDep, core: CoreDep, caller: CallerDep) -> Response:
+    models.delete_alias(session, core.store, name, alias, caller)
     return Response(status_code=204)

@@ -10,10 +10,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app.api import examples
+from app.api.access import caller_of
 from app.api.errors import responses
 from app.core import Core
 from app.schemas import JobAccepted, JobOut, PredictRequest, PredictResponse
 from app.services import prediction
+from app.services.keys import Caller
 
 router = APIRouter(tags=["prediction"])
 
@@ -44,12 +46,12 @@ async def predict(
     """
     # Cached references with a few instances rarely get here (``app.api.fast_path`` answers
     # them); this path resolves, reads stored datasets and shapes every error, in a worker thread.
-    answer = await run_in_threadpool(_predict, body, request.app.state.core)
+    answer = await run_in_threadpool(_predict, body, request.app.state.core, caller_of(request))
     if isinstance(answer, JobOut):
         return JSONResponse(JobAccepted.of(answer).model_dump(mode="json"), status_code=202)
     # the service builds the response document from checked values: serialised once, by orjson
     return Response(orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
-def _predict(body: PredictRequest, core: Core) -> prediction.Answer | JobOut:
-    return prediction.predict(core, body)
+def _predict(body: PredictRequest, core: Core, caller: Caller) -> prediction.Answer | JobOut:
+    return prediction.predict(core, body, caller)

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app.api import examples
-from app.api.deps import CoreDep
+from app.api.deps import CallerDep, CoreDep
 from app.api.errors import responses
 from app.schemas import JobAccepted, JobOut, TrainRequest
 from app.services import training
@@ -38,12 +38,13 @@ router = APIRouter(tags=["training"])
 async def train(
     body: Annotated[TrainRequest, Body(openapi_examples=examples.TRAIN)],
     core: CoreDep,
+    caller: CallerDep,
     wait: bool = False,
     timeout: Annotated[float, Query(gt=0, le=86_400, description="seconds ?wait=true blocks at most")] = 3600,
 ) -> Any:
     """Queue a training job; with ``?wait=true`` block until it ends and return the job."""
     if wait:
-        finished = await training.submit_and_wait(core, body, timeout)
+        finished = await training.submit_and_wait(core, body, caller, timeout)
         return JSONResponse(finished.model_dump(mode="json"), status_code=200)
-    job = await run_in_threadpool(training.submit, core, body)
+    job = await run_in_threadpool(training.submit, core, body, caller)
     return JobAccepted.of(job)

@@ -1,6 +1,7 @@
 """The labelserve command.
 
-Server side: serve (the API), worker (a Celery worker) and migrate. Client side, over HTTP with
+Server side: serve (the API), worker (a Celery worker), migrate and keys (the API keys
+file). Client side, over HTTP with
 the Python client (app.client.Client): datasets, train, jobs, predict, evaluate, models, methods
 and compare. The server is --url or LABELSERVE_URL (default http://127.0.0.1:8000), the key
 --api-key or LABELSERVE_API_KEY. Every client command prints a table, or the server's JSON with
@@ -60,10 +61,14 @@ datasets_cli = typer.Typer(help="Upload, list, show and delete datasets.", no_ar
 jobs_cli = typer.Typer(help="List, show, follow and cancel jobs.", no_args_is_help=True)
 models_cli = typer.Typer(help="The model registry: list, show, aliases.", no_args_is_help=True)
 methods_cli = typer.Typer(help="The methods the server offers and their hyperparameters.", no_args_is_help=True)
+keys_cli = typer.Typer(
+    help="The server's API keys (LABELSERVE_API_KEYS_FILE): add one, or revoke one.", no_args_is_help=True
+)
 cli.add_typer(datasets_cli, name="datasets")
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(models_cli, name="models")
 cli.add_typer(methods_cli, name="methods")
+cli.add_typer(keys_cli, name="keys")
 Command = TypeVar("Command", bound=Callable[..., Any])
 # --wide (set by the root callback): tables are never folded to the terminal's width
 display = {"wide": False}

@@ -9,7 +9,10 @@ from app.errors import InvalidFields, InvalidInput, NotFound
 from app.schemas import TrainRequest
 from app.services import datasets, training
 from app.services.datasets import Upload
+from app.services.keys import Caller, Role
 from app.storage.orm import Dataset, Job
+
+CALLER = Caller("ci", Role.TRAIN, "127.0.0.1")
 
 
 def _upload(core, name: str = "toy") -> str:
@@ -25,16 +28,19 @@ def _upload(core, name: str = "toy") -> str:
 
 def test_a_submit_queues_one_job_and_hands_it_to_the_runner(core):
     dataset_id = _upload(core)
-    job = training.submit(core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": 3}))
+    job = training.submit(
+        core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": 3}), CALLER
+    )
     assert job.status == "queued" and core.runner.submitted == [job.id]
     with core.database.reading() as session:
         stored = session.get(Job, job.id)
     assert stored is not None and stored.request["params"]["k"] == 3
+    assert (stored.submitter, stored.submitted_from, job.submitted_by) == ("ci", "127.0.0.1", "ci")
 
 
 def test_a_dataset_is_found_by_its_unique_name(core):
     dataset_id = _upload(core, "named")
-    job = training.submit(core, TrainRequest(method="br", dataset_id="named", model_name="m"))
+    job = training.submit(core, TrainRequest(method="br", dataset_id="named", model_name="m"), CALLER)
     with core.database.reading() as session:
         assert session.get(Job, job.id).dataset_id == dataset_id
 
@@ -42,13 +48,17 @@ def test_a_dataset_is_found_by_its_unique_name(core):
 def test_refusals_name_the_field_and_queue_nothing(core):
     dataset_id = _upload(core)
     with pytest.raises(InvalidFields) as bad:
-        training.submit(core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": "5"}))
+        training.submit(
+            core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": "5"}), CALLER
+        )
     assert bad.value.errors[0][0] == ("body", "params", "k")
     with pytest.raises(InvalidInput) as too_many:
-        training.submit(core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": 30}))
+        training.submit(
+            core, TrainRequest(method="mlknn", dataset_id=dataset_id, model_name="m", params={"k": 30}), CALLER
+        )
     assert too_many.value.loc == ("body", "params", "k")
     with pytest.raises(NotFound):
-        training.submit(core, TrainRequest(method="br", dataset_id="nope", model_name="m"))
+        training.submit(core, TrainRequest(method="br", dataset_id="nope", model_name="m"), CALLER)
     assert core.runner.submitted == []
 
 
@@ -56,7 +66,7 @@ def test_inline_data_are_stored_once_accepted(core):
     X = np.eye(6, 3).tolist()
     Y = [[1, 0], [0, 1]] * 3
     body = TrainRequest(method="br", model_name="inline", data={"X": X, "Y": Y})
-    job = training.submit(core, body)
+    job = training.submit(core, body, CALLER)
     with core.database.reading() as session:
         stored = session.get(Dataset, session.get(Job, job.id).dataset_id)
     assert stored is not None and stored.n_samples == 6 and stored.format == "inline"
