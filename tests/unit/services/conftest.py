@@ -34,6 +34,9 @@ class RecordingRunner:
     def recover(self) -> None:
         pass
 
+    def can_queue(self) -> bool:
+        return True
+
     def shutdown(self) -> None:
         pass
 
