@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+
+_APP_DIR = str(Path(__file__).resolve().parent)
+
+
+def raised_by_the_service(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is the service's code (a check of its
+    own, whose message explains the fault) rather than a library's, whose text is not for clients."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_APP_DIR)
 
 
 class DomainError(Exception):

@@ -51,7 +51,15 @@ import arff
 import numpy as np
 import scipy.sparse as sp
 
-from .arff_sparse import DataLines, SparseColumns, data_lines, missing_error, simple_columns
+from .arff_sparse import (
+    DataLines,
+    SparseColumns,
+    data_lines,
+    missing_error,
+    repeat_error,
+    repeated_in_text,
+    simple_columns,
+)
 from .common import DatasetFormatError, ParsedDataset, ParseOptions
 from .hints import binary_columns, label_count_hint
 from .limits import DatasetLimits
@@ -92,14 +100,31 @@ def _nominal_codes(values: list[str]) -> tuple[np.ndarray, str]:
     return np.arange(len(values), dtype=np.float64), "ordinal"
 
 
+# what each of liac-arff's errors means, in the service's words (its own texts are the library's)
+_ARFF_FAULTS: dict[type[Exception], str] = {
+    arff.BadRelationFormat: "the @relation line is malformed",
+    arff.BadAttributeFormat: "an @attribute declaration is malformed",
+    arff.BadAttributeName: "an attribute name is declared twice",
+    arff.BadAttributeType: "an @attribute has an unknown type (numeric, real, integer, string, date or {a,b,...})",
+    arff.BadDataFormat: "a data row does not match the declared attributes",
+    arff.BadLayout: "the file is not laid out as @relation, @attribute lines, then @data",
+    arff.BadNominalFormatting: "a nominal value holding a space is not quoted",
+    arff.BadNominalValue: "a value is not among its nominal attribute's declared values",
+    arff.BadNumericalValue: "a value of a numeric attribute is not a number",
+    arff.BadStringValue: "a string value holding a space is not quoted",
+}
+
+
+_UNDECLARED = re.compile(r"^Data value (.+) not found in nominal declaration")
+
+
 def _describe(exc: Exception, line: int) -> str:
-    """liac-arff's message with the line filled in (its own ``str()`` fails when the offending
-    row holds a '%'), or the exception text plus the line."""
-    message = getattr(exc, "message", None)
-    if isinstance(exc, arff.ArffException) and isinstance(message, str):
-        head, sep, tail = message.partition("%d")
-        return f"{head}{line}{tail}" if sep else f"{message} at line {line}"
-    return f"{exc} (line {line})"
+    """What is wrong at ``line``, in the service's words: liac-arff's texts (and any other
+    library's, such as ``could not convert string to float``) are never shown; the value at
+    fault is, when it is a nominal value the header does not declare."""
+    fault = next((text for kind, text in _ARFF_FAULTS.items() if isinstance(exc, kind)), "it cannot be read")
+    value = _UNDECLARED.match(str(getattr(exc, "message", "") or ""))
+    return f"{fault} (line {line}): {value.group(1)!r}" if value else f"{fault} (line {line})"
 
 
 def _lines(content: bytes, encoding: str) -> Iterator[str]:
@@ -111,7 +136,11 @@ def parse_mulan_xml(labels_file: bytes) -> list[str]:
     try:
         root = ET.fromstring(labels_file)
     except ET.ParseError as exc:
-        raise DatasetFormatError(f"labels file is not valid XML: {exc}") from exc
+        line, column = exc.position
+        raise DatasetFormatError(
+            f"labels file is not valid XML (at line {line}, column {column + 1}); it must be Mulan's "
+            '<labels><label name="..."/>...</labels>'
+        ) from None
     names = [
         normalise_name(el.attrib["name"])
         for el in root.iter()
@@ -263,6 +292,10 @@ def _decode_sparse(
                 decoder = arff.ArffDecoder()
                 obj = decoder.decode(_lines(content, encoding), encode_nominal=True, return_type=arff.COO)
                 columns = SparseColumns.from_coo(obj["data"], n_rows, dropped)
+                repeat = repeated_in_text(content, lines, encoding)
+                if repeat is not None:
+                    row, j = repeat
+                    raise repeat_error(row, j, normalise_name(attributes[j][0]), int(lines.rows[row]))
         except UnicodeDecodeError:
             continue
         except (DatasetFormatError, MemoryError):
@@ -381,6 +414,9 @@ def _parse_sparse(
     label_idx = check_header.label_idx
     label_set = set(label_idx)
     dropped = _string_attributes(attributes, names, label_set, warnings)
+    repeat = columns.first_repeat()
+    if repeat is not None:
+        raise repeat_error(repeat[0], repeat[1], names[repeat[1]], int(lines.rows[repeat[0]]))
     missing = columns.first_missing()
     if missing is not None:
         raise missing_error(missing[0], names[missing[1]], int(lines.rows[missing[0]]))

@@ -64,8 +64,9 @@ def data_lines(content: bytes) -> DataLines:
 def simple_columns(content: bytes, lines: DataLines, attributes: list[tuple[str, object]]) -> SparseColumns | None:
     """The triplets liac-arff's COO reader would give (string attributes left out), read with
     C-speed regular expressions, when every row is plain ``{index value, ...}`` pairs of numbers
-    or declared (UTF-8) nominal values; None otherwise (quotes, escapes, a repeated or unknown
-    index, an undeclared value: liac-arff then reads the file, and words any error).
+    or declared (UTF-8) nominal values; None otherwise (quotes, escapes, an unknown index, an
+    undeclared value: liac-arff then reads the file, and words any error). A repeated index is
+    left for ``SparseColumns.first_repeat`` to find, whichever reader read the file.
 
     liac-arff converts each value through a Python call (1.5 us a value on bibtex); here only a
     nominal value costs a dictionary lookup.
@@ -86,10 +87,8 @@ def simple_columns(content: bytes, lines: DataLines, attributes: list[tuple[str,
     cols = table[:, 0].astype(np.int64)
     tokens = table[:, 1]
     rows = np.repeat(np.arange(len(lines.rows)), counts)
-    if cols.size:
-        flat = np.sort(rows * n_attr + np.minimum(cols, n_attr))
-        if cols.max() >= n_attr or bool((flat[1:] == flat[:-1]).any()):
-            return None
+    if cols.size and cols.max() >= n_attr:
+        return None
     kinds = [kind for _, kind in attributes]
     kept = np.array([kind != "STRING" for kind in kinds], dtype=bool)[cols]
     nominal = np.array([isinstance(kind, list) for kind in kinds], dtype=bool)[cols]
@@ -144,6 +143,19 @@ class SparseColumns:
             rows_a, cols_a = rows_a[keep], cols_a[keep]
         values = np.array(data, dtype=np.float64)  # None ('?') becomes nan
         return cls(values, rows_a, cols_a, n_rows)
+
+    def first_repeat(self) -> tuple[int, int] | None:
+        """(row, attribute) of the first index given twice in one row, in file order, or None:
+        liac-arff takes ``{0 1, 0 2}`` as it is, and the CSR matrix would sum the two values."""
+        if self.cols.size < 2:
+            return None
+        keys = self.rows * (int(self.cols.max()) + 1) + self.cols
+        order = np.argsort(keys, kind="stable")  # equal keys keep their file order
+        again = order[1:][keys[order][1:] == keys[order][:-1]]
+        if again.size == 0:
+            return None
+        k = int(again.min())
+        return int(self.rows[k]), int(self.cols[k])
 
     def first_missing(self) -> tuple[int, int] | None:
         """(row, attribute) of the first '?' in file order, or None."""
@@ -216,4 +228,46 @@ class SparseColumns:
 def missing_error(row: int, name: str, line: int) -> DatasetFormatError:
     return DatasetFormatError(
         f"missing value '?' for attribute {name!r} at data row {row + 1} (line {line}); missing values are not supported"
+    )
+
+
+def repeated_in_text(content: bytes, lines: DataLines, encoding: str) -> tuple[int, int] | None:
+    """(data row, index) of the first index given twice in a row, read from the rows' text: for
+    the rows liac-arff read (quoted values), since it keeps the last value of a repeated index
+    without a word. Commas inside quotes do not split pairs."""
+    body = content.splitlines()
+    for i, number in enumerate(lines.rows.tolist()):
+        seen: set[int] = set()
+        for index in _pair_indices(body[number - 1].decode(encoding, "replace").strip()):
+            if index in seen:
+                return i, index
+            seen.add(index)
+    return None
+
+
+def _pair_indices(row: str) -> list[int]:
+    """The leading index of each ``index value`` pair of a sparse row ``{...}``."""
+    found: list[int] = []
+    start, quote, escaped = 1, "", False
+    for i, ch in enumerate(row):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in ",}":
+            head = row[start:i].split(maxsplit=1)
+            if head and head[0].isdigit():
+                found.append(int(head[0]))
+            start = i + 1
+    return found
+
+
+def repeat_error(row: int, index: int, name: str, line: int) -> DatasetFormatError:
+    return DatasetFormatError(
+        f"ARFF data: attribute index {index} ({name!r}) is given twice in data row {row + 1} (line {line}); "
+        "a sparse row gives each index at most once"
     )

@@ -71,7 +71,10 @@ class ParseOptions(BaseModel):
             try:
                 parsed = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"label_columns is not a valid JSON array: {exc}") from exc
+                raise ValueError(
+                    f"label_columns is not a valid JSON array (it breaks at character {exc.pos + 1}); give names "
+                    'separated by commas, or a JSON array such as ["y1", "y2"]'
+                ) from None
             except RecursionError:  # "[[[[...]]]]": nesting deeper than the parser's stack
                 raise ValueError("label_columns must be a flat JSON array of names, not nested arrays") from None
             return parsed

@@ -35,7 +35,7 @@ def _header(content: bytes) -> tuple[list[str], str, int]:
     try:
         text = line.decode("utf-8-sig").rstrip("\r")
     except UnicodeDecodeError as exc:
-        raise DatasetFormatError(f"CSV header (line 1) is not valid UTF-8: {exc}") from exc
+        raise DatasetFormatError(f"CSV header (line 1) is not valid UTF-8 (byte {exc.start + 1})") from None
     if not text.strip():
         raise DatasetFormatError("CSV: line 1 must be a header row with the column names")
     delimiter = ","
@@ -43,8 +43,11 @@ def _header(content: bytes) -> tuple[list[str], str, int]:
         delimiter = "\t" if "\t" in text else ";" if ";" in text else ","
     try:
         names = [name.strip() for name in next(csv.reader([text], delimiter=delimiter))]
-    except csv.Error as exc:
-        raise DatasetFormatError(f"CSV header (line 1) cannot be read: {exc}") from None
+    except csv.Error:
+        raise DatasetFormatError(
+            "CSV header (line 1) cannot be split into column names (a quote left open, or a name longer than "
+            f"{csv.field_size_limit()} characters)"
+        ) from None
     for j, name in enumerate(names):
         if not name:
             raise DatasetFormatError(f"CSV header: column {j + 1} has no name")
@@ -130,8 +133,9 @@ def _load(content: bytes, start: int, delimiter: str, names: list[str]) -> np.nd
         )
     except MemoryError:
         raise
-    except Exception as exc:  # untrusted text: any loader error is a format error
-        raise DatasetFormatError(_locate_error(content, delimiter, names) or f"CSV: {exc}") from exc
+    except Exception as exc:  # untrusted text: any loader error is a format error (never the loader's text)
+        located = _locate_error(content, delimiter, names)
+        raise DatasetFormatError(located or "CSV: the data rows cannot be read as numbers") from exc
     if data.shape[1] != len(names):
         raise DatasetFormatError(f"CSV rows have {data.shape[1]} values, the header has {len(names)} columns")
     return data

@@ -16,6 +16,7 @@ not become a 30-million-column table.
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 from sklearn.datasets import load_svmlight_file
@@ -23,6 +24,8 @@ from sklearn.datasets import load_svmlight_file
 from .common import DatasetFormatError, ParsedDataset, ParseOptions, generated_names
 from .limits import DatasetLimits, check_dimensions
 from .validation import finalize
+
+_INDEX = re.compile(rb"(\d+):")
 
 
 def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits | None = None) -> ParsedDataset:
@@ -42,7 +45,7 @@ def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits
     except MemoryError:
         raise
     except Exception as exc:  # untrusted text: any loader error is a format error
-        raise DatasetFormatError(_loader_message(exc)) from exc
+        raise DatasetFormatError(_loader_message(exc, content, options.n_features)) from exc
 
     n = X.shape[0]
     lengths = np.fromiter((len(labels) for labels in y), dtype=np.int64, count=n)
@@ -78,14 +81,28 @@ def parse_libsvm(content: bytes, *, options: ParseOptions, limits: DatasetLimits
     )
 
 
-def _loader_message(exc: Exception) -> str:
-    """The loader's complaint in the format's own terms.
-
-    scikit-learn's messages about indices and ``n_features`` speak of the file and are kept;
-    Python's conversion errors (``invalid literal for int() with base 10: ...``) are not
-    meaningful to a client and are replaced by what the format expects.
-    """
+def _loader_message(exc: Exception, content: bytes, n_features: int | None) -> str:
+    """The loader's complaint in the format's own terms: scikit-learn's texts (and Python's
+    conversion errors, ``invalid literal for int() with base 10: ...``) are never shown."""
     text = str(exc)
-    if "n_features" in text or "index" in text.lower():
-        return f"LIBSVM: {text}"
+    if "n_features" in text and n_features is not None:
+        return (
+            f"LIBSVM: a feature index is larger than n_features={n_features}; give a larger n_features, or leave it "
+            "out to use the largest index"
+        )
+    if "sorted and unique" in text:
+        line = _first_unordered_line(content)
+        where = f" (line {line})" if line is not None else ""
+        return f"LIBSVM: the feature indices of a line must increase, each given once{where}"
+    if "Invalid index" in text:
+        return "LIBSVM: a feature index is negative; indices are 1-based (or 0-based throughout the file)"
     return "LIBSVM: cannot parse the file: expected lines 'l1,l2 idx:val idx:val ...' (comma-separated integer labels, then feature index:value pairs)"
+
+
+def _first_unordered_line(content: bytes) -> int | None:
+    """The first line whose feature indices do not strictly increase (read only for the message)."""
+    for number, line in enumerate(content.splitlines(), start=1):
+        indices = [int(index) for index in _INDEX.findall(line.split(b"#", 1)[0])]
+        if any(b <= a for a, b in zip(indices, indices[1:], strict=False)):
+            return number
+    return None

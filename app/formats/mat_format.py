@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from .common import DatasetFormatError, DatasetTooLarge, ParsedDataset, ParseOpt
 from .limits import DatasetLimits
 from .validation import finalize
 
+log = logging.getLogger("labelserve.formats")
 _READER = Path(__file__).with_name("_mat_reader.py")
 
 
@@ -55,10 +57,12 @@ def load_mat_variables(
     detail = message[-1] if message else ""
     if proc.returncode == 4:
         raise DatasetTooLarge(detail)
+    if proc.returncode in (2, 3):  # the reader's own text (scipy's) is logged, never answered
+        log.info("the MAT reader refused the file", extra={"detail": detail[:500]})
     if proc.returncode == 3:
-        raise DatasetFormatError(f"MAT: {detail}; MATLAB v7.3 (HDF5) files are not supported, save with -v7")
+        raise DatasetFormatError("MAT: MATLAB v7.3 (HDF5) files are not supported, save with -v7")
     if proc.returncode == 2:
-        raise DatasetFormatError(f"MAT: not a readable MATLAB file ({detail})")
+        raise DatasetFormatError("MAT: not a readable MATLAB file: it is corrupt or not a MATLAB v4-v7 file")
     if proc.returncode != 0:
         raise DatasetFormatError(
             f"MAT: the MATLAB reader failed on this file (exit status {proc.returncode}); it is "

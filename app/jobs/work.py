@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.core import Core
-from app.errors import DomainError, InvalidInput
+from app.errors import DomainError, InvalidInput, raised_by_the_service
 from app.evaluation import auto_request, choice, pool, reports
 from app.jobs import peak_memory, transitions
 from app.jobs.payloads import BatchPredictPayload, ComparePayload, TrainPayload, load_payload
@@ -290,7 +290,6 @@ def _record_failure(database: Database, job_id: str, error: str) -> None:
         transitions.fail(session, job_id, error)
 
 
-_APP_DIR = str(Path(__file__).resolve().parent.parent)
 _PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][\w.-]+(?:[/\\][\w.-]+)+")
 
 
@@ -306,19 +305,11 @@ def public_error(exc: BaseException, model_dir: str) -> str:
         message = exc.message
     elif isinstance(exc, MemoryError):
         return "the job ran out of memory; train on a smaller dataset or with smaller parameters"
-    elif isinstance(exc, (ValueError, LookupError)) and not isinstance(exc, KeyError) and _raised_by_the_service(exc):
+    elif isinstance(exc, (ValueError, LookupError)) and not isinstance(exc, KeyError) and raised_by_the_service(exc):
         message = str(exc)
     else:
         return "the job failed because of an internal error; the server log has the details"
     return _PATH.sub("<path>", message.replace(model_dir, "<store>"))
-
-
-def _raised_by_the_service(exc: BaseException) -> bool:
-    """Whether the innermost frame of ``exc``'s traceback is the service's code, not a library's."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_APP_DIR)
 
 
 def machine_cpus() -> int:

@@ -27,7 +27,7 @@ from app.methods.catalog import get_method
 from app.methods.mlknn import MLkNN
 from app.schemas import CompareRequest, JobOut
 from app.services.datasets import dataset_with_features, get_dataset
-from app.services.evaluation import DOWNSTREAM_K, label_columns
+from app.services.evaluation import DOWNSTREAM_K, label_columns, unscorable
 from app.services.jobs import queue_job, time_limit
 from app.services.keys import Caller
 from app.services.models import load_served, method_of, resolve_version
@@ -176,7 +176,7 @@ def _build_version_report(
         assert selector_training is not None  # read with the rows (``_selector_training``)
         return _selector_report(core.store, row, selector_training, model, X, Y, title, facts)
     except ValueError as exc:
-        raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=loc) from None
+        raise InvalidInput(f"cannot evaluate on '{dataset.id}': {unscorable(exc)}", loc=loc) from None
 
 
 def _selector_training(session: Session, row: ModelVersion) -> Dataset:

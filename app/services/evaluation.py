@@ -7,6 +7,7 @@ request, on the selected features of a training dataset and scored on the evalua
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from app import scoring
 from app.core import Core
-from app.errors import InvalidInput, NotFound
+from app.errors import InvalidInput, NotFound, raised_by_the_service
 from app.methods.mlknn import MLkNN
 from app.registry.versions import notify_on_commit
 from app.schemas import EvaluateRequest, EvaluateResponse, ModelInfo
@@ -23,8 +24,19 @@ from app.services.models import load_served, method_of, resolve_version
 from app.serving.selected_features import top_features
 from app.storage.orm import Dataset, Evaluation, ModelVersion
 
+log = logging.getLogger("labelserve.api")
+
 SELECTOR_DEFAULT_FRACTION = 0.2  # ELCFS's protocol: ML-kNN on the top 20% of features
 DOWNSTREAM_K = 10
+
+
+def unscorable(exc: ValueError) -> str:
+    """Why a model's outputs on a dataset could not be scored: the service's own check says it;
+    a library's text stays in the log."""
+    if raised_by_the_service(exc):
+        return str(exc)
+    log.warning("evaluation failed in a library", exc_info=(type(exc), exc, exc.__traceback__))
+    return "the model's outputs on it cannot be scored (non-finite or malformed scores); the server log has the details"
 
 
 def evaluate(core: Core, body: EvaluateRequest) -> EvaluateResponse:
@@ -56,7 +68,9 @@ def evaluate(core: Core, body: EvaluateRequest) -> EvaluateResponse:
         else:
             scores, downstream = _downstream(core, body, version, model, X, Y)
     except ValueError as exc:  # e.g. a model that produced non-finite scores on this data
-        raise InvalidInput(f"cannot evaluate on '{dataset.id}': {exc}", loc=("body", "dataset_id")) from None
+        raise InvalidInput(
+            f"cannot evaluate on '{dataset.id}': {unscorable(exc)}", loc=("body", "dataset_id")
+        ) from None
     # a metric that no sample defines (e.g. ranking loss when every label set is empty) is null
     finite = {name: float(value) if math.isfinite(value) else None for name, value in scores.items()}
     with core.database.session() as session:

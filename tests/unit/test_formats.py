@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import numpy as np
@@ -165,10 +166,87 @@ def test_sparse_arff_quoted_values_read_by_liac_arff_agree_with_plain_rows():
     np.testing.assert_array_equal(quoted.Y, plain.Y)
 
 
-def test_sparse_arff_errors_worded_by_liac_arff_with_their_line():
+def test_sparse_arff_errors_in_the_services_words_with_their_line():
     head = "@relation s\n@attribute a {x,z}\n@attribute l {0,1}\n@data\n"
-    rejects("ARFF data: .*w.*line 6", head + "{0 x}\n{0 w,1 1}\n", "s.arff", label_count=1)
+    msg = rejects(
+        "ARFF data: a value is not among its nominal attribute's declared values",
+        head + "{0 x}\n{0 w,1 1}\n",
+        "s.arff",
+        label_count=1,
+    )
+    assert msg.endswith("(line 6): 'w'"), msg
     rejects("ARFF data: .*line 5", head + "{7 1}\n", "s.arff", label_count=1)
+
+
+@pytest.mark.parametrize("row", ["{0 1,0 2,2 1}", "{0 'x',0 'y',2 1}"])  # the plain reader and liac-arff's
+def test_sparse_arff_index_given_twice_is_refused_with_its_line(row):
+    """``{0 1, 0 2}`` had been accepted (the CSR matrix summed the two values)."""
+    head = "@relation s\n@attribute a numeric\n@attribute b string\n@attribute l {0,1}\n@data\n{0 1,2 0}\n"
+    head = head.replace("@attribute a numeric", "@attribute a {'x','y',1,2}") if "'" in row else head
+    rejects(
+        r"attribute index 0 \('a'\) is given twice in data row 2 \(line 7\)", head + row + "\n", "s.arff", label_count=1
+    )
+
+
+LIBRARY_TEXTS = (
+    "Bad @",
+    "not found in nominal declaration",
+    "invalid literal",
+    "could not convert",
+    "codec can't decode",
+    "Expecting value",
+    "syntax error",
+    "n_features was set",
+    "SVMlight",
+    "Unknown mat file",
+    "unclosed token",
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "filename", "opts", "ours"),
+    [
+        (
+            ARFF.replace("numeric", "numerix"),
+            "t.arff",
+            {"labels": XML},
+            "ARFF header: an @attribute has an unknown type",
+        ),
+        (
+            ARFF.replace("1.5,red", "abc,red"),
+            "t.arff",
+            {"labels": XML},
+            "ARFF data: a value of a numeric attribute is not a number (line 10)",
+        ),
+        (ARFF, "t.arff", {"labels": "<labels><label name='a'>"}, "labels file is not valid XML (at line 1, column"),
+        (
+            b"a,\xff\xfeb,y\n1,2,1\n3,4,0\n",
+            "d.csv",
+            {"label_count": 1},
+            "CSV header (line 1) is not valid UTF-8 (byte 3)",
+        ),
+        ("0 1:1 7:2\n1 2:1\n", "d.svm", {"n_features": 3}, "LIBSVM: a feature index is larger than n_features=3"),
+        (
+            "0 1:1\n1 3:1 2:1\n",
+            "d.svm",
+            {},
+            "LIBSVM: the feature indices of a line must increase, each given once (line 2)",
+        ),
+        ("0 1:1\n1 -1:1\n", "d.svm", {}, "LIBSVM: a feature index is negative"),
+        (b"MATLAB 5.0 garbage" + b"\0" * 200, "x.mat", {}, "MAT: not a readable MATLAB file: it is corrupt"),
+    ],
+)
+def test_format_errors_are_worded_by_the_service_not_its_libraries(content, filename, opts, ours):
+    labels = opts.pop("labels", None)
+    msg = rejects(re.escape(ours), content, filename, labels, **opts)
+    assert not [text for text in LIBRARY_TEXTS if text in msg], msg
+
+
+def test_label_columns_that_are_not_json_say_where():
+    with pytest.raises(ValidationError) as info:
+        ParseOptions(label_columns='["y1", y2]')
+    assert "label_columns is not a valid JSON array (it breaks at character 8)" in str(info.value)
+    assert "Expecting value" not in str(info.value)
 
 
 def test_sparse_arff_missing_value_names_its_line():
@@ -259,7 +337,7 @@ def test_arff_rejections():
     rejects("MEKA header", ARFF.replace("@relation test", "@relation 'x: -C 0'"), "t.arff")
     rejects("label attribute 'id' is a string", ARFF, "t.arff", label_columns=["id"])
     msg = rejects(
-        "Data value 2 not found in nominal declaration, at line 10",
+        r"ARFF data: a value is not among its nominal attribute's declared values \(line 10\): '2'",
         ARFF.replace("1,0\n-2", "1,2\n-2"),
         "t.arff",
         XML,
