@@ -61,14 +61,15 @@ _DESCRIPTIONS = {
     401: "missing, unknown or revoked API key (only when API keys are configured)",
     403: "the API key's role may not do this: the message names the role needed (only when API keys are configured)",
     404: "an id, name, version or alias that does not exist",
-    409: "the request clashes with the current state",
+    409: "the request clashes with the current state (a dataset name several datasets have, a model still in "
+    "its first training, a resource in use or missing from the store)",
     413: "the request body is larger than LABELSERVE_MAX_UPLOAD_MB",
     422: "the request's content is invalid",
     429: "a bound on pending work is reached (queued jobs of this API key, or waiting requests): retry after "
     "Retry-After seconds; nothing was stored",
     503: "the database or the job broker is briefly unavailable (connection lost or busy): retry after "
     "Retry-After seconds; a refused job submit stored nothing",
-    507: "no room left in the store or the database",
+    507: "no room left in the store or the database: nothing was stored",
 }
 
 

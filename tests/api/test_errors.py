@@ -77,6 +77,39 @@ def test_openapi_declares_statuses_and_constraints(client):
     assert "securitySchemes" not in doc.get("components", {})
 
 
+def test_the_statuses_routes_answer_are_declared(settings):
+    """schemathesis found answers the document did not declare: a dataset name several datasets
+    have is a 409 on GET /datasets/{id} and POST /compare, a full queue a 429, a report's dataset
+    without the model's features a 422."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from tests.helpers import upload_csv
+
+    with TestClient(create_app(settings.model_copy(update={"max_queued_jobs_per_key": 1}))) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+        X, Y = make_multilabel(n=30)
+        upload_csv(client, X, Y, "twin")
+        other = upload_csv(client, X[:20], Y[:20], "twin")
+        train(client, "br", other["id"], "m")
+        narrow = upload_csv(client, X[:, :2], Y, "narrow")
+        seen = [
+            ("/datasets/{dataset_id}", "get", client.get("/datasets/twin")),
+            ("/compare", "post", client.post("/compare", json={"dataset_id": "twin"})),
+            (
+                "/models/{name}/versions/{version}/report",
+                "get",
+                client.get(f"/models/m/versions/1/report?dataset_id={narrow['id']}"),
+            ),
+        ]
+        with Database(settings.resolved_database_url).session() as session:  # a job queued: the most allowed
+            session.add(Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=other["id"]))
+        seen.append(("/compare", "post", client.post("/compare", json={"dataset_id": other["id"]})))
+    assert [r.status_code for _, _, r in seen] == [409, 409, 422, 429], [r.text for _, _, r in seen]
+    for path, method, answer in seen:
+        assert str(answer.status_code) in paths[path][method]["responses"], (path, method, answer.status_code)
+
+
 # errors that name the valid choices ---------------------------------------------------------
 def test_unknown_param_lists_the_methods_params(client, multilabel_dataset):
     body = {"method": "mlknn", "dataset_id": multilabel_dataset["id"], "model_name": "m", "params": {"kk": 3}}

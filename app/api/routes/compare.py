@@ -22,6 +22,7 @@ router = APIRouter(tags=["comparison"])
     response_model=JobAccepted,
     responses=responses(
         404,
+        409,
         400,
         413,
         422,

@@ -71,6 +71,7 @@ def _with_option_fields(route: Route) -> Route:
         400,
         413,
         422,
+        507,
         success={
             200: {
                 "model": DatasetOut,
@@ -114,7 +115,7 @@ def list_datasets(session: ReadingDep, page: PageDep) -> Page[DatasetSummary]:
     return datasets.list_datasets(session, page)
 
 
-@router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404))
+@router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(404, 409))
 def get_dataset(dataset_id: DatasetId, session: ReadingDep, core: CoreDep) -> DatasetOut:
     return datasets.show_dataset(session, core.store, dataset_id)
 
@@ -124,7 +125,7 @@ def get_dataset(dataset_id: DatasetId, session: ReadingDep, core: CoreDep) -> Da
     status_code=201,
     response_model=SplitOut,
     responses=responses(
-        400, 404, 409, 413, success={200: {"model": SplitOut, "description": "the same split was stored before"}}
+        400, 404, 409, 413, 507, success={200: {"model": SplitOut, "description": "the same split was stored before"}}
     ),
 )
 def split_dataset(

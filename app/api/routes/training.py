@@ -29,6 +29,7 @@ router = APIRouter(tags=["training"])
         422,
         429,
         503,
+        507,
         success={
             202: examples.accepted("the job, queued: poll status_url until its status is final"),
             200: {"model": JobOut, "description": "?wait=true: the job once it ended"},
