@@ -102,8 +102,19 @@ def test_the_statuses_routes_answer_are_declared(settings):
                 client.get(f"/models/m/versions/1/report?dataset_id={narrow['id']}"),
             ),
         ]
-        with Database(settings.resolved_database_url).session() as session:  # a job queued: the most allowed
-            session.add(Job(id="j-queued", kind="train", status="queued", request={}, dataset_id=other["id"]))
+        with Database(
+            settings.resolved_database_url
+        ).session() as session:  # a job queued by this client (no keys: the share is per address): the most allowed
+            session.add(
+                Job(
+                    id="j-queued",
+                    kind="train",
+                    status="queued",
+                    request={},
+                    dataset_id=other["id"],
+                    submitted_from="testclient",
+                )
+            )
         seen.append(("/compare", "post", client.post("/compare", json={"dataset_id": other["id"]})))
     assert [r.status_code for _, _, r in seen] == [409, 409, 422, 429], [r.text for _, _, r in seen]
     for path, method, answer in seen:
