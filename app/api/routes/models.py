@@ -116,7 +116,7 @@ async def _sent(chunks: Generator[bytes, None, None], limiter: CapacityLimiter) 
         while (chunk := await to_thread.run_sync(next, chunks, None, limiter=limiter)) is not None:
             yield chunk
     finally:
-        await to_thread.run_sync(chunks.close, limiter=limiter)  # closes the artifact, even if the client left
+        chunks.close()  # closes the artifact, even if the client left (no await: it may be cancelled)
 
 
 def _export_limiter(request: Request) -> CapacityLimiter:
