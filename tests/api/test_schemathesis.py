@@ -62,5 +62,6 @@ def test_every_operation_answers_as_documented(schema: schemathesis.schemas.Base
     check()
 
 
+@pytest.mark.slow  # stateful sequences: in the full suite, out of the quick subset
 def test_call_sequences_along_the_links_answer_as_documented(schema: schemathesis.schemas.BaseSchema) -> None:
     schema.as_state_machine().run(settings=bounded(EXAMPLES // 3))
