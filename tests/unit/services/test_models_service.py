@@ -7,35 +7,19 @@ import pytest
 from sqlalchemy import select
 
 from app.errors import InvalidInput, NotFound
-from app.registry.versions import library_versions, register_version
 from app.services import models
 from app.services.keys import Caller, Role
-from app.storage.orm import AuditEvent
+from app.storage.orm import AuditEvent, ModelVersion
+from tests.helpers import register_artifact
 
 CALLER = Caller("ops", Role.ADMIN, "127.0.0.1")
 
 
 def _register(core, name: str) -> int:
-    sha = core.store.save_artifact({"a": name})
-    with core.database.session() as session:
-        row = register_version(
-            session,
-            core.store,
-            name,
-            method="br",
-            params={},
-            dataset_id=None,
-            dataset_sha256="0" * 64,
-            feature_names=["f"],
-            label_names=["l"],
-            training_seconds=0.0,
-            warnings=[],
-            library_versions=library_versions(),
-            artifact_sha256=sha,
-            job_id=None,
-            selection=None,
-        )
-        return row.version
+    """The next version of ``name``, registered as the warming tests do (``register_artifact``)."""
+    version_id, _ = register_artifact(core, name, {"a": name})
+    with core.database.reading() as session:
+        return session.get(ModelVersion, version_id).version
 
 
 def test_an_alias_moves_and_deleting_its_version_takes_it(core):
