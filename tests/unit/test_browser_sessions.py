@@ -7,6 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from itsdangerous import URLSafeTimedSerializer
 
 from app.api.browser import Session, Sessions
 from app.config import Settings
@@ -35,12 +36,15 @@ def test_session_cookies_are_signed_expire_and_name_the_key_they_signed_in_with(
     sessions = _sessions(tmp_path)
     sessions.open()
     assert (tmp_path / FILENAME).exists() and sessions.max_age == 3600
-    k1, k2 = digest("k1"), digest("k2")
+    raw = "raw-key-Qx7vLm2Zp9"  # long enough that a random signature cannot contain it
+    k1, k2 = digest(raw), digest("k2")
     anonymous, cookie = sessions.new()
     assert sessions.read(cookie) == anonymous and not sessions.bound_to(anonymous, k1) and not anonymous.name
     signed, cookie = sessions.new("ci", k1)
     assert signed.id != anonymous.id and sessions.read(cookie) == signed and sessions.bound_to(signed, k1)
-    assert signed.name == "ci" and "k1" not in cookie and k1 not in cookie and signed.key not in (k1, "k1")
+    payload = str(URLSafeTimedSerializer("any").loads_unsafe(cookie)[1])  # what the cookie carries
+    assert signed.name == "ci" and raw not in cookie + payload and k1 not in cookie + payload
+    assert signed.key not in (k1, raw)
     assert _sessions(tmp_path).read(cookie) == signed  # another process on the same store
     assert not sessions.bound_to(signed, k2)  # another key (the name given another secret): signed out
     assert _sessions(tmp_path, secret_key="s" * 40).read(cookie) is None  # another secret
