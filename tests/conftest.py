@@ -88,6 +88,16 @@ def postgres_template(postgres_admin: str) -> Iterator[str]:
         yield str(make_url(url).database)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite database each SQLite test's database is copied from (the API's start-up
+    then finds it current, as on every restart of the embedded set-up)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "registry.db"
+    migrate(f"sqlite:///{path}")
+    release(f"sqlite:///{path}")
+    return path
+
+
 @dataclass
 class ServedRegistry:
     """A database and a store holding the four models of ``served_models``, trained once per
@@ -150,15 +160,16 @@ def served_registry(request: pytest.FixtureRequest) -> ServedRegistry | None:
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database of the backend the test is parametrised with.
 
-    SQLite starts empty (the API migrates it at start-up, as in the embedded set-up); PostgreSQL
-    is migrated first, as ``labelserve migrate`` leaves it before a production API starts (a copy
-    of ``postgres_template``). A test using ``served_models`` gets a copy of its trained registry.
+    Both start migrated, a copy of a database migrated once per session (``sqlite_template``,
+    ``postgres_template``), as ``labelserve migrate`` or an earlier start leaves it; the start-up
+    migration of an empty database is tested in ``tests/integration/test_migrations.py``. A test
+    using ``served_models`` gets a copy of its trained registry.
     """
     backend = getattr(request, "param", "sqlite")
     served = served_registry(request)
     if backend == "sqlite":
-        if served is not None:
-            copy_sqlite(Path(served.database), tmp_path / "registry.db")
+        source = Path(served.database) if served is not None else request.getfixturevalue("sqlite_template")
+        copy_sqlite(source, tmp_path / "registry.db")
         yield f"sqlite:///{tmp_path / 'registry.db'}"
         return
     template = served.database if served is not None else request.getfixturevalue("postgres_template")
@@ -185,7 +196,9 @@ def settings(request: pytest.FixtureRequest, database_url: str, tmp_path: Path) 
     served = served_registry(request)
     if served is not None:  # the store that goes with the database's copy
         shutil.copytree(served.store, tmp_path / "store")
-    return Settings(database_url=database_url, model_dir=tmp_path / "store", max_upload_mb=1)
+    # gc_freeze off: a test process starts hundreds of apps, and freezing at each start would keep
+    # every earlier test's objects for good (tests/api/test_speed_switches.py tests it on)
+    return Settings(database_url=database_url, model_dir=tmp_path / "store", max_upload_mb=1, gc_freeze=False)
 
 
 @pytest.fixture

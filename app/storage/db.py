@@ -261,11 +261,15 @@ def migrate(url: str, revision: str = "head", sql: bool = False) -> None:
         command.upgrade(alembic_config(url), revision, sql=True)
         return
     with migration_lock(url):  # processes started together on a new database migrate in turn
+        if revision == "head" and current_revision(url) == head_revision():
+            return  # current already: a restart skips loading alembic's environment and scripts
         command.upgrade(alembic_config(url), revision)
 
 
+@lru_cache(maxsize=1)
 def head_revision() -> str | None:
-    """The newest revision of the migration scripts: the schema this code needs."""
+    """The newest revision of the migration scripts: the schema this code needs (the scripts are
+    part of the installed code, read once per process)."""
     return ScriptDirectory.from_config(alembic_config("")).get_current_head()
 
 

@@ -166,6 +166,7 @@ def test_auto_candidates_fit_smaller_or_are_left_out_with_the_reason():
     assert fit.kept == ["br"] and not fit.resized and "estimated" in fit.left_out["mlknn"]
 
 
+@pytest.mark.slow  # about 6 s on a quiet 2-core machine
 def test_auto_trains_rf_at_the_largest_size_that_fits(database_url, tmp_path):
     settings = Settings(database_url=database_url, model_dir=tmp_path / "store", max_model_mb=20)
     X, Y = many_labels()

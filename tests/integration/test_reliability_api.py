@@ -125,6 +125,7 @@ def test_clusters_may_be_as_many_as_the_samples(client: TestClient):
     assert "[1, n_samples] = [1, 6]" in response.json()["detail"][0]["msg"]
 
 
+@pytest.mark.slow  # about 6 s on a quiet 2-core machine
 def test_reads_and_computations_never_wait_for_the_sqlite_write_lock(client: TestClient, settings: Settings):
     # a session without readonly began with BEGIN IMMEDIATE: with another process holding the
     # write lock, GET /models/{name}, slow-path predictions (404s included) and /evaluate each

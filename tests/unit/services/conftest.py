@@ -1,9 +1,8 @@
-"""Services without HTTP: a ``Core`` over a SQLite file migrated once per session, and a job
-runner that only records what it was handed (no worker process)."""
+"""Services without HTTP: a ``Core`` over a copy of the SQLite file migrated once per session
+(``sqlite_template``), and a job runner that only records what it was handed (no worker process)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from app.config import Settings
 from app.core import Core
 from app.jobs.events import JobEvents
-from app.storage.db import migrate
+from tests.helpers import copy_sqlite
 
 
 class RecordingRunner:
@@ -41,16 +40,9 @@ class RecordingRunner:
         pass
 
 
-@pytest.fixture(scope="session")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "services.db"
-    migrate(f"sqlite:///{path}")
-    return path
-
-
 @pytest.fixture
-def core(migrated: Path, tmp_path: Path) -> Core:
-    shutil.copyfile(migrated, tmp_path / "services.db")
+def core(sqlite_template: Path, tmp_path: Path) -> Core:
+    copy_sqlite(sqlite_template, tmp_path / "services.db")
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'services.db'}", model_dir=tmp_path / "store")
     core = Core.open(settings)
     core.attach_runner(RecordingRunner())
