@@ -329,6 +329,24 @@ class JobAccepted(JobOut):
         return cls.model_validate(job.model_dump() | {"job_id": job.id, "status_url": f"/jobs/{job.id}"})
 
 
+# audit ------------------------------------------------------------------------------------
+AuditAction = Literal["alias.set", "alias.delete", "version.delete", "model.delete", "dataset.delete"]
+
+
+class AuditEventOut(BaseModel):
+    """A change that leaves no row of its own to say who made it (``GET /audit``)."""
+
+    id: int = Field(description="the event's number, increasing in the order of the changes")
+    at: datetime = Field(description="when the change committed (UTC)")
+    action: AuditAction = Field(description="what changed")
+    target: str = Field(description="``name@alias``, ``name@version``, a model name or a dataset id")
+    key_name: str | None = Field(description="the name of the API key that made it; null with no keys")
+    address: str | None = Field(description="the client's address")
+    detail: dict[str, Any] | None = Field(
+        description="the rest: the version an alias points to and the one before, ..."
+    )
+
+
 # registry ---------------------------------------------------------------------------------
 class FitWarningOut(BaseModel):
     """A warning the training raised."""

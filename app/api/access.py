@@ -56,6 +56,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("DELETE", "/models/{name}/aliases/{alias}"): ADMIN,
     ("POST", "/evaluate"): TRAIN,
     ("POST", "/compare"): TRAIN,
+    ("GET", "/audit"): ADMIN,
     # the dashboard: its pages read, its forms do what the API route they mirror does
     ("POST", "/ui/logout"): READ,
     ("GET", "/ui"): READ,

@@ -7,13 +7,13 @@ from starlette.routing import BaseRoute
 
 from app.api.deps import require_api_key
 from app.api.errors import responses
-from app.api.routes import compare, datasets, evaluate, jobs, methods, models, ops, predict, training
+from app.api.routes import audit, compare, datasets, evaluate, jobs, methods, models, ops, predict, training
 from app.api.v2 import routes as v2
 
 # Requests are matched against the routes in this order, one route after another: the
 # prediction routes come first so that the hot path is matched at once rather than after every
 # other route. The order of the docs comes from ``TAGS``, not from this.
-RESOURCES = (predict, v2, methods, datasets, training, jobs, models, evaluate, compare)
+RESOURCES = (predict, v2, methods, datasets, training, jobs, models, evaluate, compare, audit)
 
 # The sections of the docs, in the order a new user meets them.
 TAGS = [
@@ -33,6 +33,7 @@ TAGS = [
     {"name": "comparison", "description": "Cross-validate several methods on a dataset: a leaderboard and a report."},
     {"name": "inference protocol (v2)", "description": "The KServe / Triton V2 REST protocol on the same models."},
     {"name": "operations", "description": "Liveness, readiness and Prometheus metrics (never behind the API key)."},
+    {"name": "audit", "description": "Who moved aliases and deleted versions, models and datasets (admin keys)."},
 ]
 
 

@@ -393,6 +393,18 @@ class Client:
         """Remove an alias (the version stays)."""
         self.request("DELETE", f"/models/{name}/aliases/{alias}")
 
+    def audit(
+        self,
+        action: str | None = None,
+        key_name: str | None = None,
+        target: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> Json:
+        """A page of the audit (alias moves and deletes, who made them), newest first; an admin key's."""
+        filters = {"action": action, "key_name": key_name, "target": target}
+        return self._json("GET", "/audit", params=self._page(limit, offset, **filters))
+
     def delete_model(self, name: str, version: int | None = None) -> None:
         """Delete one version of a model, or the model with every version when ``version`` is None."""
         path = f"/models/{name}" if version is None else f"/models/{name}/versions/{version}"

@@ -3,7 +3,7 @@ moves and removals, and the deletes of versions, models and datasets.
 
 Each is an ``AuditEvent`` row, inserted in the change's own transaction (so it is there exactly
 when the change is), and once that commits a line at INFO in the structured log (``audit``,
-with the key's name).
+with the key's name); ``GET /audit`` lists them, newest first.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from app.schemas import AuditEventOut, Page
 from app.services.keys import Caller
+from app.services.paging import PageParams, page
 from app.storage.orm import AuditEvent
 
 log = logging.getLogger("labelserve.audit")
@@ -38,3 +40,14 @@ def record(session: Session, caller: Caller, action: str, target: str, **detail:
 def _log_committed(session: Session) -> None:
     for (action, target), fields in session.info.pop(_PENDING, {}).items():
         log.info("audit", extra={"action": action, "target": target, **fields})
+
+
+def list_events(
+    session: Session, params: PageParams, action: str | None, key_name: str | None, target: str | None
+) -> Page[AuditEventOut]:
+    """A page of events, newest first, of one action, key or target when those are given."""
+    query = select(AuditEvent).order_by(AuditEvent.id.desc())
+    for column, wanted in ((AuditEvent.action, action), (AuditEvent.key_name, key_name), (AuditEvent.target, target)):
+        if wanted is not None:
+            query = query.where(column == wanted)
+    return page(session, query, params, lambda row: AuditEventOut.model_validate(row, from_attributes=True))

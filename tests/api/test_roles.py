@@ -138,6 +138,17 @@ def test_each_role_may_call_what_the_table_says_and_the_records_name_the_key(
         ("dataset.delete", dataset["id"], "admin-key"),
         ("model.delete", "m", "admin-key"),
     ]
+    # the same events through GET /audit, newest first, for admin keys only
+    listed = keyed.get("/audit", headers=admin).json()
+    assert [(e["action"], e["target"], e["key_name"]) for e in listed["items"]] == _audit(settings)[::-1]
+    assert listed["items"][-1]["detail"] == {"version": 1, "previous": None} and listed["next_offset"] is None
+    mine = keyed.get("/audit", headers=admin, params={"key_name": "train-key", "limit": 1}).json()
+    assert [e["action"] for e in mine["items"]] == ["alias.set"] and mine["next_offset"] is None
+    deletes = keyed.get("/audit", headers=admin, params={"action": "model.delete"}).json()["items"]
+    assert [(e["target"], e["detail"]) for e in deletes] == [("m", {"versions": [1]})]
+    assert keyed.get("/audit", headers=admin, params={"action": "drop"}).status_code == 422
+    refused = keyed.get("/audit", headers=trainer)
+    assert refused.status_code == 403 and "it needs the 'admin' role" in refused.json()["detail"]
 
 
 def test_a_revoked_key_is_refused_401_without_a_restart(keyed: TestClient, keys_file: tuple[Path, dict[Role, str]]):

@@ -122,6 +122,7 @@ COMMANDS = [
     ["models", "show"],
     ["models", "alias"],
     ["models", "export"],
+    ["audit"],
     ["methods"],
     ["methods", "list"],
     ["methods", "show"],
@@ -280,6 +281,11 @@ def test_models_list_show_alias(server: str, trained: dict[str, dict]) -> None:
     assert run(server, "models", "alias", "cli-mlknn", "prod", "--delete")[0] == 0
     assert run(server, "models", "alias", "cli-mlknn", "prod", "--delete")[0] == 4
     assert run(server, "models", "alias", "cli-mlknn", "prod")[0] == 2
+    # the audit names both moves, newest first (no keys here: no key name)
+    events = run_json(server, "audit", "--target", "cli-mlknn@prod")["items"]  # type: ignore[index]
+    assert [(e["action"], e["key_name"]) for e in events] == [("alias.delete", None), ("alias.set", None)]
+    code, stdout, _ = run(server, "audit", "--action", "alias.set")
+    assert code == 0 and "cli-mlknn@prod" in stdout and "alias.delete" not in stdout
 
 
 def test_methods_list_show(server: str) -> None:

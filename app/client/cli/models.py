@@ -1,4 +1,5 @@
-"""``labelserve models`` (the registry: list, show, export, aliases) and ``labelserve methods``."""
+"""``labelserve models`` (the registry: list, show, export, aliases), ``labelserve audit`` and
+``labelserve methods``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from app.client.cli.base import (
     JsonOption,
     LimitOption,
     OffsetOption,
+    cli,
     connect,
     emit,
     fields,
@@ -134,6 +136,39 @@ def models_alias(
         assert version is not None
         record = client.set_alias(name, alias, version)
     emit(record, as_json, lambda: show(f"{name}@{alias} -> version {record['aliases'][alias]}"))
+
+
+@cli.command("audit")
+def audit(
+    ctx: typer.Context,
+    action: Annotated[
+        str | None,
+        typer.Option(help="Only this action: alias.set, alias.delete, version.delete, model.delete, dataset.delete."),
+    ] = None,
+    key: Annotated[str | None, typer.Option(help="Only the changes of the API key of this name.")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="Only this target: name@alias, name@version, a name, a dataset id.")
+    ] = None,
+    limit: LimitOption = 100,
+    offset: OffsetOption = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Who moved aliases and deleted versions, models and datasets, newest first (an admin key)."""
+    with connect(ctx) as client:
+        page = client.audit(action, key, target, limit, offset)
+    rows = [
+        [
+            when(e["at"]),
+            e["action"],
+            e["target"],
+            e["key_name"] or "",
+            e["address"] or "",
+            json.dumps(e["detail"] or {}),
+        ]
+        for e in page["items"]
+    ]
+    columns = ["at", "action", "target", "key", "address", "detail"]
+    emit(page, as_json, lambda: page_table("audit events", columns, rows, page))
 
 
 @methods_cli.command("list")
