@@ -37,6 +37,7 @@ from app.schemas import DatasetOut, DatasetSummary, InlineData, Page
 from app.services import audit
 from app.services.keys import Caller
 from app.services.paging import PageParams, page
+from app.storage import dataset_files
 from app.storage.db import commit_deletion, keep_spare
 from app.storage.orm import Dataset, Job, ModelVersion
 from app.storage.store import Store
@@ -248,10 +249,12 @@ def parse_inline(limits: DatasetLimits, data: InlineData) -> ParsedDataset:
         raise
 
 
-def store_inline(session: Session, store: Store, parsed: ParsedDataset, data: InlineData) -> Dataset:
+def store_inline(session: Session, store: Store, parsed: ParsedDataset) -> Dataset:
     """Store checked inline data as a dataset, so models keep their lineage (only once the whole
-    training request has been accepted: a rejected request stores nothing)."""
-    digest = hashlib.sha256(data.model_dump_json().encode()).hexdigest()
+    training request has been accepted: a rejected request stores nothing). Its digest is of the
+    arrays and names (``dataset_files.digest``): the same data sent again is the same dataset."""
+    names = {"feature_names": np.asarray(parsed.feature_names), "label_names": np.asarray(parsed.label_names)}
+    digest = dataset_files.digest({"inline_X": np.asarray(parsed.X), "inline_Y": parsed.Y, **names})
     return store_dataset(session, store, parsed, digest, "inline", "inline").row
 
 

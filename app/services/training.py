@@ -28,7 +28,7 @@ from app.jobs.payloads import SelectorChoice, TrainPayload
 from app.methods.base import InvalidParameterError, MethodSpec, checked_params, draw_seed
 from app.methods.catalog import catalog, get_method
 from app.methods.memory_bounds import MemoryBudget
-from app.schemas import InlineData, JobOut, TrainRequest
+from app.schemas import JobOut, TrainRequest
 from app.services import memory
 from app.services.datasets import get_dataset, limits_of, parse_inline, store_inline
 from app.services.jobs import check_room, job_when_ended, queue_job, time_limit
@@ -108,7 +108,7 @@ def prepare(core: Core, body: TrainRequest, budget: MemoryBudget | None = None) 
     if body.feature_selector is not None:
         with core.database.reading() as session:
             check_selector(session, spec, body, feature_names)
-    dataset = _store_inline(core, parsed, body.data) if parsed is not None and body.data else existing
+    dataset = _store_inline(core, parsed) if parsed is not None else existing
     selector = body.feature_selector
     payload = TrainPayload(
         method=spec.id,
@@ -153,15 +153,15 @@ def _stored(core: Core, body: TrainRequest) -> Dataset:
         return get_dataset(session, body.dataset_id, loc=("body", "dataset_id"))
 
 
-def _store_inline(core: Core, parsed: ParsedDataset, data: InlineData) -> Dataset:
+def _store_inline(core: Core, parsed: ParsedDataset) -> Dataset:
     """Checked inline data stored as a dataset, in a writing session of its own."""
     with core.database.session() as session:
-        return store_inline(session, core.store, parsed, data)
+        return store_inline(session, core.store, parsed)
 
 
 def _source(core: Core, body: TrainRequest) -> Dataset:
     if body.data is not None:
-        return _store_inline(core, parse_inline(limits_of(core.settings), body.data), body.data)
+        return _store_inline(core, parse_inline(limits_of(core.settings), body.data))
     return _stored(core, body)
 
 

@@ -10,10 +10,11 @@ from fastapi.concurrency import run_in_threadpool
 from app.api import examples
 from app.api.deps import CallerDep, CoreDep, SessionDep
 from app.api.errors import responses
+from app.api.json_body import JsonBodyRoute
 from app.schemas import CompareRequest, JobAccepted
 from app.services import comparison
 
-router = APIRouter(tags=["comparison"])
+router = APIRouter(route_class=JsonBodyRoute, tags=["comparison"])
 
 
 @router.post(

@@ -12,13 +12,14 @@ from pydantic import WithJsonSchema
 from app.api import examples
 from app.api.deps import CallerDep, CoreDep, DatasetId, PageDep, ReadingDep, SessionDep, SettingsDep, StoreDep
 from app.api.errors import responses
+from app.api.json_body import JsonBodyRoute
 from app.schemas import DatasetOut, DatasetSummary, Page, SplitOut, SplitRequest
 from app.services import datasets, splits
 from app.services.datasets import Upload
 from app.upload_options import UPLOAD_OPTIONS, UploadOption
 
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
-router = APIRouter(prefix="/datasets", tags=["datasets"], responses=responses(422))
+router = APIRouter(route_class=JsonBodyRoute, prefix="/datasets", tags=["datasets"], responses=responses(422))
 Route = TypeVar("Route", bound=Callable[..., Any])
 # A file field as client generators read one: FastAPI's OpenAPI 3.1 schema of an UploadFile has only
 # contentMediaType, which openapi-python-client and openapi-generator type as a string (sent as a

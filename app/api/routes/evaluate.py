@@ -9,10 +9,11 @@ from fastapi import APIRouter, Body
 from app.api import examples
 from app.api.deps import CoreDep
 from app.api.errors import responses
+from app.api.json_body import JsonBodyRoute
 from app.schemas import EvaluateRequest, EvaluateResponse
 from app.services import evaluation
 
-router = APIRouter(tags=["evaluation"])
+router = APIRouter(route_class=JsonBodyRoute, tags=["evaluation"])
 
 
 @router.post("/evaluate", response_model=EvaluateResponse, responses=responses(404, 409, 400, 413, 422))

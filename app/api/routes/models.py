@@ -13,12 +13,13 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from app.api.deps import AliasName, CallerDep, CoreDep, ModelName, PageDep, ReadingDep, SessionDep, VersionNumber
 from app.api.errors import responses
 from app.api.headers import report_policy
+from app.api.json_body import JsonBodyRoute
 from app.core import Core
 from app.schemas import AliasIn, ModelOut, Page, VersionOut
 from app.services import comparison, export, models
 
 # every route here has a path or query parameter that can fail validation: the 422 in the API's own shape
-router = APIRouter(prefix="/models", tags=["models"], responses=responses(422))
+router = APIRouter(route_class=JsonBodyRoute, prefix="/models", tags=["models"], responses=responses(422))
 
 
 @router.get("", response_model=Page[ModelOut])

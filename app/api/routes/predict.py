@@ -12,12 +12,13 @@ from fastapi.responses import JSONResponse
 from app.api import examples
 from app.api.access import caller_of
 from app.api.errors import responses
+from app.api.json_body import JsonBodyRoute
 from app.core import Core
 from app.schemas import JobAccepted, JobOut, PredictRequest, PredictResponse
 from app.services import prediction
 from app.services.keys import Caller
 
-router = APIRouter(tags=["prediction"])
+router = APIRouter(route_class=JsonBodyRoute, tags=["prediction"])
 
 
 @router.post(

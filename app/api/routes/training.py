@@ -11,10 +11,11 @@ from fastapi.responses import JSONResponse
 from app.api import examples
 from app.api.deps import CallerDep, CoreDep
 from app.api.errors import responses
+from app.api.json_body import JsonBodyRoute
 from app.schemas import JobAccepted, JobOut, TrainRequest
 from app.services import training
 
-router = APIRouter(tags=["training"])
+router = APIRouter(route_class=JsonBodyRoute, tags=["training"])
 
 
 @router.post(
