@@ -162,10 +162,12 @@ class SplitRequest(Strict):
         0, ge=0, le=2**32 - 1, description="seed of the split: the same dataset, fraction and seed split the same way"
     )
     train_name: DatasetName | None = Field(
-        None, description="name of the train part (default: the parent's name + -train); the names of uploads"
+        None,
+        description="name of the train part (default: the parent's name + -train, + -train-2 ... when another dataset holds that name); the names of uploads",
     )
     test_name: DatasetName | None = Field(
-        None, description="name of the test part (default: the parent's name + -test); the names of uploads"
+        None,
+        description="name of the test part (default: the parent's name + -test, + -test-2 ... when another dataset holds that name); the names of uploads",
     )
 
 

@@ -387,3 +387,28 @@ def test_a_dataset_reference_with_a_nul_is_not_found_on_either_database(client, 
         r = client.request(method, path, json=body)
         assert r.status_code == 404, (path, r.text)
         assert "control characters" in r.json()["detail"]
+
+
+def test_two_default_splits_of_one_dataset_leave_no_two_datasets_with_the_same_name(client):
+    """Issue 38: splits of ``flags`` at 0.25 then 0.2 had both made ``flags-train`` and ``flags-test``,
+    and ``train mlknn flags-train`` then answered 409 "2 datasets are named"."""
+    X, Y = make_multilabel(n=40)
+    parent = upload_csv(client, X, Y, "flags")
+    first = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.25}).json()
+    second = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2}).json()
+    third = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2, "random_state": 7}).json()
+    assert (first["train"]["name"], first["test"]["name"]) == ("flags-train", "flags-test")
+    assert (second["train"]["name"], second["test"]["name"]) == ("flags-train-2", "flags-test-2")
+    assert (third["train"]["name"], third["test"]["name"]) == ("flags-train-3", "flags-test-3")
+    again = client.post(f"/datasets/{parent['id']}/split", json={"test_fraction": 0.2})
+    assert again.status_code == 200 and again.json()["train"]["name"] == "flags-train-2"  # the stored part, as before
+    assert not any("not used" in w for w in again.json()["train"]["warnings"])
+    names = [d["name"] for d in client.get("/datasets?limit=100").json()["items"]]
+    assert len(names) == len(set(names)) == 7
+    for part in ("flags-train", "flags-train-2", "flags-test-3"):  # each name refers to one dataset
+        assert client.get(f"/datasets/{part}").status_code == 200
+    # a name taken by an upload is skipped too (the counter goes on past it)
+    upload_csv(client, X[:20], Y[:20], "other-train")
+    other = upload_csv(client, X[:30], Y[:30], "other")
+    split = client.post(f"/datasets/{other['id']}/split", json={}).json()
+    assert (split["train"]["name"], split["test"]["name"]) == ("other-train-2", "other-test-2")

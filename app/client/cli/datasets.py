@@ -139,8 +139,14 @@ def datasets_split(
         float, typer.Option(min=0.0, max=1.0, help="Share of the rows for the test part (0-1, exclusive).")
     ] = 0.2,
     random_state: Annotated[int, typer.Option(min=0, help="Seed: the same seed splits the same way.")] = 0,
-    train_name: Annotated[str | None, typer.Option(help="Name of the train part (default NAME-train).")] = None,
-    test_name: Annotated[str | None, typer.Option(help="Name of the test part (default NAME-test).")] = None,
+    train_name: Annotated[
+        str | None,
+        typer.Option(help="Name of the train part (default NAME-train, or NAME-train-2 ... when that name is taken)."),
+    ] = None,
+    test_name: Annotated[
+        str | None,
+        typer.Option(help="Name of the test part (default NAME-test, or NAME-test-2 ... when that name is taken)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Split a dataset into a train and a test dataset (stratified for multi-label, shuffled for distributions)."""
