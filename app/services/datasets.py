@@ -10,12 +10,13 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -308,6 +309,98 @@ def list_datasets(session: Session, params: PageParams) -> Page[DatasetSummary]:
         .order_by(Dataset.created_at, Dataset.id)
     )
     return page(session, query, params, DatasetSummary.model_validate)
+
+
+@dataclass(frozen=True)
+class DatasetFilter:
+    """What a listing keeps: a part of the name (any case), a kind, a range of rows (each optional)."""
+
+    name: str = ""
+    kind: str = ""
+    min_rows: int | None = None
+    max_rows: int | None = None
+
+    def where(self, query: Select[Any]) -> Select[Any]:
+        if self.name:
+            query = query.where(func.lower(Dataset.name).contains(self.name.lower(), autoescape=True))
+        if self.kind:
+            query = query.where(Dataset.kind == self.kind)
+        if self.min_rows is not None:
+            query = query.where(Dataset.n_samples >= self.min_rows)
+        if self.max_rows is not None:
+            query = query.where(Dataset.n_samples <= self.max_rows)
+        return query
+
+
+def search_datasets(session: Session, params: PageParams, kept: DatasetFilter) -> tuple[Page[DatasetSummary], int]:
+    """One page of the datasets ``kept`` keeps (as ``list_datasets``) and how many it keeps in all."""
+    query = kept.where(
+        select(Dataset)
+        .options(defer(Dataset.feature_names), defer(Dataset.label_names))
+        .order_by(Dataset.created_at, Dataset.id)
+    )
+    total = session.scalar(kept.where(select(func.count()).select_from(Dataset))) or 0
+    return page(session, query, params, DatasetSummary.model_validate), total
+
+
+def names_of(session: Session, dataset_ids: Iterable[str | None]) -> dict[str, str]:
+    """The names of the stored datasets among ``dataset_ids`` (deleted ones are left out), in one query."""
+    wanted = {i for i in dataset_ids if i}
+    if not wanted:
+        return {}
+    return {i: name for i, name in session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(wanted)))}
+
+
+def parts_of(session: Session, dataset_id: str, limit: int) -> list[DatasetSummary]:
+    """The first ``limit`` parts split from a dataset, oldest first (its page lists them)."""
+    query = (
+        select(Dataset)
+        .options(defer(Dataset.feature_names), defer(Dataset.label_names))
+        .where(Dataset.parent_id == dataset_id)
+        .order_by(Dataset.created_at, Dataset.id)
+        .limit(limit)
+    )
+    return [DatasetSummary.model_validate(r) for r in session.scalars(query)]
+
+
+#: at most this many datasets are offered to evaluate a version on
+_EVALUATION_CHOICES = 200
+
+
+def evaluation_choices(
+    session: Session, kind: str, feature_names: list[str], label_names: list[str], trained_on: str | None
+) -> list[tuple[DatasetSummary, str]]:
+    """The datasets a version (of ``kind``, trained on ``trained_on``) can be evaluated on, each
+    with why it is offered, best first: the test part of its training data's split, other test
+    parts, the rest, and its training data last (its metrics there are optimistic)."""
+    rows = session.scalars(
+        select(Dataset)
+        .where(
+            Dataset.kind == kind,
+            Dataset.n_features == len(feature_names),
+            Dataset.n_labels == len(label_names),
+        )
+        .order_by(Dataset.created_at.desc(), Dataset.id)
+        .limit(_EVALUATION_CHOICES)
+    ).all()
+    training = next((r for r in rows if r.id == trained_on), None)
+    labels = sorted(label_names)
+    ranked: list[tuple[int, DatasetSummary, str]] = []
+    for row in rows:
+        if row.feature_names != feature_names or sorted(row.label_names) != labels:
+            continue
+        part = (row.split or {}).get("part")
+        if row.id == trained_on:
+            rank, why = 3, "its training data"
+        elif training is not None and training.parent_id and row.parent_id == training.parent_id and part == "test":
+            same = {k: v for k, v in (row.split or {}).items() if k != "part"}
+            held_out = same == {k: v for k, v in (training.split or {}).items() if k != "part"}
+            rank, why = (0, "held out from its training data") if held_out else (1, "a test part")
+        else:
+            rank, why = (1, "a test part") if part == "test" else (2, "same features and labels")
+        ranked.append((rank, DatasetSummary.model_validate(row), why))
+    ranked.sort(key=lambda t: t[0])
+    return [(summary, why) for _, summary, why in ranked]
 
 
 def show_dataset(session: Session, store: Store, dataset_id: str) -> DatasetOut:

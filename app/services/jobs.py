@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -116,6 +118,23 @@ def list_jobs(session: Session, params: PageParams, status: JobStatus | None) ->
     return found
 
 
+def count_jobs(session: Session, status: JobStatus | None) -> int:
+    """How many jobs there are (of ``status``): a listing's total."""
+    query = select(func.count()).select_from(Job)
+    if status is not None:
+        query = query.where(Job.status == status.value)
+    return session.scalar(query) or 0
+
+
+def times_of(session: Session, job_ids: Iterable[str | None]) -> dict[str, tuple[datetime | None, datetime | None]]:
+    """When each of the jobs started and ended (a version's whole job beside its final fit), in one query."""
+    wanted = {i for i in job_ids if i}
+    if not wanted:
+        return {}
+    rows = session.execute(select(Job.id, Job.started_at, Job.finished_at).where(Job.id.in_(wanted)))
+    return {job_id: (started, ended) for job_id, started, ended in rows}
+
+
 def cancel_job(session: Session, runner: JobRunner, job_id: str, caller: Caller) -> JobOut:
     """Cancel a queued or running job; Conflict when it has already ended, Forbidden when it is
     another key's and the caller's role is not ``admin``."""
@@ -208,6 +227,8 @@ class JobProgress(NamedTuple):
     progress: float
     stage: str
     position: int | None  # the place in the queue of a queued job
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 def progress_of(session: Session, job_ids: list[str]) -> list[JobProgress]:
@@ -216,8 +237,12 @@ def progress_of(session: Session, job_ids: list[str]) -> list[JobProgress]:
     if not job_ids:
         return []
     position = case((Job.status == JobStatus.QUEUED.value, _ahead() + 1), else_=None)
-    rows = session.execute(select(Job.id, Job.status, Job.progress, Job.stage, position).where(Job.id.in_(job_ids)))
-    return [JobProgress(i, JobStatus(status), progress, stage, place) for i, status, progress, stage, place in rows]
+    rows = session.execute(
+        select(Job.id, Job.status, Job.progress, Job.stage, position, Job.started_at, Job.finished_at).where(
+            Job.id.in_(job_ids)
+        )
+    )
+    return [JobProgress(i, JobStatus(status), *rest) for i, status, *rest in rows]
 
 
 def show_job(session: Session, job_id: str) -> JobOut:

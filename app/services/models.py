@@ -7,9 +7,11 @@ Versions are immutable: nothing here changes a version row; evaluations are stor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Select, and_, delete, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -187,6 +189,59 @@ _WHOLE_MODEL = (
 
 def list_models(session: Session, params: PageParams) -> Page[ModelOut]:
     return page(session, select(Model).options(*_WHOLE_MODEL).order_by(Model.name), params, model_out)
+
+
+@dataclass(frozen=True)
+class ModelFilter:
+    """What a listing of models keeps: a part of the name (any case), a method one of its versions
+    was trained with, an alias it has (each optional)."""
+
+    name: str = ""
+    method: str = ""
+    alias: str = ""
+
+    def where(self, query: Select[Any]) -> Select[Any]:
+        if self.name:
+            query = query.where(func.lower(Model.name).contains(self.name.lower(), autoescape=True))
+        if self.method:
+            query = query.where(Model.versions.any(ModelVersion.method == self.method))
+        if self.alias:
+            query = query.where(Model.aliases.any(Alias.alias == self.alias))
+        return query
+
+
+def search_models(session: Session, params: PageParams, kept: ModelFilter) -> tuple[Page[ModelOut], int]:
+    """One page of the models ``kept`` keeps (as ``list_models``: three queries) and how many it keeps in all."""
+    query = kept.where(select(Model).options(*_WHOLE_MODEL).order_by(Model.name))
+    total = session.scalar(kept.where(select(func.count()).select_from(Model))) or 0
+    return page(session, query, params, model_out), total
+
+
+def existing_versions(session: Session, keys: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    """Which of the (name, version) pairs are registered versions now, in one query (a job's
+    version may have been deleted since)."""
+    wanted = set(keys)
+    if not wanted:
+        return set()
+    names = {name for name, _ in wanted}
+    rows = session.execute(
+        select(ModelVersion.model_name, ModelVersion.version).where(ModelVersion.model_name.in_(names))
+    )
+    return {(name, number) for name, number in rows if (name, number) in wanted}
+
+
+def versions_of(session: Session, keys: list[tuple[str, int]]) -> list[VersionOut]:
+    """The registered versions among the (name, version) pairs, in their order, in two queries
+    (the versions, their evaluations); NotFound for the first pair that is not registered."""
+    if not keys:
+        return []
+    match = or_(*(and_(ModelVersion.model_name == n, ModelVersion.version == v) for n, v in keys))
+    rows = session.scalars(select(ModelVersion).options(selectinload(ModelVersion.evaluations)).where(match)).all()
+    found = {(r.model_name, r.version): r for r in rows}
+    for name, number in keys:
+        if (name, number) not in found:
+            raise NotFound(f"model '{name}' has no version {number}", loc=("query", "v"))
+    return [version_out(found[key]) for key in keys]
 
 
 def show_model(session: Session, refs: ResolvedRefs, name: str) -> ModelOut:

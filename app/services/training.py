@@ -98,7 +98,7 @@ def prepare(core: Core, body: TrainRequest, budget: MemoryBudget | None = None) 
         existing = _stored(core, body)
         kind, n_samples, feature_names, where = existing.kind, existing.n_samples, existing.feature_names, "dataset_id"
     if kind != spec.dataset_kind:
-        name = "the inline data" if parsed is not None else f"'{body.dataset_id}'"
+        name = "the inline data" if parsed is not None else f"dataset '{existing.name}' (id {existing.id})"
         raise InvalidInput(
             f"method '{spec.id}' needs a {spec.dataset_kind} dataset; {name} is {kind}", loc=("body", where)
         )

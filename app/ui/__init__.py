@@ -14,11 +14,12 @@ STATIC_PATH = "/ui/static"
 
 def install(api: FastAPI) -> None:
     """Add the dashboard's pages, its assets and the redirect of ``/`` to it (none in the OpenAPI schema)."""
-    from app.ui.routes import router
+    from app.ui import browse, routes
     from app.ui.session import LoginThrottle
 
     api.state.login_throttle = LoginThrottle()
-    api.include_router(router)
+    api.include_router(routes.router)
+    api.include_router(browse.router)
     api.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="ui-static")
 
     @api.get("/", include_in_schema=False)
@@ -28,6 +29,6 @@ def install(api: FastAPI) -> None:
 
 def page_routes() -> list[BaseRoute]:
     """The dashboard's pages and forms, as declared (for the request gate's route roles)."""
-    from app.ui.routes import router
+    from app.ui import browse, routes
 
-    return list(router.routes)
+    return [*routes.router.routes, *browse.router.routes]
