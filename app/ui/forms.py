@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -164,3 +165,10 @@ def parse_rows(text: str) -> list[list[float]]:
         return [[float(v) for v in row] for row in rows]
     except (TypeError, ValueError):
         raise ValueError("every value must be a number") from None
+
+
+def suggested_name(dataset_name: str, method: str) -> str:
+    """``<dataset>-<method>`` as a model name: characters a name cannot hold become ``-`` (the
+    same rule as ``static/ui.js``, which suggests it again when the dataset changes)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{dataset_name}-{method}").lstrip("._-")
+    return slug[:120] or method

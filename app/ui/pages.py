@@ -28,6 +28,7 @@ from app.api import access
 from app.api.headers import report_policy
 from app.errors import DomainError, InvalidInput
 from app.evaluation import reports
+from app.scoring import LOWER_IS_BETTER
 from app.ui import session
 from app.upload_options import UPLOAD_OPTIONS
 
@@ -39,7 +40,7 @@ FAVICON = "/ui/static/favicon.svg"
 PAGE = 25
 
 
-def _when(value: datetime | None) -> str:
+def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
@@ -49,13 +50,14 @@ def _num(value: Any, digits: int = 4) -> str:
     return "-"
 
 
-templates.env.filters["when"] = _when
+templates.env.filters["when"] = when
 templates.env.filters["num"] = _num
 templates.env.filters["pct"] = lambda v: f"{100 * float(v):.0f}%"
 templates.env.filters["q"] = lambda v: quote(str(v), safe="")
 templates.env.globals["version"] = __version__
 templates.env.globals["upload_options"] = UPLOAD_OPTIONS
 templates.env.globals["int_type"] = int
+templates.env.globals["lower"] = LOWER_IS_BETTER
 
 
 def render(

@@ -42,6 +42,7 @@ from app.ui.pages import (
     report_response,
     see,
     threaded,
+    when,
 )
 from app.ui.progress import ProgressPolls
 
@@ -49,6 +50,8 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 #: predictions shown on the playground (the rest are counted)
 SHOWN_PREDICTIONS = 50
+#: a ranking's labels shown in the label-set column
+RANKING_TOP = 3
 _ENDED = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 
 
@@ -115,11 +118,14 @@ def jobs_page(request: Request) -> HTMLResponse:
     offset = offset_of(request)
     raw = request.query_params.get("status", "")
     status = JobStatus(raw) if raw in {s.value for s in JobStatus} else None
-    found, positions = data.list_jobs(request.app.state.core, offset, PAGE, status)
+    view = data.jobs_view(request.app.state.core, offset, PAGE, status)
     context = {
         "title": "Jobs",
-        "page": found,
-        "positions": positions,
+        "page": view.page,
+        "positions": view.positions,
+        "total": view.total,
+        "registered": view.registered,
+        "names": view.names,
         "offset": offset,
         "limit": PAGE,
         "status": status.value if status else "",
@@ -142,6 +148,8 @@ async def jobs_progress(request: Request) -> JSONResponse:
                 "stage": j.stage,
                 "position": j.position,
                 "ended": j.status in _ENDED,
+                "started_at": when(j.started_at),
+                "finished_at": when(j.finished_at),
             }
             for j in found
         },
@@ -162,12 +170,14 @@ def _progress_polls(request: Request) -> ProgressPolls:
 def job_page(request: Request, job_id: str) -> HTMLResponse:
     try:
         check_path(job_id, ID_PATTERN, "job_id")
-        found, positions = data.jobs_by_id(request.app.state.core, [job_id])
+        view = data.job_view(request.app.state.core, job_id)
     except DomainError as exc:
         return failure(request, exc)
-    if not found:
+    if view is None:
         return render(request, "error.html", {"title": "Not found", "message": f"job '{job_id}' not found"}, 404)
-    return render(request, "job.html", {"title": f"Job {job_id}", "job": found[0], "positions": positions})
+    context = {"title": f"Job {job_id}", "job": view.page.items[0], "positions": view.positions,
+               "registered": view.registered, "names": view.names}  # fmt: skip
+    return render(request, "job.html", context)
 
 
 @router.post("/jobs/{job_id}/cancel")
@@ -245,7 +255,10 @@ def _train_context(request: Request, method: str, **extra: Any) -> dict[str, Any
         "fields": forms.param_fields(schema)
         if (chosen or method == "auto")
         else forms.param_fields(data.auto_schema()),
-        "datasets": data.dataset_choices(request.app.state.core),
+        # only datasets of the kind the method trains on (auto trains on either)
+        "datasets": [
+            d for d in data.dataset_choices(request.app.state.core) if not chosen or d.kind == chosen.dataset_kind
+        ],
         "dataset_id": request.query_params.get("dataset_id", ""),
         "values": {},
         **extra,
@@ -254,7 +267,11 @@ def _train_context(request: Request, method: str, **extra: Any) -> dict[str, Any
 
 @router.get("/train")
 def train_page(request: Request) -> HTMLResponse:
-    return render(request, "train.html", _train_context(request, request.query_params.get("method", "auto")))
+    context = _train_context(request, request.query_params.get("method", "auto"))
+    picked = next((d for d in context["datasets"] if d.id == context["dataset_id"]), None)
+    if picked is not None:  # a suggested name, <dataset>-<method>, which the user may change
+        context["values"] = {"model_name": forms.suggested_name(picked.name, context["method"])}
+    return render(request, "train.html", context)
 
 
 @router.post("/train")
@@ -391,7 +408,11 @@ def _shown(answer: dict[str, Any]) -> dict[str, Any]:
             pairs = sorted(item["scores"].items(), key=lambda p: -p[1])
         else:
             pairs = []
-        rows.append({"index": i, "labels": item.get("labels"), "pairs": pairs[:10], "more": max(0, len(pairs) - 10)})
+        # a ranking has no label set: its top labels stand in the column, said to be that
+        top = [label for label, _ in pairs[:RANKING_TOP]] if "ranking" in item and "labels" not in item else []
+        rows.append(
+            {"index": i, "labels": item.get("labels"), "top": top, "pairs": pairs[:10], "more": max(0, len(pairs) - 10)}
+        )
     return {
         "answer_model": answer.get("model"),
         "rows": rows,
