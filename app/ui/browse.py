@@ -436,10 +436,16 @@ def _chart(view: data.ComparedVersions) -> list[tuple[str, list[tuple[str, float
     for metric in names:
         values = [None if r is None else r.metrics.get(metric) for r in view.recorded]
         top = max((abs(v) for v in values if v is not None), default=0.0) or 1.0
-        rows = [(f"{v.name} v{v.version}", value, abs(value) / top if value is not None else 0.0)
+        rows = [(_label(v, view.versions), value, abs(value) / top if value is not None else 0.0)
                 for v, value in zip(view.versions, values)]  # fmt: skip
         chart.append((metric, rows))
     return chart
+
+
+def _label(version: VersionOut, compared: list[VersionOut]) -> str:
+    """``v2`` when every compared version is of one model, else ``name v2``."""
+    one_model = len({v.name for v in compared}) == 1
+    return f"v{version.version}" if one_model else f"{version.name} v{version.version}"
 
 
 @router.post("/versions/evaluate")

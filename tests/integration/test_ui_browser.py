@@ -6,7 +6,8 @@ would not resolve anyway), and any failed request, script error, anything a page
 Content-Security-Policy refused or page sent without its security headers fails the test. One flow as a
 user would go: sign in, upload a dataset through the form, train ``auto`` and watch its progress
 bar reach done, open the version page and its report, move an alias, predict in the playground,
-cancel a running job. Each page is screenshotted at 1400 px and at 390 px (a phone) into
+cancel a running job; and the workbench journey of issue 38 (split, evaluate on the held-out
+part, find, compare versions, export, delete a dataset). Each page is screenshotted at 1400 px and at 390 px (a phone) into
 ``LABELSERVE_UI_SCREENSHOTS`` (default: the test's tmp dir), checked by axe-core (the engine
 ``axe-playwright-python`` ships: no violation of WCAG 2.x A/AA rules) and for labelled fields and
 keyboard navigation. The reports are opened as served (plotly's bundle from the service's own
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -102,6 +104,8 @@ def page(browser, server: str) -> Iterator[object]:
     # anything the page's Content-Security-Policy refused (Chromium's console says so), and any
     # page of the service sent without the headers that keep it out of frames
     tab.on("console", lambda message: csp_violation(tab, message.text))
+    # and any error the console shows (a missing favicon had logged one on each first visit)
+    tab.on("console", lambda message: message.type == "error" and tab.failed.append(f"console: {message.text}"))
     tab.on("response", lambda response: unguarded(tab, response))
     yield tab
     context.close()
@@ -256,7 +260,7 @@ def test_the_dashboard_flow_offline(browser, page, server: str, shots: Path, tmp
     text = page.inner_text("main")
     assert "Selection leaderboard" in text and dataset_id in text
     check_page(page, shots, "version")
-    page.get_by_role("link", name=f"Report on {dataset_id}").click()
+    page.get_by_role("link", name="Report on generated.csv").click()
     page.wait_for_load_state("load")
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     assert "Per label: confusion counts" in page.inner_text("body")
@@ -345,3 +349,129 @@ def test_the_dashboard_flow_offline(browser, page, server: str, shots: Path, tmp
         accessibility(page, f"compare report at {width} px")
         page.screenshot(path=str(shots / f"compare-report-{width}.png"), full_page=True)
     assert page.failed == []
+
+
+def sign_in(page) -> None:
+    page.goto("/ui/login")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui")
+
+
+def open_report(page, shots: Path, name: str) -> None:
+    """A version report opened from the dashboard: its charts drawn, its bar back to the dashboard, axe clean."""
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    assert page.locator("nav.dashboard-bar").count() == 1
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)  # plotly redraws its charts for the new width
+        accessibility(page, f"{name} at {width} px")
+        page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.failed == [], (name, page.failed)
+
+
+def test_the_workbench_journey(page, server: str, shots: Path, tmp_path: Path) -> None:
+    """Issue 38's "done means", with the dashboard alone: upload, split, train on the train part,
+    evaluate on the test part and open the report, find the model by typing, compare two versions
+    on the test part, export a zip, delete a dataset no model uses; each page checked at both widths."""
+    sign_in(page)
+
+    # upload, then split on the dataset's page
+    X, Y = make_multilabel(n=160, d=6, q=4, seed=5)
+    data_file = tmp_path / "journey.csv"
+    data_file.write_bytes(csv_bytes(X, Y))
+    page.goto("/ui/datasets")
+    page.get_by_label("File (ARFF, CSV, LIBSVM or MAT)").set_input_files(str(data_file))
+    page.locator("#label_count").fill("4")
+    page.locator("#name").fill("journey")
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url("**/ui/datasets/*")
+    page.get_by_label("Test fraction").fill("0.25")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Split", exact=True).click()
+    parts = page.locator("#parts + ul").inner_text()
+    assert "journey-train" in parts and "journey-test" in parts, parts
+    check_page(page, shots, "dataset-split")
+
+    # train mlknn on the train part: the form offers a name and only multi-label datasets
+    page.locator("#parts + ul").get_by_role("link", name="train on it").click()
+    page.wait_for_url("**/ui/train?dataset_id=*")
+    with page.expect_navigation():
+        page.locator("#pick-method").select_option("mlknn")  # the form follows the method (ui.js)
+    assert page.get_by_label("Model name").input_value() == "journey-train-mlknn"
+    check_page(page, shots, "train-suggested")
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_url("**/ui/jobs/*")
+    page.get_by_role("link", name="Open journey-train-mlknn v1").wait_for(timeout=120_000)
+    assert page.locator('[data-time="started_at"]').inner_text() != "-"  # filled in while it ran, or on reload
+    page.get_by_role("link", name="Open journey-train-mlknn v1").click()
+    page.wait_for_url("**/versions/1")
+
+    # evaluate on the held-out part (offered first) and open its report
+    first = page.locator("#evaluate-on option").first.inner_text()
+    assert first.startswith("journey-test (held out from its training data"), first
+    check_page(page, shots, "version-evaluate")
+    page.get_by_role("button", name="Evaluate and open the report").click()
+    page.wait_for_url("**/report?dataset_id=*")
+    assert "on journey-test" in page.inner_text("h1")
+    open_report(page, shots, "version-report-held-out")
+    page.get_by_role("link", name="← back to journey-train-mlknn v1").click()
+    page.wait_for_url("**/versions/1")
+    assert "journey-test" in page.locator("#evaluations + div").inner_text()
+
+    # a second version, then find the model by typing part of its name
+    with api(server) as client:
+        test_id = client.get("/datasets/journey-test").json()["id"]
+        body = {"method": "br", "dataset_id": "journey-train", "model_name": "journey-train-mlknn"}
+        assert client.post("/train?wait=true", json=body).json()["status"] == "succeeded"
+    page.goto("/ui/models")
+    page.get_by_label("Name").fill("train-ml")
+    with page.expect_navigation():
+        page.get_by_label("Name").press("Enter")
+    assert "q=train-ml" in page.url and page.locator("table a", has_text="journey-train-mlknn").count() == 1
+    assert "1 models · page 1 of 1" in page.inner_text("main")
+    check_page(page, shots, "models-found")
+
+    # compare the two versions side by side on the test part
+    page.get_by_role("link", name="journey-train-mlknn").first.click()
+    page.wait_for_url("**/ui/models/journey-train-mlknn")
+    check_page(page, shots, "model-history")
+    page.get_by_label("compare v1").check()
+    page.get_by_label("compare v2").check()
+    page.get_by_role("button", name="Compare the ticked versions (2 to 4)").click()
+    page.wait_for_url("**/ui/versions?*")
+    assert page.locator("#compare-on").input_value() == test_id
+    with page.expect_navigation():
+        page.get_by_role("button", name="Evaluate the versions not yet evaluated on it").click()
+    with api(server) as client:
+        answers = [
+            client.post("/evaluate", json={"model": f"journey-train-mlknn@{n}", "dataset_id": test_id}).json()
+            for n in (1, 2)
+        ]
+    row = page.locator("tr", has=page.locator("th", has_text="average_precision")).first.inner_text()
+    for answer in answers:
+        assert f"{answer['metrics']['average_precision']:.4f}" in row, row
+    assert page.locator("table.bars svg.bar").count() == 2 * len(answers[0]["metrics"])
+    check_page(page, shots, "versions-compared")
+
+    # export a version's artifact: a zip downloads
+    page.goto("/ui/models/journey-train-mlknn/versions/2")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export the artifact (zip)").click()
+    saved = tmp_path / "exported.zip"
+    download.value.save_as(str(saved))
+    with zipfile.ZipFile(saved) as archive:
+        assert set(archive.namelist()) == {"model.pkl", "manifest.json"}
+
+    # delete a dataset no model uses (the parent of the split)
+    page.goto("/ui/datasets?q=journey")
+    check_page(page, shots, "datasets-found")
+    page.get_by_role("link", name="journey", exact=True).click()
+    page.get_by_label("Type journey to delete").fill("journey")
+    page.get_by_role("button", name="Delete dataset").click()
+    page.wait_for_url("**/ui/datasets")
+    with api(server) as client:
+        assert client.get("/datasets/journey").status_code == 404
+        assert client.get(f"/datasets/{test_id}").status_code == 200
+    assert page.failed == [], page.failed
