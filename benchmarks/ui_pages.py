@@ -15,6 +15,11 @@ download and plotly's asset (sent once, then cached by the browser for good) are
 pages, timed for completeness. The machine's other load moves the numbers; run it on a quiet
 machine for figures to compare.
 
+The dataset is split (its test part: 200 rows) and every version is evaluated on the test part
+once, so the metric columns, the metric history and the side-by-side comparison show numbers; the
+forms of issue 38 (split, evaluate then the report) are timed as a browser posts them, following
+the redirect, and the artifact export as the file it sends.
+
 Run: ``.venv/bin/python -m benchmarks.ui_pages [--repeat 20] [--database sqlite|postgresql]``.
 """
 
@@ -36,7 +41,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 from app.storage.db import Database
-from app.storage.orm import Alias, Job, Model, ModelVersion, VersionCounter
+from app.storage.orm import Alias, Evaluation, Job, Model, ModelVersion, VersionCounter
 from app.storage.store import ARTIFACT_FORMAT
 
 N_MODELS = 200
@@ -69,15 +74,18 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
     while (job := client.get(f"/jobs/{compare_id}", params={"wait": 30}).json())["status"] in ("queued", "running"):
         continue
     assert job["status"] == "succeeded", job
+    test = client.post(f"/datasets/{dataset['id']}/split", json={"test_fraction": 0.2}).json()["test"]
+    evaluated = client.post("/evaluate", json={"model": "m000@1", "dataset_id": test["id"]}).json()
     real = client.get("/models/m000/versions/1").json()
     now = datetime.now(timezone.utc)
     with Database(database_url).session() as session:
+        fake_versions = []
         for i in range(1, N_MODELS):
             name = f"m{i:03d}"
             session.add(Model(name=name))
             versions = 1 + i % 4
             for v in range(1, versions + 1):
-                session.add(
+                fake_versions.append(
                     ModelVersion(
                         model_name=name,
                         version=v,
@@ -96,9 +104,22 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
                         created_at=now - timedelta(minutes=i),
                     )
                 )
+                session.add(fake_versions[-1])
             session.add(VersionCounter(model_name=name, last_version=versions))
             if i % 3:
                 session.add(Alias(model_name=name, alias="prod", version=versions))
+        session.flush()
+        for row in fake_versions:  # each version evaluated once on the test part (the metric columns)
+            session.add(
+                Evaluation(
+                    version_id=row.id,
+                    dataset_id=test["id"],
+                    dataset_sha256=test["sha256"],
+                    n_samples=test["n_samples"],
+                    metrics=evaluated["metrics"],
+                    options={"threshold": None, "downstream": None},
+                )
+            )
         statuses = ["succeeded"] * 850 + ["failed"] * 60 + ["cancelled"] * 38 + ["queued"] * 50 + ["running"] * 2
         queued_id = ""
         for i, status in enumerate(statuses):
@@ -121,7 +142,7 @@ def fill(client: TestClient, database_url: str) -> dict[str, str]:
             )
         session.commit()
     rows = "\n".join(["0.1," * 99 + "0.1"] * 5)
-    return {"dataset": dataset["id"], "queued": queued_id, "rows": rows, "compare": compare_id}
+    return {"dataset": dataset["id"], "test": test["id"], "queued": queued_id, "rows": rows, "compare": compare_id}
 
 
 def pages(ids: dict[str, str], jobs_page: list[str], asset: str) -> list[tuple[str, str, dict[str, str] | None, bool]]:
@@ -129,19 +150,37 @@ def pages(ids: dict[str, str], jobs_page: list[str], asset: str) -> list[tuple[s
     report cache before each request."""
     ds = ids["dataset"]
     report = f"/ui/models/m000/versions/1/report?dataset_id={ds}"
+    versions = "&".join(f"v=m003@{n}" for n in range(1, 5))
     return [
         ("overview", "/ui", None, False),
         ("datasets", "/ui/datasets", None, False),
-        ("dataset (200 labels)", f"/ui/datasets/{ds}", None, False),
+        ("dataset (200 labels, split)", f"/ui/datasets/{ds}", None, False),
         ("models, first page", "/ui/models", None, False),
         ("models, last page", "/ui/models?offset=175", None, False),
-        ("model (4 versions)", "/ui/models/m003", None, False),
-        ("version", "/ui/models/m000/versions/1", None, False),
+        ("model (4 versions, metric history)", "/ui/models/m003", None, False),
+        ("version (evaluation picker)", "/ui/models/m000/versions/1", None, False),
         ("jobs, first page", "/ui/jobs", None, False),
         ("jobs, last page", "/ui/jobs?offset=975", None, False),
         ("jobs, queued (positions)", "/ui/jobs?status=queued", None, False),
         ("job (queued)", f"/ui/jobs/{ids['queued']}", None, False),
         ("progress poll (25 jobs)", "/ui/jobs/progress?ids=" + ",".join(jobs_page), None, False),
+        ("models, search 'm1' (111 found)", "/ui/models?q=m1", None, False),
+        ("models, method and alias filter", "/ui/models?method=br&alias=prod", None, False),
+        ("datasets, name and kind filter", "/ui/datasets?q=bench&kind=multilabel", None, False),
+        (
+            "versions side by side (4, on the test part)",
+            f"/ui/versions?{versions}&dataset_id={ids['test']}",
+            None,
+            False,
+        ),
+        ("split (POST; the parts stored before)", f"/ui/datasets/{ds}/split", {"test_fraction": "0.2"}, False),
+        (
+            "evaluate on the test part (POST, then the report)",
+            "/ui/models/m000/versions/1/evaluate",
+            {"dataset_id": ids["test"]},
+            False,
+        ),
+        ("export the artifact (zip file)", "/ui/models/m000/versions/1/artifact", None, False),
         ("train (auto)", "/ui/train", None, False),
         ("train (br)", "/ui/train?method=br", None, False),
         ("compare", "/ui/compare", None, False),

@@ -266,10 +266,26 @@ def metric_bars(rows: Sequence[tuple[str, float | None, float | None]], metric: 
 def label_heatmap(
     values: np.ndarray, methods: Sequence[str], labels: Sequence[str], support: np.ndarray, metric: str
 ) -> str:
-    """A label x method heat map of a per-label score; each label's row names its support."""
+    """A label x method heat map of a per-label score; each label's row names its support. With
+    one method (a version's report), one bar a label: a one-column heat map reads worse."""
     shown = min(len(labels), MAX_LABELS)
     rows = [f"{chart_text(labels[j], 30)} (n={int(support[j])})" for j in range(shown)]
     reverse = metric in LOWER_IS_BETTER
+    title = f"per-label {direction(metric)}" + (
+        f" (first {shown} of {len(labels)} labels)" if shown < len(labels) else ""
+    )
+    if len(methods) == 1:
+        bars = go.Figure(
+            go.Bar(
+                x=values[:shown, 0].tolist(),
+                y=rows,
+                orientation="h",
+                marker_color="#4c72b0",
+                hovertemplate="%{y}<br>" + metric + " %{x:.3f}<extra></extra>",
+            )
+        )
+        bars.update_layout(title=title, xaxis_title=direction(metric), yaxis={"autorange": "reversed"})
+        return _chart(bars, height=max(360, 22 * shown + 160))
     fig = go.Figure(
         go.Heatmap(
             z=values[:shown].tolist(),
@@ -280,9 +296,6 @@ def label_heatmap(
             colorbar={"title": {"text": direction(metric)}},
             hovertemplate="%{y}<br>%{x}<br>" + metric + " %{z:.3f}<extra></extra>",
         )
-    )
-    title = f"per-label {direction(metric)}" + (
-        f" (first {shown} of {len(labels)} labels)" if shown < len(labels) else ""
     )
     fig.update_layout(title=title, yaxis={"autorange": "reversed"})
     return _chart(fig, height=max(360, 22 * shown + 160))
