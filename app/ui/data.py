@@ -326,19 +326,6 @@ def job_view(state: Core, job_id: str) -> JobsView | None:
     return JobsView(Page(items=[found], next_offset=None), positions, 1, registered, names)
 
 
-def jobs_by_id(state: Core, job_ids: list[str]) -> tuple[list[JobOut], dict[str, int]]:
-    """The given jobs as they are now; unknown ids are left out."""
-    found = []
-    with _read(state) as session:
-        for job_id in job_ids:
-            try:
-                found.append(jobs.show_job(session, job_id))
-            except NotFound:
-                continue
-        positions = jobs.queue_positions(session, [j.id for j in found if j.status == JobStatus.QUEUED])
-    return found, positions
-
-
 def jobs_progress(state: Core, job_ids: list[str]) -> list[jobs.JobProgress]:
     """The progress of the given jobs (the pages' poll), in one query; unknown ids are left out."""
     with _read(state) as session:

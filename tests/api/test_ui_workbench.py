@@ -315,3 +315,38 @@ def test_new_actions_need_their_role_and_their_token(keyed: tuple[TestClient, di
         assert forged.status_code == 403, action
     assert [d["id"] for d in client.get("/datasets", headers=admin).json()["items"]] == [ds]  # no split, no delete
     assert client.get("/models/m/versions/1", headers=admin).json()["evaluations"] == []
+
+
+def _selects(client: TestClient, path: str) -> int:
+    """How many SELECTs the page costs."""
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    engine = client.app.state.core.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert client.get(path).status_code == 200, path
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+
+
+def test_lists_cost_the_same_queries_whatever_their_length(client: TestClient) -> None:
+    """No query a row: the lists, the model page and the comparison read as much with twice the rows."""
+    X, Y = make_multilabel(n=40)
+    ds = upload_csv(client, X, Y, "few")
+    paths = ("/ui/models", "/ui/models?q=m", "/ui/models/m0", "/ui/jobs", "/ui/datasets?kind=multilabel",
+             "/ui/versions?v=m0@1&v=m0@2")  # fmt: skip
+    counts = []
+    for round_ in range(2):
+        for i in range(2):
+            train(client, "br", ds["id"], f"m{round_}{i}" if round_ or i else "m0")
+            train(client, "br", ds["id"], "m0")
+            assert client.post("/evaluate", json={"model": "m0", "dataset_id": ds["id"]}).status_code == 200
+            upload_csv(client, X[: 20 + 2 * round_ + i], Y[: 20 + 2 * round_ + i], f"more-{round_}-{i}")
+        counts.append([_selects(client, path) for path in paths])
+    assert counts[0] == counts[1], dict(zip(paths, zip(*counts)))
