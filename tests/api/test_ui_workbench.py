@@ -217,7 +217,7 @@ def test_the_pages_say_what_is_true(client: TestClient) -> None:
     assert client.delete("/models/gone/versions/1").status_code == 204
     jobs = client.get("/ui/jobs").text
     assert 'gone v1 <span class="note">(deleted)</span>' in jobs and "/ui/models/gone/versions/1" not in jobs
-    assert "/ui/models/gone/versions/2" in jobs and "2 jobs · page 1 of 1" in jobs
+    assert "/ui/models/gone/versions/2" in jobs and "2 jobs · page 1 of 1" in jobs and "on named-set" in jobs
     job = client.get(f"/ui/jobs/{first['id']}").text
     assert "named-set" in job and "Open gone v1" not in job and 'data-time="started_at"' in job
     version = client.get("/ui/models/gone/versions/2").text
