@@ -46,6 +46,17 @@ class Settings(BaseSettings):
         "any. Unset or empty: localhost, 127.0.0.1, ::1 and the specific address `labelserve serve --host` binds",
     )
     max_upload_mb: float = Field(200, gt=0, description="Largest accepted upload")
+    # The V2 inference protocol over gRPC (app.api.v2.grpc_server), beside the HTTP API in its process
+    grpc_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Port of the V2 inference protocol's gRPC service (Triton uses 8001); unset: no gRPC service",
+    )
+    grpc_host: str = Field(
+        "127.0.0.1",
+        description="Address the gRPC service binds; `labelserve serve` sets it to its `--host` when unset",
+    )
     # What an upload may become once parsed (see app.formats.limits; same defaults there)
     max_dataset_cells: int = Field(20_000_000, ge=1, description="Most values (samples x columns) of a dataset")
     max_dataset_features: int = Field(50_000, ge=1, description="Most features of a dataset")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -37,6 +38,9 @@ from app.services.maintenance import Sweeper
 from app.services.warming import Warmer
 from app.storage.db import prepare_schema
 
+if TYPE_CHECKING:
+    from app.api.v2.grpc_server import GrpcServer
+
 
 def create_app(settings: Settings | None = None, *, owns_process: bool = False) -> FastAPI:
     """The application; ``owns_process``: it is the process's one app (``app.main:app`` under
@@ -57,11 +61,14 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         core.runner.recover()
         sweeper = Sweeper(core).start()
         warmer = Warmer(core).start() if settings.warm_new_versions else None
+        grpc_server = await _start_grpc(api, settings.grpc_port) if settings.grpc_port is not None else None
         if settings.gc_freeze:
             freeze_startup_objects()  # full collections skip what lives as long as the process
         try:
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop()
             if warmer is not None:
                 warmer.stop()
             sweeper.stop()
@@ -111,6 +118,18 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
     if settings.fast_path:  # outermost: it makes the checks of the layers inside itself
         api.add_middleware(PredictFastPath, routes=routes())
     return api
+
+
+async def _start_grpc(api: FastAPI, port: int) -> GrpcServer:
+    """The V2 protocol's gRPC service on ``port``, on this process's core, keys and event loop.
+
+    Imported here, only when it is configured: its message classes are registered in protobuf's
+    one pool under the protocol's names (``inference.*``), which another package's copy of the
+    protocol (``tritonclient.grpc``) also claims, so a process that never serves gRPC never holds them.
+    """
+    from app.api.v2 import grpc_server
+
+    return await grpc_server.start(api.state.core, api.state.gate, api.state, port)
 
 
 app = create_app(owns_process=True)

@@ -203,7 +203,7 @@ def _infer(core: Core, body: bytes, name: str, version: str | None, header_lengt
         _, served = core.refs.get(inference.reference(name, version))
         if served is None:
             return None
-        framed = binary.answer(served, body, header_length)
+        framed = binary.answer(served, body, header_length, core.settings.max_answer_cells)
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, _TEMPLATES[2] if version is not None else _TEMPLATES[1], exc)
@@ -233,7 +233,8 @@ async def _infer_by_work(
 
 def _framed(core: Core, route: str, served: Any, decoded: binary.Decoded) -> Answer | None:
     try:
-        framed = binary.write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
+        cells = core.settings.max_answer_cells
+        framed = binary.write(inference.infer(served, decoded.request, decoded.binary_inputs, max_cells=cells), decoded)
         return framed.body, framed.headers()
     except Exception as exc:  # any error: the route answers it, in the protocol's shape
         _fell_back(core, route, exc)

@@ -63,12 +63,23 @@ def allow_bind_host(host: str) -> None:
     get_settings.cache_clear()
 
 
+def grpc_on_host(host: str) -> None:
+    """Bind the gRPC service (when ``LABELSERVE_GRPC_PORT`` is set) to the interface the HTTP API
+    listens on, unless ``LABELSERVE_GRPC_HOST`` says otherwise: the app reads the variable this sets."""
+    if "LABELSERVE_GRPC_HOST" in os.environ:
+        return
+    os.environ["LABELSERVE_GRPC_HOST"] = host
+    get_settings.cache_clear()
+
+
 def serve(host: str, port: int, workers: int) -> None:
-    """Serve the API on ``host:port`` with ``workers`` processes."""
+    """Serve the API on ``host:port`` with ``workers`` processes (and the V2 protocol's gRPC
+    service on ``LABELSERVE_GRPC_PORT`` when it is set, in the same processes)."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
     allow_bind_host(host)
+    grpc_on_host(host)
     if workers <= 1:
         uvicorn.run(APP, host=host, port=port, access_log=False)
         return

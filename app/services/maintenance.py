@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 from sqlalchemy import select, text
 
@@ -47,6 +48,32 @@ def database_ok(core: Core) -> bool:
         return True
     except Exception:  # any failure to reach the database means "not ready"
         return False
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What ``/ready`` (and the gRPC health service) checks: the database answers, the store is
+    writable and has room, and the job backend can queue jobs."""
+
+    database: bool
+    writable: bool
+    low_on_space: bool
+    queueable: bool
+
+    @property
+    def ready(self) -> bool:
+        return self.database and self.writable and not self.low_on_space and self.queueable
+
+
+def readiness(core: Core) -> Readiness:
+    """This process's readiness, checked now (a database query and a file made in the store)."""
+    writable = core.store.writable()
+    return Readiness(
+        database=database_ok(core),
+        writable=writable,
+        low_on_space=writable and low_on_space(core),
+        queueable=core.runner.can_queue(),  # a cached probe of the broker
+    )
 
 
 class Sweeper:

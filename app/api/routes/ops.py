@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from app import __version__
 from app.api.v2.messages import BINARY_EXTENSION, Live, Ready, ServerMetadata
 from app.core import Core
-from app.services.maintenance import database_ok, low_on_space
+from app.services.maintenance import readiness
 
 router = APIRouter(tags=["operations"])
 
@@ -52,16 +52,12 @@ async def ready(request: Request, response: Response) -> Readiness:
 
 
 async def _readiness(request: Request) -> Readiness:
-    core: Core = request.app.state.core
-    database = await run_in_threadpool(database_ok, core)
-    writable = await run_in_threadpool(core.store.writable)
-    low = writable and await run_in_threadpool(low_on_space, core)
-    queueable = await run_in_threadpool(core.runner.can_queue)  # a cached probe of the broker
+    checks = await run_in_threadpool(readiness, request.app.state.core)
     return Readiness(
-        status="ready" if database and writable and not low and queueable else "not ready",
-        database="ok" if database else "unreachable",
-        model_store="not writable" if not writable else "low on disk space" if low else "ok",
-        job_backend="ok" if queueable else "unreachable",
+        status="ready" if checks.ready else "not ready",
+        database="ok" if checks.database else "unreachable",
+        model_store="not writable" if not checks.writable else "low on disk space" if checks.low_on_space else "ok",
+        job_backend="ok" if checks.queueable else "unreachable",
     )
 
 

@@ -36,8 +36,8 @@ _WORD = re.compile(rb"-?[A-Za-z_]+")
 HEADER_LENGTH = b"inference-header-content-length"
 _JSON = b"application/json"
 _BINARY = b"application/octet-stream"
-#: the byte layout of each output datatype in the binary data extension
-_LAYOUT: dict[TensorType, np.dtype[Any]] = {
+#: the byte layout of each output datatype in the binary data extension (and gRPC's raw contents)
+LAYOUT: dict[TensorType, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
     "INT64": np.dtype("<i8"),
     "FP32": np.dtype("<f4"),
@@ -87,10 +87,11 @@ class Decoded:
         return self.binary_outputs.get(output, self.binary_default)
 
 
-def answer(served: Served, body: bytes, header_length: str | None) -> Framed:
-    """The framed response to an inference body for a resolved version (InvalidInput if it is wrong)."""
+def answer(served: Served, body: bytes, header_length: str | None, max_cells: int) -> Framed:
+    """The framed response to an inference body for a resolved version (InvalidInput if it is
+    wrong; PayloadTooLarge for an answer of more than ``max_cells``)."""
     decoded = read(body, header_length)
-    return write(inference.infer(served, decoded.request, decoded.binary_inputs), decoded)
+    return write(inference.infer(served, decoded.request, decoded.binary_inputs, max_cells=max_cells), decoded)
 
 
 def read(body: bytes, header_length: str | None) -> Decoded:
@@ -110,7 +111,7 @@ def read(body: bytes, header_length: str | None) -> Decoded:
     try:
         request = InferRequest.model_validate(document)
     except ValidationError as exc:
-        raise InvalidInput(_describe(exc)) from None
+        raise InvalidInput(describe(exc)) from None
     chunks: list[bytes | None] = []
     offset = 0
     for i, tensor in enumerate(request.inputs):
@@ -153,7 +154,7 @@ def write(result: inference.Inference, decoded: Decoded) -> Framed:
         tensor: dict[str, Any] = {"name": name, "shape": list(array.shape), "datatype": datatype}
         flat = np.ascontiguousarray(array).ravel()
         if decoded.binary(name):
-            data = flat.astype(_LAYOUT[datatype], copy=False).tobytes()
+            data = flat.astype(LAYOUT[datatype], copy=False).tobytes()
             tensor["parameters"] = {"binary_data_size": len(data)}
             raw.append(data)
         else:
@@ -252,8 +253,8 @@ def _binary_after_json(body: bytes, pos: int) -> bool:
     return 0 < pos < len(body)
 
 
-def _describe(exc: ValidationError) -> str:
-    """The first schema fault of a request, located as the protocol names its fields."""
+def describe(exc: ValidationError) -> str:
+    """The first schema fault of a request, located as the protocol names its fields (both transports')."""
     errors = exc.errors(include_url=False)
     first = errors[0]
     member = _member(first["loc"])

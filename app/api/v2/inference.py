@@ -24,11 +24,13 @@ from app.api.v2.messages import (
     TensorMetadata,
     TensorType,
 )
-from app.errors import InvalidInput, NotFound
+from app.core import Core
+from app.errors import InvalidInput, NotFound, PayloadTooLarge
 from app.methods.base import Task
 from app.registry.model_cache import Served
 from app.registry.refs import ModelRef, is_version_number
 from app.services.models import method_of
+from app.services.prediction import answer_cells, served
 from app.serving.answers import FEATURE_RULE, first_unbounded, label_matrix, shown_value
 from app.storage.orm import ModelVersion
 
@@ -70,6 +72,13 @@ def reference(name: str, version: str | None) -> str:
     return ref
 
 
+def model_metadata(core: Core, ref: str) -> ModelMetadata:
+    """The metadata of the version ``ref`` names (resolved, and loaded, as for an inference)."""
+    found = served(core, ref)
+    with core.database.reading() as session:
+        return metadata(session, found)
+
+
 def metadata(session: Session, served: Served) -> ModelMetadata:
     """The version's tensors, and the names of what their columns hold, so that a client that knows
     only the protocol can map an output column to a label (``parameters.labels``) and build the
@@ -102,11 +111,14 @@ def metadata(session: Session, served: Served) -> ModelMetadata:
     )
 
 
-def infer(served: Served, request: InferRequest, binary: Sequence[bytes | None] = ()) -> Inference:
-    """The requested output tensors (all of the model's by default), computed as ``/predict`` does.
+def infer(served: Served, request: InferRequest, binary: Sequence[bytes | None] = (), *, max_cells: int) -> Inference:
+    """The requested output tensors (all of the model's by default), computed as ``/predict`` does:
+    the one inference of the protocol's transports (the REST routes, their fast path, the gRPC service).
 
     ``binary`` holds, by position in ``request.inputs``, the raw bytes of an input sent with the
-    binary data extension (None for one given as JSON ``data``).
+    binary data extension or in gRPC's ``raw_input_contents`` (None for one given as ``data``).
+    The outputs' rows x labels are bounded by ``max_cells`` (``LABELSERVE_MAX_ANSWER_CELLS``,
+    counted as for ``/predict``) before anything is computed: ``PayloadTooLarge`` above it.
     """
     spec = method_of(served.method)
     available = dict(OUTPUTS[spec.task])
@@ -121,6 +133,7 @@ def infer(served: Served, request: InferRequest, binary: Sequence[bytes | None] 
         tensors["features"] = np.asarray(model.ranking_, dtype=np.int64)
     else:
         X = _matrix(request.inputs, len(served.feature_names), binary)
+        _check_answer(X.shape[0], len(served.label_names), wanted, max_cells)
         if spec.task == "distribution":
             tensors["distribution"] = np.asarray(model._predict(X), dtype=np.float64)
         else:
@@ -133,6 +146,21 @@ def infer(served: Served, request: InferRequest, binary: Sequence[bytes | None] 
         model_version=str(served.version),
         id=request.id,
         outputs=[(n, available[n], tensors[n]) for n in wanted],
+    )
+
+
+def _check_answer(rows: int, labels: int, outputs: list[str], max_cells: int) -> None:
+    """``PayloadTooLarge`` for outputs of more than ``max_cells``, saying how many rows fit."""
+    cells = sum(answer_cells(rows, labels, name, None) for name in outputs)
+    if cells <= max_cells:
+        return
+    per_row = sum(answer_cells(1, labels, name, None) for name in outputs)
+    hint = f"send at most {max(1, max_cells // max(per_row, 1))} instances per request"
+    if outputs != ["scores"]:
+        hint += ", or ask for the 'scores' output alone (16 scores count as one cell)"
+    raise PayloadTooLarge(
+        f"the answer would be {rows} rows x {labels} labels ({cells} cells of the outputs {', '.join(outputs)}), "
+        f"more than LABELSERVE_MAX_ANSWER_CELLS = {max_cells}; {hint}"
     )
 
 

@@ -68,6 +68,7 @@ _INFER_BODY = {
 #: an inference's answers: JSON (``InferResponse``), or with binary outputs the JSON header and their bytes
 INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERRORS,
+    413: {"model": ErrorOut, "description": "the outputs would hold more than LABELSERVE_MAX_ANSWER_CELLS cells"},
     200: {
         "description": "the outputs; with binary outputs asked, the JSON header (its length in the "
         "`Inference-Header-Content-Length` header) followed by their raw bytes",
@@ -116,15 +117,9 @@ async def _in_thread(request: Request, ref: str, work: Callable[[Core, str], T])
     return await run_in_threadpool(work, core, ref)
 
 
-def _metadata(core: Core, ref: str) -> ModelMetadata:
-    found = lookup(core, ref)
-    with core.database.reading() as session:
-        return inference.metadata(session, found)
-
-
 async def _model_metadata(request: Request, name: str, version: str | None) -> Response:
     try:
-        out = await _in_thread(request, inference.reference(name, version), _metadata)
+        out = await _in_thread(request, inference.reference(name, version), inference.model_metadata)
     except DomainError as exc:
         return _error(exc)
     return Response(out.model_dump_json(), media_type="application/json")
@@ -152,13 +147,14 @@ async def _infer(request: Request, name: str, version: str | None) -> Response:
         ref = inference.reference(name, version)
         core: Core = request.app.state.core
         _, served = core.refs.get(ref)
+        cells = core.settings.max_answer_cells
         if served is not None and len(body) <= INLINE_BYTES:
-            out = binary.answer(served, body, header_length)
+            out = binary.answer(served, body, header_length, cells)
         elif served is not None:
             limiter = large_body_limiter(request.app.state)
-            out = await anyio.to_thread.run_sync(binary.answer, served, body, header_length, limiter=limiter)
+            out = await anyio.to_thread.run_sync(binary.answer, served, body, header_length, cells, limiter=limiter)
         else:
-            out = await _in_thread(request, ref, lambda c, r: binary.answer(lookup(c, r), body, header_length))
+            out = await _in_thread(request, ref, lambda c, r: binary.answer(lookup(c, r), body, header_length, cells))
     except DomainError as exc:
         return _error(exc)
     return Response(out.body, headers={k.decode(): v.decode() for k, v in out.headers()})
