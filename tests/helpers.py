@@ -151,6 +151,37 @@ def train_served_models(client: TestClient) -> dict:
     return {"X": X, "ml": ml, "Xd": Xd, "ldl": ldl}
 
 
+def train_v2_models(client: TestClient | httpx.Client) -> dict[str, np.ndarray]:
+    """The models the V2 protocol's live tests (REST and gRPC) infer with: a classifier ``clf``
+    (mlknn), a selector ``sel`` (elcfs) and an LDL model ``dist`` (ldlkm); returns the features
+    of the multi-label (``X``) and the distribution (``Xd``) datasets."""
+    X, Y = make_multilabel()
+    Xd, D = make_distribution()
+    ml = upload_csv(client, X, Y, "clf")
+    train(client, "mlknn", ml["id"], "clf", k=5)
+    train(client, "elcfs", ml["id"], "sel", max_iter=50)
+    train(client, "ldlkm", upload_csv(client, Xd, D, "dist")["id"], "dist", k=3)
+    return {"X": X, "Xd": Xd}
+
+
+def v2_next_on(http: httpx.Client, path: str, model: str) -> None:
+    """Make the next V2 inference on ``model`` go through ``path``: ``route`` (an alias set, a
+    registry change, so the process has dropped its resolved references and resolves the model
+    again) or ``fast path`` (the reference resolved once, so the next inference is answered
+    without a database session)."""
+    if path == "route":
+        assert http.put(f"/models/{model}/aliases/touched", json={"version": 1}).status_code == 200
+    else:
+        assert http.post(f"/v2/models/{model}/infer", json={"inputs": []}).status_code in (200, 400)
+
+
+def predict_ok(http: httpx.Client, body: dict) -> dict:
+    """``POST /predict``'s answer, asserted 200."""
+    r = http.post("/predict", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def long_job(client: TestClient, dataset_id: str, name: str) -> str:
     r = client.post(
         "/train",

@@ -455,3 +455,24 @@ def test_binary_bodies_fast_path_and_route_answer_alike(client, models, monkeypa
 
 async def _no_answer(*args: object) -> None:
     return None
+
+
+def test_an_answer_over_the_cell_bound_is_refused_on_both_paths(client, models, settings, monkeypatch):
+    """The answer bound of /predict (LABELSERVE_MAX_ANSWER_CELLS, scores at 1/16 of a cell) holds
+    for V2 inference too, from the fast path and the route alike; asking fewer outputs fits."""
+    from app.api import fast_path
+
+    settings.max_answer_cells = 20  # the app's settings: 7 rows x 3 labels + 2 cells of scores are 23
+    X = models["ml"][:7]
+    body = {"inputs": [tensor(X)]}
+    for patched in (False, True):
+        with monkeypatch.context() as patch:
+            if patched:  # the route alone
+                patch.setattr(fast_path, "_infer", lambda *args, **kwargs: None)
+                patch.setattr(fast_path, "_infer_by_work", _no_answer)
+            assert client.get("/v2/models/clf/ready").status_code == 200
+            r = client.post("/v2/models/clf/infer", json=body)
+            assert r.status_code == 413 and set(r.json()) == {"error"}, r.text
+            assert r.json()["error"].startswith("the answer would be 7 rows x 3 labels (23 cells of the outputs")
+            assert "send at most 5 instances per request" in r.json()["error"]
+            assert infer(client, "clf", X, outputs=[{"name": "scores"}])["scores"]["shape"] == [7, 3]

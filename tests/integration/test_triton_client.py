@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.helpers import csv_bytes, live_server, make_distribution, make_multilabel
+from tests.helpers import live_server, predict_ok, train_v2_models, v2_next_on
 
 triton = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
@@ -32,20 +32,8 @@ PATHS = ("route", "fast path")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A live server with a classifier (``clf``, mlknn), an LDL model (``dist``) and a selector (``sel``)."""
-    X, Y = make_multilabel()
-    Xd, D = make_distribution()
     with live_server(tmp_path_factory.mktemp("triton")) as url, httpx.Client(base_url=url, timeout=120) as http:
-        for name, method, params, (A, B) in (
-            ("clf", "mlknn", {"k": 5}, (X, Y)),
-            ("sel", "elcfs", {"max_iter": 50}, (X, Y)),
-            ("dist", "ldlkm", {"k": 3}, (Xd, D)),
-        ):
-            files = {"file": (f"{name}.csv", csv_bytes(A, B), "text/csv")}
-            data = http.post("/datasets", files=files, data={"label_count": str(B.shape[1]), "name": name})
-            assert data.status_code in (200, 201), data.text
-            body = {"method": method, "dataset_id": data.json()["id"], "model_name": name, "params": params}
-            assert http.post("/train?wait=true", json=body).json()["status"] == "succeeded"
-        yield {"url": url, "http": http, "X": X, "Xd": Xd}
+        yield {"url": url, "http": http, **train_v2_models(http)}
 
 
 @pytest.fixture
@@ -56,12 +44,7 @@ def client(server: dict[str, Any]) -> Iterator[Any]:
 
 
 def _on(server: dict[str, Any], path: str, model: str) -> None:
-    """Make the next inference on ``model`` go through ``path``."""
-    http: httpx.Client = server["http"]
-    if path == "route":  # any registry change drops the process's resolved references
-        assert http.put(f"/models/{model}/aliases/touched", json={"version": 1}).status_code == 200
-    else:  # resolve the reference once, so that the next inference is answered in front of the router
-        assert http.post(f"/v2/models/{model}/infer", json={"inputs": []}).status_code in (200, 400)
+    v2_next_on(server["http"], path, model)
 
 
 def _input(X: np.ndarray, binary: bool, datatype: str = "FP64") -> Any:
@@ -71,9 +54,7 @@ def _input(X: np.ndarray, binary: bool, datatype: str = "FP64") -> Any:
 
 
 def _predict(server: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    r = server["http"].post("/predict", json=body)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return predict_ok(server["http"], body)
 
 
 def test_health_and_metadata(client: Any, server: dict[str, Any]) -> None:
