@@ -12,7 +12,8 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    LABELSERVE_MODEL_DIR=/data/models
+    LABELSERVE_MODEL_DIR=/data/models \
+    LABELSERVE_GRPC_PORT=8001
 
 RUN useradd --create-home --uid 10001 labelserve \
     && mkdir -p /data/models && chown labelserve /data/models
@@ -29,7 +30,8 @@ RUN pip install --no-deps . && pip check
 
 USER labelserve
 VOLUME ["/data/models"]
-EXPOSE 8000
+# 8000: HTTP; 8001: the V2 inference protocol over gRPC (LABELSERVE_GRPC_PORT, on --host's address too)
+EXPOSE 8000 8001
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4).status == 200 else 1)"
 CMD ["labelserve", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -15,10 +15,18 @@ a 100-row body: a warm-up run, then a measured run with latency percentiles. Wit
 the service is measured once per worker count (one-row bodies for the extra counts). Any non-2xx
 response fails the run.
 
+The V2 protocol over gRPC (``LABELSERVE_GRPC_PORT``, the service's own process) is compared with
+its REST binary tensors in a second table: both driven by h2load (one thread, 16 connections, one
+request in flight on each: HTTP/1.1 for REST, HTTP/2 for gRPC) with the same instances (raw
+little-endian FP64 in, every output back raw), 1 and 100 rows, in the same run; the gRPC body is
+the framed ``ModelInferRequest`` Triton's client sends, checked once with a real gRPC call first
+(h2load counts a gRPC error, which travels in an HTTP 200, as a success).
+
 Run: ``.venv/bin/python -m benchmarks.serving [--warmup 3] [--duration 8] [--workers 1,2]
-[--database sqlite|postgresql]``. Needs ``wrk`` on the PATH (Debian package ``wrk``); PostgreSQL
-runs create and drop a throw-away database on ``--postgres-url``. Every process it starts is
-stopped on exit, error or Ctrl-C.
+[--database sqlite|postgresql] [--grpc-only]``. Needs ``wrk`` on the PATH (Debian package ``wrk``), and for
+the gRPC table ``h2load`` (Debian package ``nghttp2-client``; without it the table is left out);
+PostgreSQL runs create and drop a throw-away database on ``--postgres-url``. Every process it
+starts is stopped on exit, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -265,6 +273,84 @@ def v2_binary_body(X: np.ndarray) -> tuple[bytes, dict[str, str]]:
     }
 
 
+GRPC_INFER = "/inference.GRPCInferenceService/ModelInfer"
+
+
+def grpc_body(model: str, X: np.ndarray) -> bytes:
+    """What Triton's gRPC client sends: a ModelInferRequest with the input in raw_input_contents and
+    no outputs named (all of them), framed as gRPC frames a message (no compression, its length)."""
+    from app.api.v2.proto import grpc_predict_v2_pb2 as pb
+
+    request = pb.ModelInferRequest(model_name=model)
+    request.inputs.add(name="input-0", datatype="FP64", shape=list(X.shape))
+    request.raw_input_contents.append(X.astype("<f8").tobytes())
+    message = request.SerializeToString()
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+def check_grpc(target: str, body: bytes) -> None:
+    """One real gRPC call with the benchmark's message: raises unless it succeeds."""
+    import grpc
+
+    with grpc.insecure_channel(target) as channel:
+        channel.unary_unary(GRPC_INFER)(body[5:], timeout=30)
+
+
+def h2load(url: str, body: bytes, headers: dict[str, str], seconds: int, scripts: Path, pid: int, h1: bool) -> Result:
+    """One h2load run (1 thread, 16 connections, 1 request in flight on each) POSTing ``body``, over
+    HTTP/1.1 with ``h1``, else HTTP/2 cleartext; fails on any failed request or non-2xx status.
+    ``p50_ms`` holds the mean latency (h2load gives no percentiles), ``p99_ms`` the slowest request."""
+    data = scripts / f"h2load-{abs(hash(body))}.bin"
+    data.write_bytes(body)
+    command = ["h2load", "-t1", f"-c{CONNECTIONS}", "-m1", f"-D{seconds}", "-d", str(data), *(["--h1"] * h1)]
+    command += [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")] + [url]
+    before = cpu_seconds(pid)
+    out = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    used = cpu_seconds(pid) - before
+    ok, failed, errored = map(
+        int,
+        re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored", out).groups(),  # type: ignore[union-attr]
+    )
+    bad = sum(map(int, re.search(r"(\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out).groups()))  # type: ignore[union-attr]
+    if failed or errored or bad or not ok:
+        raise RuntimeError(f"h2load saw failed requests on {url}:\n{out}")
+    rate = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out).group(1))  # type: ignore[union-attr]
+    latency = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    slowest, mean = _ms(latency.group(2)), _ms(latency.group(3))  # type: ignore[union-attr]
+    return Result(rate, mean, slowest, used / max(ok, 1) * 1e6)
+
+
+def grpc_rows(
+    base: str, grpc_target: str, features: dict[str, np.ndarray], args: argparse.Namespace, scripts: Path, pid: int
+) -> list[Row]:
+    """gRPC infer against REST binary infer of the same instances, both under h2load: for each
+    model and row count, the REST row then the gRPC row (compared with that REST row)."""
+    out: list[Row] = []
+    for n in ROWS:
+        for name, X in features.items():
+            rest_body, rest_headers = v2_binary_body(X[:n])
+            body = grpc_body(name, X[:n])
+            check_grpc(grpc_target, body)
+            runs = {
+                "REST binary": (f"{base}/v2/models/{name}/infer", rest_body, rest_headers, True),
+                "gRPC": (
+                    f"http://{grpc_target}{GRPC_INFER}",
+                    body,
+                    {"content-type": "application/grpc", "te": "trailers"},
+                    False,
+                ),
+            }
+            results = {}
+            for label, (url, content, headers, h1) in runs.items():
+                h2load(url, content, headers, args.warmup, scripts, pid, h1)
+                results[label] = h2load(url, content, headers, args.duration, scripts, pid, h1)
+            rest = results["REST binary"]
+            what = f"{METHODS[name]}, {n} row{'s' * (n > 1)}"
+            out += [(f"REST binary `POST /v2/models/{name}/infer`, {what}", rest, rest)]
+            out += [(f"gRPC `ModelInfer`, {what}", results["gRPC"], rest)]
+    return out
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -282,11 +368,18 @@ def service_rows(
     rows: tuple[int, ...],
     args: argparse.Namespace,
     echo: tuple[str, int],
+    grpc_table: list[Row] | None = None,
 ) -> list[Row]:
-    """Start ``labelserve serve`` with ``workers`` processes, train the two models, measure every endpoint."""
+    """Start ``labelserve serve`` with ``workers`` processes, train the two models, measure every
+    endpoint (and, given a ``grpc_table``, add gRPC against REST binary infer to it)."""
     run = tmp / f"{args.database}-{workers}"
     run.mkdir()
-    service_env = env | {"LABELSERVE_MODEL_DIR": str(run / "models"), "LABELSERVE_DATABASE_URL": database_url}
+    grpc_port = free_port()
+    service_env = env | {
+        "LABELSERVE_MODEL_DIR": str(run / "models"),
+        "LABELSERVE_DATABASE_URL": database_url,
+        "LABELSERVE_GRPC_PORT": str(grpc_port),
+    }
     service_env.pop("LABELSERVE_API_KEY", None)
     service_env.pop("LABELSERVE_LOG_LEVEL", None)  # the default (INFO): one log line per request
     # as in production: the schema first, once, then the API processes (they only check it)
@@ -297,7 +390,7 @@ def service_rows(
     base, pid = procs.start(f"service-{args.database}-{workers}", command, service_env, "/ready")
     features = train_models(base)
     out: list[Row] = []
-    for n in rows:
+    for n in () if args.grpc_only else rows:
         echo_base, echo_pid = echo
         bodies: list[tuple[str, str, Body]] = []
         for name, X in features.items():
@@ -313,10 +406,29 @@ def service_rows(
         for label, path, body in bodies:
             result = measure(base + path, body, args, tmp, pid)
             out.append((f"{label}, {n} row{'s' * (n > 1)}, {workers} worker{'s' * (workers > 1)}", result, echo_result))
+    if grpc_table is not None:
+        grpc_table += grpc_rows(base, f"127.0.0.1:{grpc_port}", features, args, tmp, pid)
     procs.procs.remove(next(p for p in procs.procs if p.pid == pid))
     os.killpg(pid, signal.SIGTERM)
     os.waitpid(pid, 0)
     return out
+
+
+def print_grpc_table(rows: list[Row] | None, args: argparse.Namespace) -> None:
+    if rows is None:
+        print("\nh2load not found on the PATH (Debian: apt-get install -y nghttp2-client): no gRPC table")
+        return
+    print(
+        f"\nV2 inference, gRPC against REST binary tensors; h2load: 1 thread, {CONNECTIONS} connections, 1 request "
+        f"in flight each, {args.warmup:g} s warm-up + {args.duration:g} s measured per row\n"
+    )
+    print("| call | req/s | mean latency | slowest | rate / REST binary | server CPU per request |")
+    print("|---|---|---|---|---|---|")
+    for label, r, rest in rows:
+        print(
+            f"| {label} | {r.rate:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | {r.rate / rest.rate:.2f} "
+            f"| {r.cpu_us:,.0f} µs |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,10 +437,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=int, default=8, help="seconds of each measured wrk run")
     ap.add_argument("--workers", default="1", help="comma-separated worker counts, e.g. 1,2")
     ap.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--grpc-only", action="store_true", help="only the table of gRPC against REST binary infer")
     ap.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     args = ap.parse_args(argv)
-    if shutil.which("wrk") is None:
+    if shutil.which("wrk") is None and not args.grpc_only:
         print("wrk not found on the PATH (Debian: apt-get install -y wrk)", file=sys.stderr)
+        return 1
+    if shutil.which("h2load") is None and args.grpc_only:
+        print("h2load not found on the PATH (Debian: apt-get install -y nghttp2-client)", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, _interrupt)
     tmp = Path(tempfile.mkdtemp(prefix="labelserve-serving-"))
@@ -338,26 +454,30 @@ def main(argv: list[str] | None = None) -> int:
         uvicorn = "-m uvicorn --host 127.0.0.1 --port {port} --loop uvloop --http httptools --no-access-log".split()
         echo = procs.start("echo", [*uvicorn, "benchmarks.serving:echo_app"], env, "/docs")
         rows: list[Row] = []
+        grpc_table: list[Row] | None = [] if shutil.which("h2load") is not None else None
         for i, workers in enumerate(int(w) for w in args.workers.split(",")):
             counts = ROWS if i == 0 else ROWS[:1]
+            table = grpc_table if i == 0 else None
             if args.database == "sqlite":
                 url = f"sqlite:///{tmp / f'labelserve-{workers}.db'}"
-                rows += service_rows(procs, tmp, env, url, workers, counts, args, echo)
+                rows += service_rows(procs, tmp, env, url, workers, counts, args, echo, table)
             else:
                 with throwaway_postgres(args.postgres_url) as url:
-                    rows += service_rows(procs, tmp, env, url, workers, counts, args, echo)
+                    rows += service_rows(procs, tmp, env, url, workers, counts, args, echo, table)
         print(
             f"\n{args.database}; wrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + "
             f"{args.duration:g} s measured per row; load average at the end: {os.getloadavg()[0]:.1f} "
             f"on {os.cpu_count()} cores\n"
         )
-        print("| endpoint | req/s | p50 | p99 | rate / echo | server CPU per request | echo's / this |")
-        print("|---|---|---|---|---|---|---|")
+        if rows:
+            print("| endpoint | req/s | p50 | p99 | rate / echo | server CPU per request | echo's / this |")
+            print("|---|---|---|---|---|---|---|")
         for label, r, e in rows:
             print(
                 f"| {label} | {r.rate:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | {r.rate / e.rate:.2f} "
                 f"| {r.cpu_us:,.0f} µs | {e.cpu_us / r.cpu_us:.2f} |"
             )
+        print_grpc_table(grpc_table, args)
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
