@@ -419,8 +419,9 @@ def print_grpc_table(rows: list[Row] | None, args: argparse.Namespace) -> None:
         print("\nh2load not found on the PATH (Debian: apt-get install -y nghttp2-client): no gRPC table")
         return
     print(
-        f"\nV2 inference, gRPC against REST binary tensors; h2load: 1 thread, {CONNECTIONS} connections, 1 request "
-        f"in flight each, {args.warmup:g} s warm-up + {args.duration:g} s measured per row\n"
+        f"\nV2 inference, gRPC against REST binary tensors ({args.database}); h2load: 1 thread, {CONNECTIONS} "
+        f"connections, 1 request in flight each, {args.warmup:g} s warm-up + {args.duration:g} s measured per row; "
+        f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
     )
     print("| call | req/s | mean latency | slowest | rate / REST binary | server CPU per request |")
     print("|---|---|---|---|---|---|")
@@ -464,12 +465,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 with throwaway_postgres(args.postgres_url) as url:
                     rows += service_rows(procs, tmp, env, url, workers, counts, args, echo, table)
-        print(
-            f"\n{args.database}; wrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + "
-            f"{args.duration:g} s measured per row; load average at the end: {os.getloadavg()[0]:.1f} "
-            f"on {os.cpu_count()} cores\n"
-        )
         if rows:
+            print(
+                f"\n{args.database}; wrk: 1 thread, {CONNECTIONS} connections, {args.warmup:g} s warm-up + "
+                f"{args.duration:g} s measured per row; load average at the end: {os.getloadavg()[0]:.1f} "
+                f"on {os.cpu_count()} cores\n"
+            )
             print("| endpoint | req/s | p50 | p99 | rate / echo | server CPU per request | echo's / this |")
             print("|---|---|---|---|---|---|---|")
         for label, r, e in rows:

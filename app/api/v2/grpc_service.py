@@ -132,7 +132,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def _answer(self, context: Any, call: str | None, work: Callable[[], Awaitable[T]]) -> T:
         """``work()``'s result once the caller is admitted to ``call`` (None: an open call), or the
         call aborted with the status of what went wrong."""
-        refusal = None if call is None else self.refusal(context.invocation_metadata(), call)
+        keyed = call is not None and self._gate.keys is not None
+        refusal = self.refusal(context.invocation_metadata(), call) if keyed else None
         if refusal is not None:
             await _abort(context, *refusal)
         try:
@@ -143,10 +144,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             code, details = _storage_status(exc)
         await _abort(context, code, details)
 
-    def refusal(self, metadata: Any, call: str) -> tuple[Any, str] | None:
+    def refusal(self, metadata: Any, call: str | None) -> tuple[Any, str] | None:
         """Why the call's metadata does not admit it (UNAUTHENTICATED, PERMISSION_DENIED), or None."""
         keys = self._gate.keys
-        if keys is None:
+        if keys is None or call is None:
             return None
         given = given_key(_headers(metadata))
         if given is None:
