@@ -11,16 +11,15 @@ to 1e-12. The server has API keys, so every call carries one in its metadata, as
 
 This process never imports labelserve's generated protocol code: ``tritonclient.grpc`` registers
 the same message names (``inference.*``) in protobuf's one pool. The messages Triton's proto lacks
-(the metadata's ``parameters``, typed input ``contents``) are built from the project's ``.proto``
+(the metadata's ``parameters``, typed input ``contents``) are built from the project's descriptor
 in a pool of their own (``_ours``).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,17 +301,17 @@ _POOL: list[Any] = []
 
 
 def _ours(name: str) -> Any:
-    """A message class of labelserve's ``.proto``, compiled now into a descriptor pool of its own."""
+    """A message class of labelserve's protocol, built in a descriptor pool of its own from the
+    serialized descriptor in the committed generated code (read, not imported)."""
     if not _POOL:
-        from grpc_tools import protoc
-
-        target = Path(tempfile.mkdtemp(prefix="grpc-proto-")) / "set.pb"
-        proto = "app/api/v2/proto/grpc_predict_v2.proto"
-        assert protoc.main(["protoc", f"-I{REPO}", f"--descriptor_set_out={target}", str(REPO / proto)]) == 0
+        source = (REPO / "app/api/v2/proto/grpc_predict_v2_pb2.py").read_text()
+        call = next(
+            node
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile"
+        )
         pool = descriptor_pool.DescriptorPool()
-        for file in descriptor_pb2.FileDescriptorSet.FromString(target.read_bytes()).file:
-            pool.Add(file)
-        shutil.rmtree(target.parent)
+        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(ast.literal_eval(call.args[0])))
         _POOL.append(pool)
     return message_factory.GetMessageClass(_POOL[0].FindMessageTypeByName(f"inference.{name}"))
 
