@@ -61,10 +61,12 @@ def create_app(settings: Settings | None = None, *, owns_process: bool = False) 
         core.runner.recover()
         sweeper = Sweeper(core).start()
         warmer = Warmer(core).start() if settings.warm_new_versions else None
-        grpc_server = await _start_grpc(api, settings.grpc_port) if settings.grpc_port is not None else None
-        if settings.gc_freeze:
-            freeze_startup_objects()  # full collections skip what lives as long as the process
+        grpc_server: GrpcServer | None = None
         try:
+            if settings.grpc_port is not None:  # a port that cannot be bound fails the start, cleanly
+                grpc_server = await _start_grpc(api, settings.grpc_port)
+            if settings.gc_freeze:
+                freeze_startup_objects()  # full collections skip what lives as long as the process
             yield
         finally:
             if grpc_server is not None:

@@ -255,6 +255,23 @@ def test_keys_and_roles_from_the_metadata(client: Any, server: dict[str, Any]) -
     )
 
 
+def test_calls_are_counted_and_timed_as_requests(client: Any, server: dict[str, Any]) -> None:
+    """In ``/metrics``, as method ``GRPC`` and the call's path, with the REST status of its answer."""
+
+    def count(call: str, status: int) -> float:
+        text = server["http"].get("/metrics").text
+        series = f'labelserve_requests_total{{method="GRPC",route="/inference.GRPCInferenceService/{call}",status="{status}"}}'
+        found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+        return float(found[1]) if found else 0.0
+
+    before = {(c, s): count(c, s) for c, s in (("ModelInfer", 200), ("ModelInfer", 404), ("ModelInfer", 401))}
+    assert client.infer("clf", [_input(server["X"][:1])], headers=_auth(server)).as_numpy("labels").shape == (1, 3)
+    _refusal(lambda: client.infer("nope", [_input(server["X"][:1])], headers=_auth(server)))
+    _refusal(lambda: client.infer("clf", [_input(server["X"][:1])]))
+    assert {k: count(*k) - v for k, v in before.items()} == {k: 1.0 for k in before}
+    assert client.is_server_live() and count("ServerLive", 200) >= 1
+
+
 def test_the_health_service_follows_ready(tmp_path: Path) -> None:
     """SERVING while ``/ready`` is 200, NOT_SERVING while it is 503 (the model store gone), for
     ``Check`` and for a ``Watch`` stream, of the server and of the inference service."""

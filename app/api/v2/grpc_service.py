@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -37,12 +38,15 @@ from app.api.v2.proto import grpc_predict_v2_pb2 as pb
 from app.api.v2.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 from app.core import Core
 from app.errors import DomainError, InvalidInput
+from app.runtime.observability import record_request
 from app.services.keys import Role
 from app.services.maintenance import readiness
 from app.services.prediction import served as lookup
 from app.storage.db_errors import is_transient
 
 log = logging.getLogger("labelserve.api")
+#: the service's path: a call's is ``PATH/<call>``
+PATH = "/inference.GRPCInferenceService"
 T = TypeVar("T")
 Code = grpc.StatusCode
 #: the gRPC status of each domain error's HTTP status (the REST routes' answer to the same fault)
@@ -57,7 +61,7 @@ CODES: dict[int, Any] = {
     503: Code.UNAVAILABLE,
     507: Code.RESOURCE_EXHAUSTED,
 }
-#: the role each guarded call needs: its REST route's (the server's health and metadata are open, as there)
+#: the role each guarded call needs: its REST route's (the others, the server's health and metadata, are open, as there)
 ROLES: dict[str, Role] = {
     "ModelMetadata": ROUTE_ROLES[("GET", "/v2/models/{name}")],
     "ModelReady": ROUTE_ROLES[("GET", "/v2/models/{name}/ready")],
@@ -78,14 +82,15 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self._state = state  # the app's state: its one thread for large predictions
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
-        return pb.ServerLiveResponse(live=True)
+        return await self._answer(context, "ServerLive", _returning(pb.ServerLiveResponse(live=True)))
 
     async def ServerReady(self, request: Any, context: Any) -> Any:
-        checks = await self._answer(context, None, lambda: anyio.to_thread.run_sync(readiness, self._core))
+        checks = await self._answer(context, "ServerReady", lambda: anyio.to_thread.run_sync(readiness, self._core))
         return pb.ServerReadyResponse(ready=checks.ready)
 
     async def ServerMetadata(self, request: Any, context: Any) -> Any:
-        return pb.ServerMetadataResponse(name="labelserve", version=__version__, extensions=[BINARY_EXTENSION])
+        answer = pb.ServerMetadataResponse(name="labelserve", version=__version__, extensions=[BINARY_EXTENSION])
+        return await self._answer(context, "ServerMetadata", _returning(answer))
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
         async def ready() -> Any:
@@ -129,40 +134,55 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             raise refused
         return await anyio.to_thread.run_sync(work, ref)
 
-    async def _answer(self, context: Any, call: str | None, work: Callable[[], Awaitable[T]]) -> T:
-        """``work()``'s result once the caller is admitted to ``call`` (None: an open call), or the
-        call aborted with the status of what went wrong."""
-        keyed = call is not None and self._gate.keys is not None
-        refusal = self.refusal(context.invocation_metadata(), call) if keyed else None
-        if refusal is not None:
-            await _abort(context, *refusal)
+    async def _answer(self, context: Any, call: str, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()``'s result once the caller is admitted to ``call``, or the call aborted with the
+        status of what went wrong. Either way the call is counted, timed and logged as the HTTP
+        requests are (``record_request``: method ``GRPC``, the call's path, the REST status its
+        answer stands for)."""
+        started, status = time.perf_counter(), 500
         try:
-            return await work()
+            refusal = self.refusal(context, call)
+            if refusal is None:
+                result = await work()
+                status = 200
+                return result
+            status, code, details = refusal
         except DomainError as exc:
+            status = 400 if exc.status_code == 422 else exc.status_code
             code, details = CODES.get(exc.status_code, Code.UNKNOWN), exc.message
         except (SQLAlchemyError, OSError) as exc:
-            code, details = _storage_status(exc)
+            status, code, details = _storage_status(exc)
+        finally:
+            record_request(self._core.metrics, "GRPC", f"{PATH}/{call}", status, time.perf_counter() - started)
         await _abort(context, code, details)
 
-    def refusal(self, metadata: Any, call: str | None) -> tuple[Any, str] | None:
-        """Why the call's metadata does not admit it (UNAUTHENTICATED, PERMISSION_DENIED), or None."""
-        keys = self._gate.keys
-        if keys is None or call is None:
+    def refusal(self, context: Any, call: str) -> tuple[int, Any, str] | None:
+        """Why the call's metadata does not admit it (401 UNAUTHENTICATED, 403 PERMISSION_DENIED), or
+        None: a server without keys, an open call, or a key whose role may make it."""
+        keys, needed = self._gate.keys, ROLES.get(call)
+        if keys is None or needed is None:
             return None
-        given = given_key(_headers(metadata))
+        given = given_key(_headers(context.invocation_metadata()))
         if given is None:
-            return Code.UNAUTHENTICATED, MISSING
+            return 401, Code.UNAUTHENTICATED, MISSING
         key = keys.identify(given)
         if key is None:
-            return Code.UNAUTHENTICATED, INVALID
-        needed = ROLES[call]
+            return 401, Code.UNAUTHENTICATED, INVALID
         if key.role.allows(needed):
             return None
         return (
+            403,
             Code.PERMISSION_DENIED,
             f"this key (name '{key.name}', role '{key.role.value}') may not call {call}: "
             f"it needs the '{needed.value}' role",
         )
+
+
+def _returning(answer: T) -> Callable[[], Awaitable[T]]:
+    async def work() -> T:
+        return answer
+
+    return work
 
 
 async def _abort(context: Any, code: Any, details: str) -> NoReturn:
@@ -177,14 +197,14 @@ def _headers(metadata: Any) -> list[tuple[bytes, bytes]]:
     ]
 
 
-def _storage_status(exc: BaseException) -> tuple[Any, str]:
+def _storage_status(exc: BaseException) -> tuple[int, Any, str]:
     """A database or file system failure: UNAVAILABLE when it is transient (the same call succeeds
     soon, as the REST routes' 503), else INTERNAL without its internals."""
     if is_transient(exc):
         log.warning("transient database error", exc_info=(type(exc), exc, exc.__traceback__))
-        return Code.UNAVAILABLE, "the database is briefly unavailable (connection lost or busy): retry shortly"
+        return 503, Code.UNAVAILABLE, "the database is briefly unavailable (connection lost or busy): retry shortly"
     log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
-    return Code.INTERNAL, "internal error; the server log has the details"
+    return 500, Code.INTERNAL, "internal error; the server log has the details"
 
 
 def _parameters(entries: Any) -> dict[str, Any] | None:
