@@ -7,7 +7,8 @@ app's middlewares, answers what it can: a request the gate admits (``RequestGate
 declared length within the upload limit, an allowed ``Host``, the right key or, without one, no
 other site's page), decoded with orjson and validated as
 the route does, whose reference this process has resolved (``prediction.predict_cached``) or has
-seen refused since the registry last changed. The service's refusals of such a request are
+seen refused since the registry last changed; a large body (in a thread of its own) has its
+reference resolved here as the route would. The service's refusals of such a request are
 answered here too, shaped by ``app.api.errors.domain_error_response`` as the route would, so a
 flood of them never queues for the shared thread pool. Everything else, every other error
 included, goes to the full stack with the body replayed, so the gate, the upload limit and the
@@ -44,7 +45,7 @@ from app.core import Core
 from app.errors import DomainError
 from app.runtime.observability import record_request
 from app.schemas import PredictRequest
-from app.services.prediction import cached, predict_cached, work_cells
+from app.services.prediction import cached, predict_cached, served, work_cells
 
 PATH = "/predict"
 _JSON = b"application/json"
@@ -143,14 +144,21 @@ def _takes(path: str, headers: list[tuple[bytes, bytes]], gate: RequestGate, jso
 
 def _answer(core: Core, body: bytes) -> bytes | Response | None:
     """A large body's answer, in the large predictions' thread (see ``_respond``), or None for
-    the route to answer (a database is needed, or the body does not decode)."""
+    the route to answer (a stored dataset is named, or the body does not decode). Its reference
+    is resolved here when this process has not yet (``prediction.served``, the route's own first
+    step, in a reading session of its own): the first batch for a new version is then decoded
+    once, not here and again by the route."""
     try:
         request = PredictRequest.model_validate(orjson.loads(body))
-        found = cached(core, request)
-    except Exception as exc:  # any error: the route answers it, in its proper form
+        if request.dataset_id is not None:
+            return None
+        found = served(core, request.model)
+    except DomainError as exc:  # an unknown reference: the route's answer
+        return domain_error_response(exc)
+    except Exception as exc:  # any other error: the route answers it, in its proper form
         _fell_back(core, PATH, exc)
         return None
-    return _refused(core, request) if found is None else _respond(core, request, found)
+    return _respond(core, request, found)
 
 
 def _refused(core: Core, request: PredictRequest) -> Response | None:

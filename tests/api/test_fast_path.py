@@ -174,6 +174,20 @@ def test_cached_references_are_answered_without_the_route(client, models, monkey
     assert _served_count(client) == before + 2
 
 
+def test_a_large_body_of_a_reference_not_yet_resolved_is_answered_without_the_route(client, models, monkeypatch):
+    """The first batch for a version this process has not resolved yet: resolved and answered in
+    the large body's thread, as the route would, so the body is decoded once."""
+    X, _ = models["ml"]
+    batch = {"model": "clf@1", "instances": np.vstack([X] * 30).tolist()}  # larger than INLINE_BYTES
+    _, slow = _both(client, monkeypatch, batch)  # the route's answer (it resolves clf@1 too)
+    client.put("/models/clf/aliases/x", json={"version": 1})  # the registry changed: nothing resolved
+    monkeypatch.setattr(predict_route, "_predict", _route_is_off)
+    fresh = client.post("/predict", json=batch)
+    assert (fresh.status_code, fresh.json()) == slow
+    unknown = client.post("/predict", json=batch | {"model": "clf@9"})
+    assert unknown.status_code == 404 and "clf@9" in unknown.text
+
+
 def test_the_upload_limit_holds_in_front_of_the_fast_path(client, models, monkeypatch):
     """The fast path sits in front of the upload limit: it takes only a declared length within
     the limit, so a larger body is still refused (413) and one of undeclared length (chunked)
