@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.model_selection import KFold
@@ -10,7 +12,7 @@ from app.methods.catalog import get_method
 from app.methods.thresholds import INNER_FOLDS, choose_rule, label_sets, micro_f1, micro_f1_threshold
 
 THRESHOLDED = ["br", "ecc", "rf", "gbm"]
-SMALL = {"br": {}, "ecc": {"n_chains": 2}, "rf": {"n_estimators": 25}, "gbm": {"n_estimators": 20}}
+SMALL = {"br": {}, "ecc": {"n_chains": 2}, "rf": {"n_estimators": 25}, "gbm": {"n_estimators": 20, "threshold": "cv"}}
 
 
 def rare_labels(n: int = 300, d: int = 10, q: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -52,6 +54,52 @@ def test_cv_threshold_is_chosen_on_inner_out_of_fold_scores(method: str) -> None
     assert (plain.threshold_, plain.fill_empty_) == (0.5, False)
     np.testing.assert_array_equal(plain.predict(X), plain.decision_function(X) > 0.5)
     np.testing.assert_array_equal(model.predict(X, threshold=0.5), model.decision_function(X) > 0.5)  # named: plain
+
+
+def _counting_trains(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch ``lightgbm.train`` to record the rounds of every booster fitted."""
+    import lightgbm
+
+    rounds: list[int] = []
+    train = lightgbm.train
+
+    def counted(params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        rounds.append(int(params["num_iterations"]))
+        return train(params, *args, **kwargs)
+
+    monkeypatch.setattr(lightgbm, "train", counted)
+    return rounds
+
+
+def test_gbm_oof_threshold_fits_one_whole_model_per_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gbm's default rule: one booster of all the rounds per label and three short inner ones, and
+    the threshold chosen on those short boosters' out-of-fold scores."""
+    import lightgbm
+
+    from app.methods.gbm import GradientBoosting, short_params
+
+    X, Y = rare_labels()
+    rounds = _counting_trains(monkeypatch)
+    model = GradientBoosting(n_estimators=40, random_state=3).fit(X, Y)
+    q = Y.shape[1]
+    assert sorted(rounds) == [5] * (INNER_FOLDS * q) + [40] * q  # an eighth of the rounds inside
+    inner = short_params(model.library_params(3))
+    assert (inner["num_iterations"], inner["learning_rate"]) == (5, 0.4)
+    # out-of-fold scores of short boosters, as LGBMClassifier fits them on each inner fold's rows
+    S = np.zeros(Y.shape)
+    short = {"n_estimators": 5, "learning_rate": 0.4, "num_leaves": 7, "min_child_samples": 5}
+    for tr, te in KFold(INNER_FOLDS, shuffle=True, random_state=3).split(X):
+        for j in range(q):
+            ref = lightgbm.LGBMClassifier(**short, colsample_bytree=0.5, random_state=3, n_jobs=1, verbose=-1)
+            S[te, j] = ref.fit(X[tr], Y[tr, j]).predict_proba(X[te])[:, 1]
+    assert (model.threshold_, model.fill_empty_) == choose_rule(Y, S)
+    assert model.threshold_ < 0.5  # rare labels
+    rounds.clear()
+    GradientBoosting(n_estimators=40, random_state=3, threshold="cv").fit(X, Y)
+    assert sorted(rounds) == [40] * ((1 + INNER_FOLDS) * q)  # the former rule: three whole inner models
+    rounds.clear()
+    GradientBoosting(n_estimators=40, random_state=3, threshold=0.5).fit(X, Y)
+    assert rounds == [40] * q
 
 
 def test_often_empty_truth_keeps_empty_sets() -> None:
