@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from app import scoring
-from app.evaluation import blending
-from app.evaluation.cross_validation import Entry, cross_validate, finite, fit_params, folds, rank, seeded
+from app.evaluation import racing
+from app.evaluation.blending import blend_entry
+from app.evaluation.cross_validation import Entry, cross_validate, finite, folds, rank, seeded
 from app.evaluation.pool import (
     RANKING_METRICS,
     candidate_pool,
@@ -28,9 +29,8 @@ from app.evaluation.pool import (
 )
 from app.evaluation.pricing import Plan, plan, resampling
 from app.methods.base import ProgressFn, no_progress
-from app.methods.blend import BLENDS, blendable
+from app.methods.blend import BLENDS
 from app.methods.catalog import get_method
-from app.methods.thresholds import label_sets
 
 
 @dataclass
@@ -47,6 +47,8 @@ class Selection:
     pilot_seconds: float = 0.0
     #: a leading blend against the best single method (``simplest_within_noise``), if one led
     blend_margin: dict[str, Any] | None = None
+    #: the repeats the plan allowed (``repeats`` is how many ran: the race stops them early)
+    planned_repeats: int | None = None
 
     @property
     def best(self) -> Entry:
@@ -58,6 +60,7 @@ class Selection:
             "metric": self.metric,
             "cv": self.cv,
             "repeats": self.repeats,
+            "planned_repeats": self.planned_repeats or self.repeats,
             "leaderboard": [
                 {
                     "method": e.method,
@@ -67,6 +70,7 @@ class Selection:
                     "predicted_seconds": _rounded(e.predicted_seconds),
                     "measured_seconds": _rounded(sum(e.fold_seconds)) if e.fold_seconds else None,
                     **({"same_ranking_as": e.same_ranking_as} if e.same_ranking_as else {}),
+                    **({"stopped": e.stopped} if e.stopped else {}),
                     **({"error": e.error} if e.error else {}),
                 }
                 for e in self.leaderboard
@@ -162,6 +166,7 @@ def select(
     exclude: Collection[str] = (),
     sizes: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
+    race: bool = True,
 ) -> Selection:
     """Rank the candidates by cross-validated ``metric`` (default: the kind's).
 
@@ -173,6 +178,9 @@ def select(
     the ``cv`` named), so the extra folds of a small dataset never cost a candidate; ``cv`` and
     ``repeats`` then default to ``resampling`` (10 folds, repeated, on small datasets; 5
     otherwise). ``n_jobs`` is given to the candidates that declare it (the job's cores).
+    With ``race`` (the default) the candidates race over the folds (``app.evaluation.racing``):
+    one out of the running stops early, and the default repeats stop once another could not
+    move the choice; ``race=False`` runs every candidate on every planned fold.
     """
     metric = metric or default_metric(kind)
     progress = progress or no_progress
@@ -195,22 +203,42 @@ def select(
         random_state=random_state,
         progress=progress,
     )
+    named_repeats = repeats is not None
     cv, repeats = _resampled(chosen, n, cv, repeats, budget)
     splits = folds(Y, kind, cv, random_state, repeats)
-    results = cross_validate(
-        X,
-        Y,
-        kind,
-        chosen.entries,
-        cv=cv,
-        repeats=repeats,
-        random_state=random_state,
-        progress=progress,
-        splits=splits,
-        scores_only=metric in RANKING_METRICS,
-    )
-    for entry in results:
-        entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv, repeats)
+    scores_only = metric in RANKING_METRICS
+    if race:
+        results, run = racing.race(
+            X,
+            Y,
+            kind,
+            chosen.entries,
+            splits,
+            cv,
+            metric,
+            random_state=random_state,
+            progress=progress,
+            scores_only=scores_only,
+            repeat_while_useful=not named_repeats,
+        )
+    else:
+        results = cross_validate(
+            X,
+            Y,
+            kind,
+            chosen.entries,
+            cv=cv,
+            repeats=repeats,
+            random_state=random_state,
+            progress=progress,
+            splits=splits,
+            scores_only=scores_only,
+        )
+        run = len(splits)
+    planned, repeats, splits = repeats, max(1, run // cv), splits[:run]
+    for entry in results:  # the pilot's prediction for the folds the entry ran (the race may stop it)
+        ran = max(1, len(entry.fold_seconds)) if entry.stopped else len(splits)
+        entry.predicted_seconds = chosen.costs[entry.method].seconds(n, cv) * ran / cv
     ranked, margin = _leaderboard(results, chosen, Y, kind, metric, splits, cv)
     return Selection(
         metric=metric,
@@ -220,6 +248,7 @@ def select(
         left_out=chosen.left_out,
         pilot_seconds=chosen.pilot_seconds,
         blend_margin=margin,
+        planned_repeats=planned,
     )
 
 
@@ -309,86 +338,3 @@ def _twin_entry(
     row = Entry(method=entry[0], params=dict(entry[1]), same_ranking_as=source.method, error=source.error)
     row.fold_metrics = [{m: v for m, v in fold.items() if m in RANKING_METRICS} for fold in source.fold_metrics]
     return row
-
-
-def blend_entry(
-    results: Sequence[Entry],
-    Y: np.ndarray,
-    kind: str,
-    metric: str,
-    splits: Sequence[tuple[np.ndarray, np.ndarray]],
-    cv: int,
-) -> Entry | None:
-    """The ensemble-selection blend of the cross-validated ``results`` as one more leaderboard
-    entry (method ``blend`` or ``blend-ldl``, members and weights in its params, cross-fitted fold
-    metrics on ``splits``: ``app.evaluation.blending``), or None when there is nothing to blend: fewer than
-    two blendable entries that ran on every fold, a label-set metric, or a greedy choice of one
-    member alone. A label distribution learner that never beat the training mean on a fold
-    (``beats_the_mean``) is not a member."""
-    task = task_of(kind)
-    if not blending.blends_for(metric, task):
-        return None
-    pool = _blend_pool(results, Y, task, metric, splits)
-    if len(pool) < 2:
-        return None
-    oof = [e.oof_all for e in pool if e.oof_all is not None]
-    final = blending.choose(oof, Y, metric, task)
-    if np.count_nonzero(final.counts) < 2:
-        return None
-    order = sorted(np.flatnonzero(final.counts), key=lambda i: -final.counts[i])  # stable: better entry first
-    members = [
-        {"method": pool[i].method, "params": _member_params(pool[i]), "weight": float(final.counts[i])} for i in order
-    ]
-    params: dict[str, Any] = {"members": members}
-    if task == "multilabel":
-        params["threshold"] = final.threshold
-        params["fill_empty"] = final.fill_empty
-    entry = Entry(method="blend" if task == "multilabel" else "blend-ldl", params=params)
-    entry.fold_metrics = blending.fold_scores(oof, Y, splits, cv, metric, task)
-    entry.fit_seconds = [sum(pool[i].fit_seconds[s] for i in order) for s in range(len(splits))]
-    entry.oof_all = np.stack([blending.blend([pred[r] for pred in oof], final.counts) for r in range(oof[0].shape[0])])
-    entry.oof_scores = entry.oof_all[-1]
-    if task == "multilabel":
-        entry.oof_labels = label_sets(entry.oof_scores, params["threshold"], final.fill_empty).astype(np.int8)
-    return entry
-
-
-def _blend_pool(
-    results: Sequence[Entry], Y: np.ndarray, task: str, metric: str, splits: Sequence[tuple[np.ndarray, np.ndarray]]
-) -> list[Entry]:
-    """The entries a blend may take, best first: blendable, run on every fold, and for label
-    distributions better than the training mean on some fold."""
-    pool = [
-        e
-        for e in rank(results, metric)
-        if e.error is None
-        and e.oof_all is not None
-        and len(e.fold_metrics) == len(splits)
-        and blendable(e.method, e.params, task)  # type: ignore[arg-type]
-    ]
-    if task == "distribution":
-        pool = [e for e in pool if beats_the_mean(e, Y, splits, metric)]
-    return pool
-
-
-def beats_the_mean(entry: Entry, D: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]], metric: str) -> bool:
-    """Whether a label distribution learner's ``metric`` beat predicting the fold's training mean
-    on at least one fold. One that never did (``ldlkm`` at the paper's defaults on the yeast sets,
-    issue 27) adds nothing a blend could not get from the others, yet took weight in greedy
-    selection on noise; it is left out of the blend (it stays on the leaderboard)."""
-    lower = metric in scoring.LOWER_IS_BETTER
-    for (tr, te), fold in zip(splits, entry.fold_metrics):
-        mean = np.tile(D[tr].mean(axis=0), (len(te), 1))
-        baseline = scoring.ldl_metrics(D[te], mean)[metric]
-        value = fold[metric]
-        if math.isfinite(value) and (value < baseline if lower else value > baseline):
-            return True
-    return False
-
-
-def _member_params(entry: Entry) -> dict[str, Any]:
-    """A blend member's parameters: the entry's, with ``threshold=0.5`` where the method would
-    learn one (a blend uses its members' scores only, so their inner threshold fits are wasted)."""
-    spec = get_method(entry.method)
-    assert spec is not None
-    return fit_params(spec, entry.params, scores_only=True)

@@ -81,6 +81,8 @@ class Entry:
     oof_labels: np.ndarray | None = None
     #: out-of-fold scores or distributions of every repeat, (repeats, n, q) (what blends are chosen on)
     oof_all: np.ndarray | None = None
+    #: the race stopped it (``app.evaluation.racing.Stop.record``): after how many folds, and why
+    stopped: dict[str, Any] | None = None
     #: selectors: downstream average precision per fraction of features, one list per fold
     curve: dict[float, list[float]] = field(default_factory=dict)
     error: str | None = None
@@ -170,18 +172,50 @@ def cross_validate(
     progress = progress or no_progress
     if splits is None:
         splits = folds(Y, kind, cv, random_state, repeats)
-    results: list[Entry] = []
-    total = len(entries) * len(splits)
+    results = start_entries(entries, Y, random_state, max(1, len(splits) // cv))
+    run_folds(results, X, Y, splits, cv, range(len(splits)), progress, scores_only)
+    progress("cross-validation done", 1.0)
+    return results
+
+
+def start_entries(
+    entries: Sequence[tuple[str, dict[str, Any]]], Y: np.ndarray, random_state: int | None, repeats: int
+) -> list[Entry]:
+    """Empty, seeded entries with room for the out-of-fold predictions of ``repeats`` repeats."""
+    out = []
+    for method, params in entries:
+        spec = get_method(method)
+        if spec is None:
+            raise ValueError(f"unknown method '{method}'")
+        out.append(empty_entry(spec, method, seeded(spec, params, random_state), Y, repeats))
+    return out
+
+
+def run_folds(
+    results: Sequence[Entry],
+    X: np.ndarray,
+    Y: np.ndarray,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    cv: int,
+    fold_range: range,
+    progress: ProgressFn,
+    scores_only: bool,
+) -> None:
+    """Fit and score every entry without an error on the folds ``fold_range`` of ``splits`` (the
+    next ones it has not run), entry after entry; ``progress`` goes from 0 to 1 over them."""
+    total = max(1, len(results) * len(fold_range))
+    entries = [(e.method, e.params) for e in results]
     sharing = sharing_graphs() if graph_users(entries) > 1 else nullcontext()
     with threadpool_limits(limits=1, user_api="blas"), sharing:
-        for e, (method, params) in enumerate(entries):
-            spec = get_method(method)
-            if spec is None:
-                raise ValueError(f"unknown method '{method}'")
-            entry = empty_entry(spec, method, seeded(spec, params, random_state), Y, max(1, len(splits) // cv))
-            for f, (tr, te) in enumerate(splits):
-                step = e * len(splits) + f
-                label = f"{method} ({e + 1}/{len(entries)}) fold {f + 1}/{len(splits)}"
+        for e, entry in enumerate(results):
+            spec = get_method(entry.method)
+            assert spec is not None
+            for f in fold_range:
+                if entry.error is not None:
+                    break
+                tr, te = splits[f]
+                step = e * len(fold_range) + f - fold_range.start
+                label = f"{entry.method} ({e + 1}/{len(results)}) fold {f + 1}/{len(splits)}"
 
                 def inner(stage: str, fraction: float, label: str = label, step: int = step) -> None:
                     progress(f"{label}: {stage}", (step + min(max(fraction, 0.0), 1.0)) / total)
@@ -195,13 +229,10 @@ def cross_validate(
                     entry.error = f"fold {f + 1}: {exc}"
                     break
                 except Exception:  # anything else is internal: logged, not shown
-                    log.exception("candidate %s failed on fold %d", method, f + 1)
+                    log.exception("candidate %s failed on fold %d", entry.method, f + 1)
                     entry.error = f"fold {f + 1}: the fit failed (details in the service log)"
                     break
                 entry.fold_metrics.append(entry_fold)
-            results.append(entry)
-    progress("cross-validation done", 1.0)
-    return results
 
 
 def empty_entry(spec: MethodSpec, method: str, params: dict[str, Any], Y: np.ndarray, repeats: int) -> Entry:
@@ -276,6 +307,5 @@ def _score_fold(
     Yhat = estimator.predict(X[te])
     assert entry.oof_all is not None and entry.oof_labels is not None
     entry.oof_all[repeat, te] = S
-    if repeat == entry.oof_all.shape[0] - 1:
-        entry.oof_labels[te] = Yhat
+    entry.oof_labels[te] = Yhat  # the last repeat run's
     return scoring.multilabel_metrics(Y[te], Yhat, S)

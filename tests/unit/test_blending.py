@@ -254,7 +254,7 @@ def test_ldl_learners_never_better_than_the_training_mean_are_not_blend_members(
     once = cross_validation.Entry(
         "aa-knn", {}, fold_metrics=[{"chebyshev": c + (-0.01 if i == 1 else 0.01)} for i, c in enumerate(mean_cheb)]
     )
-    assert not choice.beats_the_mean(worse, D, splits, "chebyshev")
-    assert choice.beats_the_mean(once, D, splits, "chebyshev")
+    assert not blending.beats_the_mean(worse, D, splits, "chebyshev")
+    assert blending.beats_the_mean(once, D, splits, "chebyshev")
     higher = cross_validation.Entry("sa-maxent", {}, fold_metrics=[{"cosine": 1.0}] * 3)  # a higher-is-better metric
-    assert choice.beats_the_mean(higher, D, splits, "cosine")
+    assert blending.beats_the_mean(higher, D, splits, "cosine")

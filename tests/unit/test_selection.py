@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.evaluation import choice, cross_validation, pool, pricing
+from app.evaluation import choice, cross_validation, pool, pricing, racing
 from app.methods.base import JobCancelled
 from tests.helpers import make_distribution, make_multilabel
 
@@ -195,11 +195,13 @@ def test_resampling_is_thorough_on_small_sets_within_the_budget() -> None:
 @pytest.mark.slow  # a whole selection or job life: over 5 s
 def test_select_defaults_to_the_resampling_and_records_it() -> None:
     X, Y = make_multilabel(n=60, d=5, q=3)
-    result = choice.select(X, Y, "multilabel", candidates=["br", "rf"])
+    result = choice.select(X, Y, "multilabel", candidates=["br", "rf"], race=False)
     assert (result.cv, result.repeats) == (10, 3)
     assert all(len(e.fold_metrics) == 30 for e in result.leaderboard)
     record = result.record()
-    assert (record["cv"], record["repeats"]) == (10, 3)
+    assert (record["cv"], record["repeats"], record["planned_repeats"]) == (10, 3, 3)
+    raced = choice.select(X, Y, "multilabel", candidates=["br", "rf"]).record()  # the race may stop repeats
+    assert (raced["cv"], raced["planned_repeats"]) == (10, 3) and 1 <= raced["repeats"] <= 3
     named = choice.select(X, Y, "multilabel", candidates=["br"], cv=4)
     assert (named.cv, named.repeats) == (4, 1)
 
@@ -267,3 +269,42 @@ def test_lower_is_better_metrics_count_the_gain_the_other_way() -> None:
 def test_no_blend_in_the_lead_changes_nothing() -> None:
     ranked = cross_validation.rank([_entry("br", [0.8, 0.8]), _entry("blend", [0.7, 0.7])], "average_precision")
     assert choice.simplest_within_noise(ranked, "average_precision") == (ranked, None)
+
+
+def _one_clear_leader(n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Labels linear in 3 of 40 features: br reads them, ML-kNN's neighbours drown in the noise."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 40))
+    W = np.zeros((40, 4))
+    W[:3] = 3 * rng.normal(size=(3, 4))
+    return X, (X @ W + rng.normal(size=(n, 4)) > 0.5).astype(int)
+
+
+def test_a_clearly_worse_candidate_is_stopped_early_and_recorded() -> None:
+    X, Y = _one_clear_leader()
+    result = choice.select(X, Y, "multilabel", candidates=["br", "mlknn"], random_state=0)
+    br, knn = (next(e for e in result.leaderboard if e.method == m) for m in ("br", "mlknn"))
+    assert result.cv == 10 and br.stopped is None and len(br.fold_metrics) == 10 * result.repeats
+    assert knn.stopped is not None and knn.stopped["behind"] == "br"
+    assert knn.stopped["after_folds"] == len(knn.fold_metrics) == 5  # half of the first repeat
+    assert knn.stopped["gap"] > max(racing.STOP_SE * knn.stopped["standard_error"], racing.MIN_GAP)
+    assert not any(e.method == "blend" for e in result.leaderboard)  # a stopped candidate is no member
+    row = next(r for r in result.record()["leaderboard"] if r["method"] == "mlknn")
+    assert row["stopped"] == knn.stopped and row["measured_seconds"] is not None
+    # the leader's lead is beyond the partition noise: no more repeats than the first
+    assert (result.repeats, result.planned_repeats) == (1, 3)
+    assert result.best.method == "br"
+
+
+def test_racing_rungs_and_paired_gaps() -> None:
+    assert racing.rungs(10, 3) == [5, 10, 20, 30]
+    assert racing.rungs(5, 1) == [3, 5]
+    assert racing.rungs(3, 1) == [2, 3]
+    assert racing.rungs(2, 2) == [2, 4]
+    lead, behind = cross_validation.Entry("a", {}), cross_validation.Entry("b", {})
+    lead.fold_metrics = [{"average_precision": v} for v in (0.9, 0.8, 0.85)]
+    behind.fold_metrics = [{"average_precision": v} for v in (0.7, 0.7)]
+    gap, se = racing.paired_gap(behind, lead, "average_precision")  # on the two folds both ran
+    assert gap == pytest.approx(0.15) and se == pytest.approx(0.05)  # sd 0.0707 over 2 folds
+    gap, _ = racing.paired_gap(lead, behind, "average_precision")
+    assert gap == pytest.approx(-0.15)
