@@ -162,7 +162,9 @@ class GradientBoosting(LearnedThresholdMixin, ProbabilityClassifierMixin, Method
         text model, about 2L - 1 nodes of some 80 characters each plus a 600-byte header. The fit
         holds the input, the targets and, per thread, LightGBM's binned copy of the features
         (one byte per stored value; 255 bins at most per feature) and its histogram cache: a
-        (bins, 2) float64 histogram of every feature per leaf."""
+        (bins, 2) float64 histogram of every feature per leaf; with ``threshold="oof"`` each
+        thread also keeps the three inner folds' rows (two thirds of the input each) and their
+        binned copies."""
         rounds = int(params.get("n_estimators", 200))
         leaves = int(params.get("num_leaves", 7))
         tree = (2 * leaves - 1) * 80 + 600
@@ -170,6 +172,8 @@ class GradientBoosting(LearnedThresholdMixin, ProbabilityClassifierMixin, Method
         stored = shape.n * shape.d if shape.nnz is None else shape.nnz
         bins = min(255, max(2, shape.n))
         per_fit = stored + 4 * shape.n * 8 + leaves * shape.d * bins * 16
+        if params.get("threshold", "oof") == "oof":
+            per_fit += 2 * (shape.feature_bytes(True) + stored)
         jobs = min(max(1, shape.q), effective_jobs(params.get("n_jobs") or 1))
         peak = shape.feature_bytes(True) + shape.label_bytes + model + jobs * per_fit
         return MemoryEstimate(peak, model)

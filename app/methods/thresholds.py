@@ -4,7 +4,8 @@ At a fixed 0.5 the per-label baselines leave most rows of sparse sets with rare 
 rare label's probability seldom clears 0.5; figures in docs/methods/br.md). The rule here is the
 classifier blend's: the value of ``THRESHOLDS`` maximising micro-F1 of ``scores > t`` (ties: the one
 nearest 0.5), chosen on scores of rows the model did not see. With ``threshold="cv"`` (the
-default of ``br``, ``ecc``, ``rf`` and ``gbm``) the estimator, after its own fit, fits
+default of ``br``, ``ecc`` and ``rf``; ``gbm`` learns it from short inner boosters by default,
+``threshold="oof"`` in ``app.methods.gbm``) the estimator, after its own fit, fits
 ``INNER_FOLDS`` copies of itself at 0.5 on inner folds of its training rows and chooses on their
 out-of-fold scores; there it also keeps the never-empty fallback (``fill_empty_``: a row left
 empty gets its top-scored label) where that raises micro-F1, so a set whose truth is often empty
