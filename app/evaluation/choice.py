@@ -206,35 +206,9 @@ def select(
     named_repeats = repeats is not None
     cv, repeats = _resampled(chosen, n, cv, repeats, budget)
     splits = folds(Y, kind, cv, random_state, repeats)
-    scores_only = metric in RANKING_METRICS
-    if race:
-        results, run = racing.race(
-            X,
-            Y,
-            kind,
-            chosen.entries,
-            splits,
-            cv,
-            metric,
-            random_state=random_state,
-            progress=progress,
-            scores_only=scores_only,
-            repeat_while_useful=not named_repeats,
-        )
-    else:
-        results = cross_validate(
-            X,
-            Y,
-            kind,
-            chosen.entries,
-            cv=cv,
-            repeats=repeats,
-            random_state=random_state,
-            progress=progress,
-            splits=splits,
-            scores_only=scores_only,
-        )
-        run = len(splits)
+    results, run = _cross_validated(
+        X, Y, kind, chosen.entries, splits, cv, metric, random_state, progress, race, not named_repeats
+    )
     planned, repeats, splits = repeats, max(1, run // cv), splits[:run]
     for entry in results:  # the pilot's prediction for the folds the entry ran (the race may stop it)
         ran = max(1, len(entry.fold_seconds)) if entry.stopped else len(splits)
@@ -250,6 +224,49 @@ def select(
         blend_margin=margin,
         planned_repeats=planned,
     )
+
+
+def _cross_validated(
+    X: np.ndarray,
+    Y: np.ndarray,
+    kind: str,
+    entries: list[tuple[str, dict[str, Any]]],
+    splits: list[tuple[np.ndarray, np.ndarray]],
+    cv: int,
+    metric: str,
+    random_state: int | None,
+    progress: ProgressFn,
+    race: bool,
+    repeat_while_useful: bool,
+) -> tuple[list[Entry], int]:
+    """The entries cross-validated on ``splits``, raced or on every split, and how many splits ran."""
+    scores_only = metric in RANKING_METRICS
+    if race:
+        return racing.race(
+            X,
+            Y,
+            kind,
+            entries,
+            splits,
+            cv,
+            metric,
+            random_state=random_state,
+            progress=progress,
+            scores_only=scores_only,
+            repeat_while_useful=repeat_while_useful,
+        )
+    results = cross_validate(
+        X,
+        Y,
+        kind,
+        entries,
+        cv=cv,
+        random_state=random_state,
+        progress=progress,
+        splits=splits,
+        scores_only=scores_only,
+    )
+    return results, len(splits)
 
 
 def _resampled(chosen: Plan, n: int, cv: int | None, repeats: int | None, budget: float | None) -> tuple[int, int]:
