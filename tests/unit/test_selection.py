@@ -308,3 +308,24 @@ def test_racing_rungs_and_paired_gaps() -> None:
     assert gap == pytest.approx(0.15) and se == pytest.approx(0.05)  # sd 0.0707 over 2 folds
     gap, _ = racing.paired_gap(lead, behind, "average_precision")
     assert gap == pytest.approx(-0.15)
+
+
+def test_a_repeat_runs_only_while_it_could_move_the_choice() -> None:
+    Y = np.zeros((20, 2))
+
+    def entry(method: str, values: list[float]) -> cross_validation.Entry:
+        return cross_validation.Entry(method, {}, fold_metrics=[{"average_precision": v} for v in values])
+
+    noisy = [0.80, 0.70, 0.82, 0.71, 0.79, 0.72, 0.81, 0.70, 0.80, 0.69]
+    close = [v + d for v, d in zip(noisy, [-0.05, 0.06, -0.04, 0.05, -0.05, 0.05, -0.06, 0.04, -0.05, 0.04])]
+    a, b = entry("br", noisy), entry("rf", close)  # a leads b by 0.001, well within the noise
+    run = [(np.arange(20), np.arange(20))] * 10
+    assert racing.worth_repeating([a, b], Y, "multilabel", "average_precision", run, 10)  # first repeat: unsettled
+    a2 = entry("br", noisy + [v + 0.01 for v in noisy])  # the second repeat picks br again
+    b2 = entry("rf", close + close)
+    assert not racing.worth_repeating([a2, b2], Y, "multilabel", "average_precision", run * 2, 10)
+    b3 = entry("rf", close + [v + 0.0105 for v in noisy])  # the second repeat alone picks rf: repeat
+    assert a2.mean("average_precision") > b3.mean("average_precision")
+    assert racing.worth_repeating([a2, b3], Y, "multilabel", "average_precision", run * 2, 10)
+    far = entry("rf", [v - 0.05 for v in noisy])  # a lead beyond the folds' noise stands at once
+    assert not racing.worth_repeating([a, far], Y, "multilabel", "average_precision", run, 10)
