@@ -72,8 +72,9 @@ SELECTION_SETS = datasets.MULAN_SETS + datasets.YAHOO_SETS
 #: the selection ``auto`` runs: 2 = with ensemble selection (a blend when it beats every candidate),
 #: 3 = a blend kept only when it leads the best single method by more than the standard error of the
 #: folds, 4 = that rule for label distributions only, 5 = a classifier blend's label sets with the
-#: never-empty fallback where it raised micro-F1 on the out-of-fold scores
-AUTO_VERSION = 5
+#: never-empty fallback where it raised micro-F1 on the out-of-fold scores, 6 = the candidates
+#: raced over the folds and the repeats run while they could move the choice (issue 40)
+AUTO_VERSION = 6
 
 
 def _split(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
