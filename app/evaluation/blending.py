@@ -169,13 +169,14 @@ def blend_entry(
     metric: str,
     splits: Sequence[tuple[np.ndarray, np.ndarray]],
     cv: int,
+    bags: int = BAGS,
 ) -> Entry | None:
     """The ensemble-selection blend of the cross-validated ``results`` as one more leaderboard
     entry (method ``blend`` or ``blend-ldl``, members and weights in its params, cross-fitted fold
     metrics on ``splits``: ``app.evaluation.blending``), or None when there is nothing to blend: fewer than
     two blendable entries that ran on every fold, a label-set metric, or a greedy choice of one
     member alone. A label distribution learner that never beat the training mean on a fold
-    (``beats_the_mean``) is not a member."""
+    (``beats_the_mean``) is not a member. ``bags``: as ``choose`` (0: plain ensemble selection)."""
     task = task_of(kind)
     if not blends_for(metric, task):
         return None
@@ -183,7 +184,7 @@ def blend_entry(
     if len(pool) < 2:
         return None
     oof = [e.oof_all for e in pool if e.oof_all is not None]
-    final = choose(oof, Y, metric, task)
+    final = choose(oof, Y, metric, task, bags=bags)
     if np.count_nonzero(final.counts) < 2:
         return None
     order = sorted(np.flatnonzero(final.counts), key=lambda i: -final.counts[i])  # stable: better entry first
@@ -195,7 +196,7 @@ def blend_entry(
         params["threshold"] = final.threshold
         params["fill_empty"] = final.fill_empty
     entry = Entry(method="blend" if task == "multilabel" else "blend-ldl", params=params)
-    entry.fold_metrics = fold_scores(oof, Y, splits, cv, metric, task)
+    entry.fold_metrics = fold_scores(oof, Y, splits, cv, metric, task, bags=bags)
     entry.fit_seconds = [sum(pool[i].fit_seconds[s] for i in order) for s in range(len(splits))]
     entry.oof_all = np.stack([blend([pred[r] for pred in oof], final.counts) for r in range(oof[0].shape[0])])
     entry.oof_scores = entry.oof_all[-1]
