@@ -11,9 +11,10 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
@@ -425,3 +426,25 @@ def register_artifact(core: Core, name: str, artifact: object) -> tuple[int, obj
         )
         session.commit()
         return row.id, row.created_at
+
+
+class ThreadUse:
+    """Wraps ``func`` to record how many calls ran at once (``most``) and, for each call, how many
+    threads of AnyIO's shared pool were taken meanwhile (``shared``); each call is held 0.2 s so
+    that concurrent calls overlap."""
+
+    def __init__(self, func: Callable[..., object]) -> None:
+        self.func, self.busy, self.most, self.shared = func, 0, 0, []
+        self.lock = threading.Lock()
+
+    def __call__(self, *args: object) -> object:
+        from anyio import from_thread, to_thread
+
+        with self.lock:
+            self.busy += 1
+            self.most = max(self.most, self.busy)
+        self.shared.append(from_thread.run_sync(lambda: to_thread.current_default_thread_limiter().borrowed_tokens))
+        time.sleep(0.2)
+        with self.lock:
+            self.busy -= 1
+        return self.func(*args)

@@ -12,7 +12,7 @@ import zipfile
 import numpy as np
 
 from app.storage.store import Store
-from tests.helpers import make_multilabel, train, upload_csv
+from tests.helpers import ThreadUse, make_multilabel, train, upload_csv
 
 
 def test_the_artifact_downloads_with_its_manifest(client):
@@ -62,11 +62,7 @@ def test_an_export_streams_without_a_copy_in_threads_of_its_own(client, settings
     thread pool (GET /models took 6 s). Now the zip is streamed from the stored file, read in at
     most EXPORT_THREADS threads of the exports' own."""
     import tempfile
-    import threading
-    import time
     from concurrent.futures import ThreadPoolExecutor
-
-    from anyio import from_thread, to_thread
 
     from app.api.routes.models import EXPORT_THREADS
     from app.services import export
@@ -81,25 +77,12 @@ def test_an_export_streams_without_a_copy_in_threads_of_its_own(client, settings
         assert archive.testzip() is None and sorted(archive.namelist()) == ["manifest.json", "model.pkl"]
         assert hashlib.sha256(archive.read("model.pkl")).hexdigest() == r.headers["x-artifact-sha256"]
 
-    busy, most, shared = [0], [0], []
-    lock = threading.Lock()
-    checked = export.export_version
-
-    def slow(*args):
-        with lock:
-            busy[0] += 1
-            most[0] = max(most[0], busy[0])
-        shared.append(from_thread.run_sync(lambda: to_thread.current_default_thread_limiter().borrowed_tokens))
-        time.sleep(0.2)
-        with lock:
-            busy[0] -= 1
-        return checked(*args)
-
+    slow = ThreadUse(export.export_version)
     monkeypatch.setattr(export, "export_version", slow)
     with ThreadPoolExecutor(10) as pool:
         statuses = list(pool.map(lambda _: client.get("/models/toy-br/versions/1/artifact").status_code, range(10)))
     assert statuses == [200] * 10
-    assert most[0] == EXPORT_THREADS and max(shared) == 0, (most, shared)
+    assert slow.most == EXPORT_THREADS and max(slow.shared) == 0, (slow.most, slow.shared)
 
 
 def test_an_artifact_that_changes_while_it_is_sent_aborts_the_download(client, settings, monkeypatch):

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
-from tests.helpers import csv_bytes, make_multilabel, train, upload_csv, wait_status
+from tests.helpers import ThreadUse, csv_bytes, make_multilabel, train, upload_csv, wait_status
 
 
 @pytest.fixture(autouse=True)
@@ -201,11 +201,8 @@ def test_progress_poll_is_one_query_in_its_own_threads(client: TestClient, setti
     """47 jobs cost the poll one query per job (three per queued one), in the shared thread pool:
     200 open pages starved the API. Now one query, shared by the polls of the same jobs within
     FRESH_SECONDS, in at most THREADS threads of its own."""
-    import threading
-    import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from anyio import from_thread, to_thread
     from sqlalchemy import event
 
     from app.jobs import transitions
@@ -237,25 +234,12 @@ def test_progress_poll_is_one_query_in_its_own_threads(client: TestClient, setti
     assert [progress[i]["position"] for i in ids[1:]] == list(range(1, 47))
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1, statements
 
-    busy, most, shared = [0], [0], []
-    lock = threading.Lock()
-    polled = data.jobs_progress
-
-    def slow(*args):
-        with lock:
-            busy[0] += 1
-            most[0] = max(most[0], busy[0])
-        shared.append(from_thread.run_sync(lambda: to_thread.current_default_thread_limiter().borrowed_tokens))
-        time.sleep(0.2)
-        with lock:
-            busy[0] -= 1
-        return polled(*args)
-
+    slow = ThreadUse(data.jobs_progress)
     monkeypatch.setattr(data, "jobs_progress", slow)
     with ThreadPoolExecutor(10) as pool:  # ten pages of other jobs each, and ten of the same jobs
         answers = list(pool.map(lambda i: client.get(f"/ui/jobs/progress?ids={ids[i]}").status_code, range(10)))
         answers += list(pool.map(lambda i: client.get(f"/ui/jobs/progress?ids={ids[-1]}").status_code, range(10)))
     assert answers == [200] * 20
-    assert most[0] == THREADS, most
-    assert max(shared) == 0  # none of the polls held a thread of the shared pool
-    assert len(shared) == 11  # the polls of the same jobs shared one read
+    assert slow.most == THREADS, slow.most
+    assert max(slow.shared) == 0  # none of the polls held a thread of the shared pool
+    assert len(slow.shared) == 11  # the polls of the same jobs shared one read
