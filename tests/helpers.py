@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -289,6 +290,24 @@ def assert_self_contained(page: str) -> int:
     scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S)
     assert sum(script.count("Plotly.newPlot(") for script in scripts if "Plotly.newPlot(" in script[:2000]) == charts
     return charts
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@contextmanager
+def launched_chromium() -> Iterator[object]:
+    """Debian's chromium through Playwright (never a browser download of Playwright's own); skips
+    when it is missing, and fails under CI=true (``.ci/run`` installs it)."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
+        yield instance
+        instance.close()
 
 
 def chromium_launch_args() -> list[str]:

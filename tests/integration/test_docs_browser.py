@@ -9,17 +9,14 @@ and "Try it out" must upload a dataset, train a model and predict with it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.api import examples
-from tests.helpers import chromium_launch_args, live_server
+from tests.helpers import launched_chromium, live_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # ReDoc's bundle always links its "API docs by Redocly" footer logo to Redocly's CDN; the image
 # removes itself when it cannot load, so it is the one request that may fail (the page's
 # Content-Security-Policy, img-src 'self', refuses it before the network could).
@@ -32,15 +29,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
+    with launched_chromium() as instance:
         yield instance
-        instance.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ cached asset) and as the downloaded file, from disk with every request refused: 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import zipfile
 from collections.abc import Iterator
@@ -27,11 +26,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.helpers import chromium_launch_args, csv_bytes, live_server, make_multilabel
+from tests.helpers import csv_bytes, launched_chromium, live_server, make_multilabel
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 API_KEY = "ui-browser-key"
 WIDTHS = (1400, 390)
 PlaywrightError: type[Exception] = Exception  # playwright's own, once the browser fixture imported it
@@ -49,17 +47,10 @@ FOCUSABLE = """() => [...document.querySelectorAll('a[href], button, input, sele
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
     global PlaywrightError
-    PlaywrightError = sync_api.Error
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
+    with launched_chromium() as instance:
+        PlaywrightError = pytest.importorskip("playwright.sync_api").Error
         yield instance
-        instance.close()
 
 
 @pytest.fixture(scope="module")

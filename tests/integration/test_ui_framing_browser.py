@@ -10,22 +10,18 @@ frame of the attacker's own origin on the same page renders, so the check sees r
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 from collections.abc import Iterator
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.helpers import chromium_launch_args, csv_bytes, live_server, make_multilabel
+from tests.helpers import csv_bytes, launched_chromium, live_server, make_multilabel
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # what the framed page would show, were it shown
 SHOWN = "Set or move alias"
 
@@ -82,15 +78,8 @@ def attacker(server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=chromium_launch_args())
+    with launched_chromium() as instance:
         yield instance
-        instance.close()
 
 
 def test_another_origin_cannot_frame_the_dashboard(browser, server: str, attacker: str) -> None:
